@@ -1,0 +1,101 @@
+// defines: the public tensor operations of API.md as free functions in namespace ember, plus the C++
+// operators + - * / (tensor-tensor, tensor-scalar, scalar-tensor). They are built on ember::raw; this is
+// where autograd records its nodes.
+//
+//   Tensor y = ember::relu(ember::matmul(x, w) + b);
+//   Tensor p = ember::softmax(y, -1);
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ember/core/tensor.h"
+
+namespace ember {
+
+// --- arithmetic (NumPy broadcasting; dtypes promote as PyTorch's)
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, Scalar exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// --- comparisons (give kBool) and selection
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// --- linear algebra
+Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D, batched (batch dims broadcast)
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // y = x w^T + b, w is [out, in]
+
+// --- reductions (dims may be negative; no dims = all)
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor min(const Tensor& x);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor var(const Tensor& x);  // unbiased (correction 1), as torch.var
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false, int64_t correction = 1);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// --- activations
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// --- shape
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+// --- convolution family (NCHW); stride/padding/kernel take 1 value (both dims) or 2 (h, w)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = {}, std::vector<int64_t> stride = {1},
+              std::vector<int64_t> padding = {0});
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0});
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0});
+
+}  // namespace ember

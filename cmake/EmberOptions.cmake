@@ -1,0 +1,22 @@
+# Build switches. EMBER_CUDA lives in EmberCuda.cmake.
+option(EMBER_BUILD_TESTS "Build the GoogleTest suites" ${PROJECT_IS_TOP_LEVEL})
+option(EMBER_BUILD_BENCH "Build the benchmarks (Google Benchmark)" ${PROJECT_IS_TOP_LEVEL})
+option(EMBER_BUILD_EXAMPLES "Build the examples" ${PROJECT_IS_TOP_LEVEL})
+option(EMBER_SANITIZE "Build with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
+option(EMBER_NATIVE "Compile for this machine's CPU (-march=native) instead of x86-64-v3 (AVX2 + FMA)" OFF)
+
+# Portable default ISA: AVX2 + FMA. On the Zen 4 build machine Eigen's float GEMM is faster this way than with
+# -march=native (AVX-512 runs as two halves there).
+set(EMBER_ISA_FLAGS "")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  if(EMBER_NATIVE)
+    set(EMBER_ISA_FLAGS -march=native)
+  else()
+    set(EMBER_ISA_FLAGS -mavx2 -mfma -mf16c)
+  endif()
+endif()
+
+if(EMBER_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

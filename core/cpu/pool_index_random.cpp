@@ -1,0 +1,138 @@
+// defines: the CPU pooling (max / average, NCHW), index_select, and Philox-based random fills.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace ember::cpu {
+
+void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
+  if (is_reduced_float(out.dtype())) {
+    Tensor tmp = float_buffer_like(out);
+    pool2d(kind, tmp, upcast(x_in), p);
+    copy(out, tmp);
+    return;
+  }
+  Tensor x = raw::contiguous(x_in);
+  const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (!std::is_floating_point_v<T>) {
+      throw InternalError("cpu pool2d: floating dtype expected");
+    } else {
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      T* op = static_cast<T*>(out.data_ptr());
+      const double inv_area = 1.0 / static_cast<double>(p.kernel_h * p.kernel_w);
+      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)), [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const T* xc = xp + c * H * W;
+          T* oc = op + c * OH * OW;
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+              const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
+              const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
+              if (kind == PoolKind::Max) {
+                T m = -std::numeric_limits<T>::infinity();
+                for (int64_t h = hs; h < he; ++h)
+                  for (int64_t w = ws; w < we; ++w) {
+                    T v = xc[h * W + w];
+                    if (v > m || std::isnan(v)) m = v;
+                    if (std::isnan(m)) break;
+                  }
+                oc[oh * OW + ow] = m;
+              } else {
+                double s = 0;
+                for (int64_t h = hs; h < he; ++h)
+                  for (int64_t w = ws; w < we; ++w) s += xc[h * W + w];
+                oc[oh * OW + ow] = static_cast<T>(s * inv_area);
+              }
+            }
+        }
+      });
+    }
+  });
+}
+
+void CpuBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t dim, const Tensor& index_in) {
+  Tensor x = raw::contiguous(x_in), index = raw::contiguous(index_in);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const int64_t D = x.size(dim), n = index.numel();
+  const size_t row = static_cast<size_t>(inner) * x.itemsize();
+  const char* xp = static_cast<const char*>(x.data_ptr());
+  char* op = static_cast<char*>(out.data_ptr());
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  if (out.numel() == 0) return;
+  parallel_for(0, outer * n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / n, i = r % n;
+      std::memcpy(op + static_cast<size_t>(r) * row, xp + static_cast<size_t>(o * D + idx[i]) * row, row);
+    }
+  });
+}
+
+// --- Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11)
+namespace {
+struct Philox {
+  uint32_t out[4];
+  Philox(uint64_t seed, uint64_t counter) {
+    uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0};
+    uint32_t k[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+    for (int r = 0; r < 10; ++r) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c[0];
+      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c[2];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0];
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1];
+      c[0] = n0; c[1] = static_cast<uint32_t>(p1); c[2] = n2; c[3] = static_cast<uint32_t>(p0);
+      k[0] += 0x9E3779B9u;
+      k[1] += 0xBB67AE85u;
+    }
+    for (int i = 0; i < 4; ++i) out[i] = c[i];
+  }
+};
+inline double u01(uint32_t u) { return static_cast<double>(u) * (1.0 / 4294967296.0); }  // [0, 1)
+}  // namespace
+
+void CpuBackend::random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState st) {
+  const int64_t n = out.numel();
+  const int64_t blocks = (n + 3) / 4;
+  visit_dtype(out.dtype(), [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    // Element i comes from block (offset + i / 4), lane i % 4, whatever thread computes it.
+    parallel_for(0, blocks, 2048, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        Philox ph(st.seed, st.offset + static_cast<uint64_t>(blk));
+        double v[4];
+        if (kind == RandomKind::Normal) {  // Box-Muller on lanes (0, 1) and (2, 3)
+          for (int j = 0; j < 4; j += 2) {
+            const double r = std::sqrt(-2.0 * std::log(1.0 - u01(ph.out[j])));  // 1 - u in (0, 1]
+            const double th = 2.0 * M_PI * u01(ph.out[j + 1]);
+            v[j] = lo + hi * r * std::cos(th);
+            v[j + 1] = lo + hi * r * std::sin(th);
+          }
+        } else if (kind == RandomKind::Int) {
+          const uint64_t range = static_cast<uint64_t>(hi - lo);
+          for (int j = 0; j < 4; ++j) v[j] = lo + static_cast<double>((static_cast<uint64_t>(ph.out[j]) * range) >> 32);
+        } else {
+          for (int j = 0; j < 4; ++j) {
+            double u = lo + (hi - lo) * u01(ph.out[j]);
+            // keep the interval half-open after rounding to T
+            if constexpr (std::is_same_v<T, float> || is_reduced_v<T>) {
+              if (static_cast<double>(static_cast<float>(convert<T>(u))) >= hi) u = lo;
+            }
+            v[j] = u;
+          }
+        }
+        for (int j = 0; j < 4; ++j) {
+          const int64_t i = blk * 4 + j;
+          if (i < n) o[i] = convert<T>(v[j]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,74 @@
+// defines: Backend, the one polymorphic seam between ops and devices (CPU here, CUDA in cuda/), the op enums
+// it takes, and backend_for(Device). Ops in raw_ops check arguments and allocate outputs first, so a backend
+// may assume what each `requires:` line says.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ember/core/allocator.h"
+#include "ember/core/factory.h"
+#include "ember/core/tensor.h"
+
+namespace ember {
+
+enum class UnaryOp : uint8_t { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal };
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+enum class PoolKind : uint8_t { Max, Avg };
+const char* name(UnaryOp op);
+const char* name(BinaryOp op);
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+};
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
+};
+
+enum class RandomKind : uint8_t { Uniform, Normal, Int };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType type() const = 0;
+  virtual Allocator& allocator(int device_index) = 0;
+  virtual void synchronize(int device_index) = 0;
+
+  // requires (all below): tensors on this backend's device; `out` is freshly allocated and contiguous unless
+  // stated; inputs may be strided or broadcast (stride 0); inputs never alias `out` unless stated.
+
+  // dst = src with dtype conversion; dst may be any view (strided) of the right shape; same device.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // dst (any view) = v converted to dst's dtype.
+  virtual void fill(const Tensor& dst, double v) = 0;
+  // out = op(x); x has out's shape and dtype; out may alias x exactly (in-place).
+  virtual void unary(UnaryOp op, const Tensor& out, const Tensor& x) = 0;
+  virtual void clamp(const Tensor& out, const Tensor& x, double lo, double hi) = 0;
+  // out = a op b; a and b have out's shape (broadcast views) and one dtype; out's dtype is that dtype, or kBool
+  // for comparisons; out may alias a exactly (in-place).
+  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out = cond ? a : b; cond kBool, a/b of out's dtype, all with out's shape (broadcast views).
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  // out has x's rank with the reduced dims of size 1; ArgMax/ArgMin take one dim and give kInt64.
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) = 0;
+  // out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views).
+  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // softmax or log-softmax of x along dim.
+  virtual void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) = 0;
+  // NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined).
+  virtual void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
+                      const Conv2dParams& p) = 0;
+  // NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default).
+  virtual void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) = 0;
+  // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
+  virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
+  // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
+  // Int uniform in [lo, hi).
+  virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;
+};
+
+// The backend for a device; throws DeviceError when that device type is not built or not available.
+Backend& backend_for(Device d);
+
+}  // namespace ember

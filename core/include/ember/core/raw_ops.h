@@ -1,0 +1,80 @@
+// defines: ember::raw — every tensor op without autograd. Each one checks its arguments (and throws an
+// ember::Error subclass naming the op, shapes, dtypes and devices), computes the output shape and dtype,
+// allocates the output on the inputs' device and makes one backend call. The public, differentiable ops
+// (ember::add, ember::matmul, ...) in autograd/ are built on these.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ember/core/backend.h"
+#include "ember/core/tensor.h"
+
+namespace ember::raw {
+
+// --- elementwise (NumPy broadcasting; tensor-tensor dtypes promote as promote_types)
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor binary(BinaryOp op, const Tensor& a, Scalar b);
+Tensor binary(BinaryOp op, Scalar a, const Tensor& b);
+Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other);  // in place: self = self op other
+Tensor& binary_(BinaryOp op, Tensor& self, Scalar other);
+Tensor unary(UnaryOp op, const Tensor& x);  // integer inputs to float ops (exp, sqrt, ...) give kFloat32
+Tensor& unary_(UnaryOp op, Tensor& self);
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor& clamp_(Tensor& self, double lo, double hi);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// --- reductions (dims may be negative; empty dims = all dims)
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const char* opname);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false, int64_t correction = 1);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// Sums a broadcast tensor back to `shape` (the reverse of broadcasting; used by autograd).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// --- linear algebra
+Tensor matmul(const Tensor& a, const Tensor& b);  // [M,K]@[K,N], [B,M,K]@[B,K,N] (batch broadcasts), 1-D as numpy
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);  // x[..., in] w[out, in] b[out] (b may be undefined)
+
+// --- nn kernels
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> stride = {1, 1},
+              std::vector<int64_t> padding = {0, 0});
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0});
+
+// --- shape and indexing
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+// --- views (metadata only; share storage)
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
+Tensor view(const Tensor& x, const Shape& shape);     // throws when strides make a view impossible
+Tensor reshape(const Tensor& x, const Shape& shape);  // a view when possible, else a copy
+Tensor transpose(const Tensor& x, int64_t a, int64_t b);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start = 0, int64_t end = -1);
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to shape (stride 0), -1 keeps a size
+Tensor alias(const Tensor& x);                       // a new handle on the same data and metadata
+
+// --- copies and dtypes
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor clone(const Tensor& x);       // always a fresh contiguous copy
+Tensor cast(const Tensor& x, DType dtype);  // x itself when dtype matches
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
+Tensor& copy_(Tensor& dst, const Tensor& src);  // src broadcasts to dst; dtype converts
+Tensor& fill_(Tensor& dst, Scalar v);
+
+}  // namespace ember::raw

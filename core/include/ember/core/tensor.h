@@ -1,0 +1,163 @@
+// defines: Tensor (a cheap handle: copies share storage), TensorOptions, Scalar, and the Tensor members of
+// API.md. Differentiable members (views, clone, to(DType), index_select, ...) are defined in autograd/.
+//
+//   Tensor x = ember::randn({64, 784});
+//   Tensor y = x.reshape({64, 28, 28}).transpose(1, 2).contiguous();
+//   std::cout << y.slice(0, 0, 2) << "\n";
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "ember/core/device.h"
+#include "ember/core/dtype.h"
+#include "ember/core/error.h"
+#include "ember/core/shape.h"
+#include "ember/core/tensor_impl.h"
+
+namespace ember {
+
+struct TensorOptions {
+  DType dtype = kFloat32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+// A number in an op with a tensor: `x * 2`, `x + 0.5`. Remembers whether it was written as an integer so
+// that int tensor + 0.5 gives float32 while int tensor + 1 stays integer (as in PyTorch).
+struct Scalar {
+  double value = 0;
+  bool integral = false;
+  Scalar(double v) : value(v) {}                                      // NOLINT
+  Scalar(float v) : value(v) {}                                       // NOLINT
+  Scalar(int v) : value(v), integral(true) {}                         // NOLINT
+  Scalar(long v) : value(static_cast<double>(v)), integral(true) {}   // NOLINT
+  Scalar(long long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
+  Scalar(unsigned v) : value(v), integral(true) {}                    // NOLINT
+  Scalar(unsigned long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
+  Scalar(bool v) : value(v), integral(true) {}                        // NOLINT
+};
+
+namespace cuda {
+bool allow_scalar();  // cuda/: whether element access to CUDA memory is allowed
+}
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // --- metadata
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return checked()->sizes; }
+  const Shape& sizes() const { return checked()->sizes; }
+  const Shape& strides() const { return checked()->strides; }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t dim() const { return static_cast<int64_t>(checked()->sizes.size()); }
+  int64_t numel() const { return checked()->numel; }
+  int64_t storage_offset() const { return checked()->offset; }
+  DType dtype() const { return checked()->dtype; }
+  size_t itemsize() const { return ember::itemsize(dtype()); }
+  Device device() const { return checked()->device(); }
+  bool is_contiguous() const { return checked()->contiguous; }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  uint32_t version() const { return checked()->storage->version.load(std::memory_order_relaxed); }
+
+  // --- element access (CPU; a CUDA tensor throws unless cuda::set_allow_scalar(true))
+  void* data_ptr() const;  // address of element 0 (any device)
+  template <class T>
+  T* data() const {
+    check_host_access("data");
+    EMBER_CHECK_DTYPE(dtype_of_v<T> == dtype(), "data: tensor has dtype ", dtype(),
+                      " but data<", name(dtype_of_v<T>), ">() was requested");
+    return static_cast<T*>(impl_->data_ptr());
+  }
+  template <class T>
+  T item() const {
+    return static_cast<T>(item_double_checked(dtype_of_v<T>));
+  }
+  double item() const { return item_double_checked(dtype()); }
+  template <class T>
+  std::vector<T> to_vector() const;  // copies to host, any device, any layout
+
+  // --- copies, devices and dtypes
+  Tensor to(Device device, bool non_blocking = false) const;
+  Tensor to(DType dtype) const;
+  Tensor cuda() const { return to(Device::cuda()); }
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor pin_memory() const;
+  bool is_pinned() const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor detach() const;
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
+  Tensor& fill_(Scalar v);
+  Tensor& zero_() { return fill_(0); }
+
+  // --- views (share storage) and index ops
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor flatten(int64_t start = 0, int64_t end = -1) const;
+  Tensor transpose(int64_t a, int64_t b) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor t() const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t d) const;
+  Tensor unsqueeze(int64_t d) const;
+  Tensor expand(const Shape& shape) const;
+
+  // --- in place (bump the storage's version counter)
+  Tensor& add_(const Tensor& o);
+  Tensor& add_(Scalar s);
+  Tensor& sub_(const Tensor& o);
+  Tensor& sub_(Scalar s);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(Scalar s);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(Scalar s);
+  Tensor& relu_();
+  Tensor& clamp_(double lo, double hi);
+
+  // --- autograd state (defined in autograd/)
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // floating dtypes only
+  Tensor grad() const;                     // undefined until a gradient has been accumulated
+
+ private:
+  TensorImpl* checked() const {
+    if (!impl_) [[unlikely]] detail::fail<Error>("Tensor: operation on an undefined tensor (an empty handle)");
+    return impl_.get();
+  }
+  void check_host_access(const char* what) const;
+  double item_double_checked(DType want) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Converts `src` to a contiguous host buffer of T (used by to_vector; any dtype, any device).
+void copy_to_host_as(const Tensor& src, DType want, void* dst);
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out(static_cast<size_t>(numel()));
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> tmp(out.size());
+    copy_to_host_as(*this, kBool, tmp.data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = tmp[i] != 0;
+  } else {
+    copy_to_host_as(*this, dtype_of_v<T>, out.data());
+  }
+  return out;
+}
+
+}  // namespace ember

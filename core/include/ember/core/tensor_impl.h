@@ -1,0 +1,42 @@
+// defines: TensorImpl (storage + offset + sizes + strides + dtype + an autograd slot) and AutogradMetaBase,
+// the only thing core knows about autograd.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "ember/core/dtype.h"
+#include "ember/core/shape.h"
+#include "ember/core/storage.h"
+
+namespace ember {
+
+// Autograd hangs its per-tensor state (requires_grad, grad, grad_fn) here; core never looks inside.
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+};
+
+// CONVENTION:
+//  - strides and offset are in elements, not bytes; a size-0 tensor may have any strides;
+//  - every element a view can reach lies inside storage (checked when the view is made);
+//  - `contiguous` is recomputed by refresh() after every metadata change;
+//  - the device is the storage's device; dtype is fixed for the life of the impl.
+struct TensorImpl {
+  Storage storage;
+  int64_t offset = 0;
+  Shape sizes;
+  Shape strides;
+  DType dtype = kFloat32;
+  bool contiguous = true;
+  int64_t numel = 0;
+  std::unique_ptr<AutogradMetaBase> autograd_meta;  // null until autograd needs it
+
+  TensorImpl(Storage s, int64_t offset, Shape sizes, Shape strides, DType dtype);
+  void refresh();  // recomputes numel and contiguous
+  Device device() const { return storage->device; }
+  void* data_ptr() const {
+    return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype));
+  }
+  void bump_version() { storage->version.fetch_add(1, std::memory_order_relaxed); }
+};
+
+}  // namespace ember

@@ -1,0 +1,43 @@
+// defines: backend_for(Device) — the CPU backend always, the CUDA backend when built and available — and the
+// op enum names. The CUDA backend is reached by a direct call, never a static registrar (a static library
+// would drop a registrar object silently).
+#include "ember/config.h"
+#include "ember/core/backend.h"
+#include "../cpu/cpu_backend.h"
+
+#if EMBER_WITH_CUDA
+namespace ember::cuda::detail {
+Backend* backend_or_null(int device_index, std::string* why);  // cuda/src: null + a reason when unusable
+}
+#endif
+
+namespace ember {
+
+namespace cpu {
+CpuBackend& cpu_backend() {
+  static CpuBackend b;
+  return b;
+}
+}  // namespace cpu
+
+Backend& backend_for(Device d) {
+  if (d.is_cpu()) return cpu::cpu_backend();
+#if EMBER_WITH_CUDA
+  std::string why;
+  if (Backend* b = cuda::detail::backend_or_null(d.index(), &why)) return *b;
+  throw DeviceError(detail::str("cannot use ", d, ": ", why));
+#else
+  throw DeviceError(detail::str("cannot use ", d, ": ember was built without CUDA support (EMBER_CUDA=OFF or no nvcc)"));
+#endif
+}
+
+const char* name(UnaryOp op) {
+  static const char* names[] = {"neg", "abs", "sqrt", "exp", "log", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "reciprocal"};
+  return names[static_cast<int>(op)];
+}
+const char* name(BinaryOp op) {
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"};
+  return names[static_cast<int>(op)];
+}
+
+}  // namespace ember

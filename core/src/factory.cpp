@@ -1,0 +1,158 @@
+// defines: creation functions, the global Philox generator (manual_seed), and the CPU thread setting.
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "../cpu/parallel.h"
+#include "op_utils.h"
+
+namespace ember {
+
+Tensor empty(const Shape& shape, const TensorOptions& opts) {
+  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "empty: negative size in shape ", shape);
+  if (opts.requires_grad)
+    EMBER_CHECK_DTYPE(is_floating(opts.dtype), "requires_grad: only floating-point tensors can require gradients, got ",
+                      opts.dtype);
+  Allocator& alloc = backend_for(opts.device).allocator(opts.device.index());
+  auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(shape.numel()) * itemsize(opts.dtype), alloc);
+  Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), opts.dtype));
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& opts) {
+  Tensor t = empty(shape, opts);
+  if (t.numel()) backend_for(t.device()).fill(t, value.value);
+  return t;
+}
+Tensor zeros(const Shape& shape, const TensorOptions& opts) { return full(shape, 0, opts); }
+Tensor ones(const Shape& shape, const TensorOptions& opts) { return full(shape, 1, opts); }
+Tensor zeros_like(const Tensor& x) { return zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()}); }
+Tensor ones_like(const Tensor& x) { return ones(x.shape(), {.dtype = x.dtype(), .device = x.device()}); }
+Tensor empty_like(const Tensor& x) { return empty(x.shape(), {.dtype = x.dtype(), .device = x.device()}); }
+Tensor full_like(const Tensor& x, Scalar v) { return full(x.shape(), v, {.dtype = x.dtype(), .device = x.device()}); }
+
+Tensor arange(double start, double end, double step, const TensorOptions& opts) {
+  EMBER_CHECK_VALUE(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+                    "arange: step must be non-zero and bounds finite, got (", start, ", ", end, ", ", step, ")");
+  const double n = std::ceil((end - start) / step);
+  const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  Tensor host = empty({count}, {.dtype = kFloat64});
+  double* p = host.data<double>();
+  for (int64_t i = 0; i < count; ++i) p[i] = start + static_cast<double>(i) * step;
+  return raw::to_device(raw::cast(host, opts.dtype), opts.device);
+}
+Tensor arange(int64_t n, const TensorOptions& opts) { return arange(0, static_cast<double>(n), 1, opts); }
+
+// --- the global generator
+namespace {
+std::mutex g_gen_mu;
+PhiloxState g_gen{.seed = 67280421310721ULL, .offset = 0};
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_gen_mu);
+  g_gen = {.seed = seed, .offset = 0};
+}
+
+PhiloxState next_philox(uint64_t blocks) {
+  std::lock_guard<std::mutex> lock(g_gen_mu);
+  PhiloxState s = g_gen;
+  g_gen.offset += blocks;
+  return s;
+}
+
+namespace {
+Tensor random_tensor(RandomKind kind, const Shape& shape, double lo, double hi, const TensorOptions& opts) {
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = empty(shape, o);
+  if (t.numel()) backend_for(t.device()).random(kind, t, lo, hi, next_philox(static_cast<uint64_t>((t.numel() + 3) / 4)));
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, const TensorOptions& opts) { return uniform(shape, 0, 1, opts); }
+Tensor randn(const Shape& shape, const TensorOptions& opts) { return normal(shape, 0, 1, opts); }
+Tensor uniform(const Shape& shape, double lo, double hi, const TensorOptions& opts) {
+  EMBER_CHECK_DTYPE(is_floating(opts.dtype), "uniform: expected a floating dtype, got ", opts.dtype);
+  EMBER_CHECK_VALUE(lo <= hi, "uniform: expected lo <= hi, got [", lo, ", ", hi, ")");
+  return random_tensor(RandomKind::Uniform, shape, lo, hi, opts);
+}
+Tensor normal(const Shape& shape, double mean, double std, const TensorOptions& opts) {
+  EMBER_CHECK_DTYPE(is_floating(opts.dtype), "normal: expected a floating dtype, got ", opts.dtype);
+  EMBER_CHECK_VALUE(std >= 0, "normal: std must be >= 0, got ", std);
+  return random_tensor(RandomKind::Normal, shape, mean, std, opts);
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {
+  EMBER_CHECK_VALUE(low < high, "randint: expected low < high, got [", low, ", ", high, ")");
+  EMBER_CHECK_VALUE(static_cast<double>(high) - static_cast<double>(low) <= 4294967296.0,
+                    "randint: the range [", low, ", ", high, ") is wider than 2^32");
+  EMBER_CHECK_DTYPE(opts.dtype != kBool || (low >= 0 && high <= 2), "randint: range [", low, ", ", high,
+                    ") does not fit bool");
+  return random_tensor(RandomKind::Int, shape, static_cast<double>(low), static_cast<double>(high), opts);
+}
+
+Tensor randperm(int64_t n) {
+  EMBER_CHECK_VALUE(n >= 0, "randperm: n must be >= 0, got ", n);
+  Tensor keys = rand({n}, {.dtype = kFloat64});
+  Tensor out = empty({n}, {.dtype = kInt64});
+  int64_t* o = out.data<int64_t>();
+  // Fisher-Yates driven by the uniform draws: deterministic for a seed.
+  const double* k = keys.data<double>();
+  for (int64_t i = 0; i < n; ++i) o[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = std::min<int64_t>(static_cast<int64_t>(k[i] * static_cast<double>(i + 1)), i);
+    std::swap(o[i], o[j]);
+  }
+  return out;
+}
+
+Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& shape, const TensorOptions& opts) {
+  EMBER_CHECK_SHAPE(shape.numel() == count, "tensor: ", count, " values do not fill shape ", shape, " (",
+                    shape.numel(), " elements)");
+  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "tensor: negative size in shape ", shape);
+  Tensor host = empty(shape, {.dtype = src});
+  if (count) std::memcpy(host.data_ptr(), data, static_cast<size_t>(count) * itemsize(src));
+  Tensor t = raw::to_device(raw::cast(host, opts.dtype), opts.device);
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts, std::function<void(void*)> deleter) {
+  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "from_blob: negative size in shape ", shape);
+  EMBER_CHECK_VALUE(data != nullptr || shape.numel() == 0, "from_blob: null pointer for ", shape.numel(), " elements");
+  const size_t nbytes = static_cast<size_t>(shape.numel()) * itemsize(opts.dtype);
+  auto storage = std::make_shared<StorageImpl>(data, nbytes, opts.device, std::move(deleter));
+  Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), opts.dtype));
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// --- threads
+namespace {
+std::atomic<int> g_threads{0};  // 0: not set yet, use the machine's cores
+}
+namespace cpu {
+int num_threads() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  g_threads.store(n, std::memory_order_relaxed);
+  return n;
+}
+}  // namespace cpu
+
+void set_num_threads(int n) {
+  EMBER_CHECK_VALUE(n >= 1, "set_num_threads: expected n >= 1, got ", n);
+  g_threads.store(n, std::memory_order_relaxed);
+#ifdef _OPENMP
+  omp_set_num_threads(n);  // Eigen's GEMM threads follow OpenMP's setting
+#endif
+}
+int get_num_threads() { return cpu::num_threads(); }
+
+}  // namespace ember

@@ -1,0 +1,43 @@
+// defines: small helpers shared by the raw op front-ends (argument checks with API.md-style messages).
+// Private to core/.
+#pragma once
+#include <string>
+
+#include "ember/core/backend.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+
+namespace ember::detail {
+
+// "float32[64, 784] on cpu"
+inline std::string describe(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  return str(t.dtype(), t.shape(), " on ", t.device());
+}
+inline void check_defined(const char* op, const Tensor& t, const char* arg) {
+  EMBER_CHECK(t.defined(), Error, op, ": argument '", arg, "' is an undefined tensor (an empty handle)");
+}
+inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK_DEVICE(a.device() == b.device(), op, ": expected all tensors on the same device, got ", a.device(),
+                     " and ", b.device());
+}
+inline void check_floating(const char* op, const Tensor& t) {
+  EMBER_CHECK_DTYPE(is_floating(t.dtype()), op, ": expected a floating-point tensor, got ", describe(t),
+                    " (convert with .to(kFloat32))");
+}
+inline Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, {.dtype = dtype, .device = device});
+}
+// Refuses writes into a tensor whose elements overlap each other (an expanded view): the result would
+// depend on the order of writes.
+void check_writable(const char* op, const Tensor& t);
+// True when a and b may share memory (same storage).
+inline bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.impl()->storage == b.impl()->storage && a.numel() > 0 && b.numel() > 0;
+}
+inline bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl()->storage == b.impl()->storage && a.storage_offset() == b.storage_offset() &&
+         a.shape() == b.shape() && a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,157 @@
+// defines: matmul (1-D, 2-D and batched with broadcast batch dims), linear, conv2d and the 2-D pools.
+#include "op_utils.h"
+
+namespace ember::raw {
+using detail::describe;
+
+namespace {
+void check_mm_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK_DTYPE(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", describe(a),
+                    " and ", describe(b));
+  EMBER_CHECK_DTYPE(a.dtype() != kBool, op, ": not supported for bool tensors");
+}
+
+// Views t [batch..., R, C] (already expanded to `batch`) as [B, R, C] without copying when the batch dims
+// collapse to one stride, else through a contiguous copy.
+Tensor as_batched3(const Tensor& t, const Shape& batch) {
+  Shape full = batch;
+  full.push_back(t.size(-2));
+  full.push_back(t.size(-1));
+  Tensor e = expand(t, full);
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  int64_t B = 1, stride = 0;
+  bool ok = true;
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    const int64_t sz = e.size(d);
+    if (sz == 1) continue;
+    if (B == 1) stride = e.stride(d);
+    else if (e.stride(d) != stride * B) ok = false;  // stride of this dim must continue the inner ones
+    B *= sz;
+  }
+  if (ok) return as_strided(e, {B, e.size(-2), e.size(-1)}, {stride, e.stride(-2), e.stride(-1)}, e.storage_offset());
+  return reshape(contiguous(e), {B, e.size(-2), e.size(-1)});
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined("matmul", a, "a");
+  detail::check_defined("matmul", b, "b");
+  detail::check_same_device("matmul", a, b);
+  check_mm_dtypes("matmul", a, b);
+  EMBER_CHECK_SHAPE(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
+                    a.shape(), " and ", b.shape());
+  // 1-D operands as NumPy: a vector on the left is a row, on the right a column; that dim is dropped after.
+  Tensor A = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor Bm = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  const int64_t M = A.size(-2), K = A.size(-1), K2 = Bm.size(-2), N = Bm.size(-1);
+  EMBER_CHECK_SHAPE(K == K2, "matmul: shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", K, " != ", K2,
+                    ")");
+  Shape ba(A.shape().begin(), A.shape().end() - 2), bb(Bm.shape().begin(), Bm.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Tensor A3 = as_batched3(A, batch), B3 = as_batched3(Bm, batch);
+  Tensor out = detail::new_tensor({A3.size(0), M, N}, a.dtype(), a.device());
+  backend_for(a.device()).matmul(out, A3, B3);
+  Shape os = batch;
+  if (a.dim() > 1) os.push_back(M);
+  if (b.dim() > 1) os.push_back(N);
+  return view(out, os);
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  detail::check_defined("linear", x, "x");
+  detail::check_defined("linear", w, "weight");
+  detail::check_same_device("linear", x, w);
+  check_mm_dtypes("linear", x, w);
+  EMBER_CHECK_SHAPE(w.dim() == 2, "linear: weight must be 2-D [out, in], got ", w.shape());
+  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ", x.shape(), " does not match weight ",
+                    w.shape(), " (expected the last dim of the input to be ", w.size(1), ")");
+  if (b.defined()) {
+    detail::check_same_device("linear", x, b);
+    check_mm_dtypes("linear", x, b);
+    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "linear: bias ", b.shape(), " does not match weight ",
+                      w.shape(), " (expected [", w.size(0), "])");
+  }
+  // y[N, out] = x[N, in] @ w^T, the transpose being a free strided view; then + b in place.
+  Tensor x2 = reshape(x, {-1, x.size(-1)});
+  Tensor out = detail::new_tensor({1, x2.size(0), w.size(0)}, x.dtype(), x.device());
+  Backend& be = backend_for(x.device());
+  be.matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0));
+  if (b.defined()) be.binary(BinaryOp::Add, out, out, expand(b, out.shape()));
+  Shape os = x.shape();
+  os[os.size() - 1] = w.size(0);
+  return view(out, os);
+}
+
+namespace {
+std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std::vector<int64_t>& v, int64_t dflt) {
+  if (v.empty()) return {dflt, dflt};
+  EMBER_CHECK_VALUE(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ", Shape(v));
+  return v.size() == 1 ? std::pair{v[0], v[0]} : std::pair{v[0], v[1]};
+}
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> stride,
+              std::vector<int64_t> padding) {
+  detail::check_defined("conv2d", x, "input");
+  detail::check_defined("conv2d", w, "weight");
+  detail::check_same_device("conv2d", x, w);
+  detail::check_floating("conv2d", x);
+  check_mm_dtypes("conv2d", x, w);
+  EMBER_CHECK_SHAPE(x.dim() == 4, "conv2d: expected a 4-D input [N, C, H, W], got ", x.shape());
+  EMBER_CHECK_SHAPE(w.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels, kH, kW], got ", w.shape());
+  EMBER_CHECK_SHAPE(x.size(1) == w.size(1), "conv2d: input ", x.shape(), " has ", x.size(1),
+                    " channels but weight ", w.shape(), " expects ", w.size(1));
+  if (b.defined()) {
+    detail::check_same_device("conv2d", x, b);
+    check_mm_dtypes("conv2d", x, b);
+    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", b.shape(), " does not match ",
+                      w.size(0), " output channels");
+  }
+  auto [sh, sw] = pair_arg("conv2d", "stride", stride, 1);
+  auto [ph, pw] = pair_arg("conv2d", "padding", padding, 0);
+  EMBER_CHECK_VALUE(sh > 0 && sw > 0 && ph >= 0 && pw >= 0, "conv2d: stride must be positive and padding non-negative, got stride ",
+                    Shape(stride), " padding ", Shape(padding));
+  const int64_t OH = out_size(x.size(2), w.size(2), sh, ph), OW = out_size(x.size(3), w.size(3), sw, pw);
+  EMBER_CHECK_SHAPE(x.size(2) + 2 * ph >= w.size(2) && x.size(3) + 2 * pw >= w.size(3), "conv2d: kernel ",
+                    w.size(2), "x", w.size(3), " is larger than the padded input ", x.size(2) + 2 * ph, "x",
+                    x.size(3) + 2 * pw, " (input ", x.shape(), ")");
+  Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device());
+  backend_for(x.device()).conv2d(out, x, w, b, {sh, sw, ph, pw});
+  return out;
+}
+
+namespace {
+Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
+              const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
+  detail::check_defined(op, x, "input");
+  detail::check_floating(op, x);
+  EMBER_CHECK_SHAPE(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got ", x.shape());
+  EMBER_CHECK_VALUE(!kernel.empty(), op, ": kernel size is required");
+  auto [kh, kw] = pair_arg(op, "kernel", kernel, 0);
+  auto [sh, sw] = pair_arg(op, "stride", stride, 0);
+  if (stride.empty()) { sh = kh; sw = kw; }  // default stride = kernel size
+  auto [ph, pw] = pair_arg(op, "padding", padding, 0);
+  EMBER_CHECK_VALUE(kh > 0 && kw > 0 && sh > 0 && sw > 0, op, ": kernel and stride must be positive, got kernel ",
+                    Shape(kernel), " stride ", Shape(stride));
+  EMBER_CHECK_VALUE(ph >= 0 && pw >= 0 && 2 * ph <= kh && 2 * pw <= kw, op,
+                    ": padding must be non-negative and at most half the kernel, got padding ", Shape(padding),
+                    " for kernel ", Shape(kernel));
+  EMBER_CHECK_SHAPE(x.size(2) + 2 * ph >= kh && x.size(3) + 2 * pw >= kw, op, ": kernel ", kh, "x", kw,
+                    " is larger than the padded input ", x.size(2) + 2 * ph, "x", x.size(3) + 2 * pw, " (input ",
+                    x.shape(), ")");
+  Tensor out = detail::new_tensor({x.size(0), x.size(1), out_size(x.size(2), kh, sh, ph), out_size(x.size(3), kw, sw, pw)},
+                                  x.dtype(), x.device());
+  if (out.numel()) backend_for(x.device()).pool2d(kind, out, x, {kh, kw, sh, sw, ph, pw});
+  return out;
+}
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding) {
+  return pool2d(PoolKind::Max, "max_pool2d", x, kernel, stride, padding);
+}
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding) {
+  return pool2d(PoolKind::Avg, "avg_pool2d", x, kernel, stride, padding);
+}
+
+}  // namespace ember::raw

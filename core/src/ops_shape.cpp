@@ -1,0 +1,75 @@
+// defines: cat, stack and index_select.
+#include "op_utils.h"
+
+namespace ember::raw {
+using detail::describe;
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  EMBER_CHECK_VALUE(!xs.empty(), "cat: expected a non-empty list of tensors");
+  for (size_t i = 0; i < xs.size(); ++i) detail::check_defined("cat", xs[i], "tensors[i]");
+  const Tensor& first = xs[0];
+  EMBER_CHECK_SHAPE(first.dim() > 0, "cat: zero-dimensional tensor (at position 0) cannot be concatenated");
+  dim = normalize_dim(dim, first.dim(), "cat");
+  DType dt = first.dtype();
+  int64_t total = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& t = xs[i];
+    detail::check_same_device("cat", first, t);
+    EMBER_CHECK_SHAPE(t.dim() == first.dim(), "cat: tensor ", i, " has shape ", t.shape(), " but tensor 0 has ",
+                      first.shape(), " (ranks differ)");
+    for (int64_t d = 0; d < t.dim(); ++d)
+      EMBER_CHECK_SHAPE(d == dim || t.size(d) == first.size(d), "cat: sizes must match except in dim ", dim,
+                        ": tensor 0 has shape ", first.shape(), ", tensor ", i, " has ", t.shape());
+    dt = promote_types(dt, t.dtype());
+    total += t.size(dim);
+  }
+  Shape os = first.shape();
+  os[static_cast<size_t>(dim)] = total;
+  Tensor out = detail::new_tensor(os, dt, first.device());
+  Backend& be = backend_for(first.device());
+  int64_t at = 0;
+  for (const Tensor& t : xs) {
+    if (t.numel()) be.copy(slice(out, dim, at, at + t.size(dim)), t);
+    at += t.size(dim);
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  EMBER_CHECK_VALUE(!xs.empty(), "stack: expected a non-empty list of tensors");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    detail::check_defined("stack", xs[i], "tensors[i]");
+    EMBER_CHECK_SHAPE(xs[i].shape() == xs[0].shape(), "stack: expects each tensor to be equal size, but got ",
+                      xs[0].shape(), " at entry 0 and ", xs[i].shape(), " at entry ", i);
+  }
+  dim = normalize_dim(dim, xs[0].dim() + 1, "stack");
+  std::vector<Tensor> us;
+  us.reserve(xs.size());
+  for (const Tensor& t : xs) us.push_back(unsqueeze(t, dim));
+  return cat(us, dim);
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  detail::check_defined("index_select", x, "x");
+  detail::check_defined("index_select", index, "index");
+  detail::check_same_device("index_select", x, index);
+  EMBER_CHECK_DTYPE(index.dtype() == kInt64 || index.dtype() == kInt32, "index_select: index must be int64 or int32, got ",
+                    describe(index));
+  EMBER_CHECK_SHAPE(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", index.shape());
+  Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
+  const int64_t d = normalize_dim(dim, x.dim(), "index_select");
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  // Indices are checked on the host before any kernel reads with them.
+  std::vector<int64_t> host = idx.to_vector<int64_t>();
+  for (int64_t v : host)
+    EMBER_CHECK_INDEX(v >= 0 && v < n, "index_select: index ", v, " is out of bounds for dim ", d, " with size ", n,
+                      " (input ", describe(x), ")");
+  if (x.dim() == 0) return clone(x);
+  Shape os = x.shape();
+  os[static_cast<size_t>(d)] = idx.numel();
+  Tensor out = detail::new_tensor(os, x.dtype(), x.device());
+  if (out.numel()) backend_for(x.device()).index_select(out, x, d, idx);
+  return out;
+}
+
+}  // namespace ember::raw

@@ -1,0 +1,23 @@
+// defines: the always-available face of the CUDA backend: is_available() (false, never a crash, without a
+// GPU, a driver, or a CUDA build), device queries, and the scalar-access guard. These compile and link in
+// every build; without CUDA they report no devices and the rest throw DeviceError.
+#pragma once
+#include <string>
+
+namespace ember::cuda {
+
+bool is_available();
+int device_count();
+int current_device();
+void set_device(int index);
+std::string get_device_name(int index = 0);
+void synchronize();
+// Why CUDA is unusable here ("" when it is usable).
+std::string unavailable_reason();
+
+// Element access to CUDA memory (item, data<T>()) throws unless allowed: one element at a time silently
+// serialises the GPU. to_vector() and cpu() always work.
+void set_allow_scalar(bool allow);
+bool allow_scalar();
+
+}  // namespace ember::cuda

@@ -1,0 +1,17 @@
+// The umbrella header: the only file users need to include. Everything lives in namespace ember.
+//
+//   #include <ember/ember.h>
+//   auto x = ember::randn({64, 784});
+//   auto w = ember::randn({128, 784});
+//   auto y = ember::relu(ember::linear(x, w));
+#pragma once
+#include "ember/config.h"
+#include "ember/core/allocator.h"
+#include "ember/core/device.h"
+#include "ember/core/dtype.h"
+#include "ember/core/error.h"
+#include "ember/core/factory.h"
+#include "ember/core/shape.h"
+#include "ember/core/tensor.h"
+#include "ember/autograd/ops.h"
+#include "ember/cuda/cuda.h"
