@@ -15,3 +15,4 @@
 #include "ember/core/tensor.h"
 #include "ember/autograd/ops.h"
 #include "ember/cuda/cuda.h"
+#include "ember/data/idx.h"

@@ -1,0 +1,41 @@
+# Ember's quick-start commands. Each installs missing Debian packages first (scripts/install-deps.sh).
+#   make demo      build and run the example on Fashion-MNIST
+#   make test      build everything and run the whole test suite (ctest)
+#   make bench     build and run the benchmarks (also installs OpenBLAS for the comparison)
+#   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+
+.PHONY: deps configure build test demo bench sanitize clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+demo: configure
+	cmake --build $(BUILD) -j$(JOBS) --target ember_demo
+	./$(BUILD)/examples/ember_demo
+
+bench:
+	@bash scripts/install-deps.sh bench
+	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench
+	./$(BUILD)/bench/ember_bench --benchmark_counters_tabular=true
+
+sanitize: deps
+	@cmake -S . -B build-asan -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan

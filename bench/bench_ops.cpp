@@ -1,0 +1,96 @@
+// Op-level benchmarks of the CPU backend: GEMM (GFLOP/s, against OpenBLAS sgemm in the same run when it is
+// installed), elementwise add/mul/relu (GB/s), softmax, conv2d, and the end-to-end cost of one tiny op.
+// Every benchmark runs on one thread unless its name says threads:2.
+#include <benchmark/benchmark.h>
+#include <ember/ember.h>
+
+#ifdef EMBER_BENCH_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+using namespace ember;
+
+namespace {
+void set_threads(const benchmark::State& s) { set_num_threads(static_cast<int>(s.range(1))); }
+
+void BM_matmul(benchmark::State& s) {
+  set_threads(s);
+  const int64_t n = s.range(0);
+  manual_seed(0);
+  Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b).data_ptr());
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                             benchmark::Counter::kIs1000);
+}
+
+#ifdef EMBER_BENCH_OPENBLAS
+void BM_openblas_sgemm(benchmark::State& s) {
+  openblas_set_num_threads(static_cast<int>(s.range(1)));
+  const int64_t n = s.range(0);
+  manual_seed(0);
+  Tensor a = randn({n, n}), b = randn({n, n}), c = zeros({n, n});
+  for (auto _ : s) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),
+                static_cast<int>(n), 1.0f, a.data<float>(), static_cast<int>(n), b.data<float>(), static_cast<int>(n),
+                0.0f, c.data<float>(), static_cast<int>(n));
+    benchmark::ClobberMemory();
+  }
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                             benchmark::Counter::kIs1000);
+}
+#endif
+
+// Bytes moved per element: two reads and one write for binary ops, one read and one write for unary.
+template <int Op>
+void BM_elementwise(benchmark::State& s) {
+  set_threads(s);
+  const int64_t n = s.range(0);
+  Tensor a = randn({n}), b = randn({n});
+  for (auto _ : s) {
+    Tensor y = Op == 0 ? a + b : (Op == 1 ? a * b : relu(a));
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  const double bytes = (Op == 2 ? 2.0 : 3.0) * 4.0 * static_cast<double>(n);
+  s.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+void BM_softmax(benchmark::State& s) {
+  set_threads(s);
+  Tensor x = randn({s.range(0), 1000});
+  for (auto _ : s) benchmark::DoNotOptimize(softmax(x, 1).data_ptr());
+  s.counters["GB/s"] = benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate,
+                                          benchmark::Counter::kIs1000);
+}
+
+// The example CNN's first two convolutions on a batch of 64.
+void BM_conv2d(benchmark::State& s) {
+  set_threads(s);
+  const int64_t c = s.range(0), hw = c == 1 ? 28 : 14, oc = c == 1 ? 32 : 64;
+  Tensor x = randn({64, c, hw, hw}), w = randn({oc, c, 5, 5}), b = randn({oc});
+  for (auto _ : s) benchmark::DoNotOptimize(conv2d(x, w, b, {1}, {2}).data_ptr());
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate,
+                                             benchmark::Counter::kIs1000);
+}
+
+// End-to-end cost of one small op (checks, allocation from the cache, kernel, handle): add of two [64].
+void BM_tiny_add(benchmark::State& s) {
+  set_num_threads(1);
+  Tensor a = randn({64}), b = randn({64});
+  for (auto _ : s) benchmark::DoNotOptimize((a + b).data_ptr());
+}
+}  // namespace
+
+BENCHMARK(BM_tiny_add);
+BENCHMARK(BM_matmul)->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+#ifdef EMBER_BENCH_OPENBLAS
+BENCHMARK(BM_openblas_sgemm)->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_openblas_sgemm)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+#endif
+BENCHMARK(BM_matmul)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_elementwise<0>)->Name("BM_add")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<1>)->Name("BM_mul")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<2>)->Name("BM_relu")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<0>)->Name("BM_add")->Args({1 << 22, 2})->ArgNames({"n", "threads"});
+BENCHMARK(BM_softmax)->ArgsProduct({{64, 1024}, {1}})->ArgNames({"rows", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_conv2d)->ArgsProduct({{1, 32}, {1, 2}})->ArgNames({"in_ch", "threads"})->Unit(benchmark::kMillisecond);
