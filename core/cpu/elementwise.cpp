@@ -56,7 +56,8 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   switch (op) {
     case UnaryOp::Neg: return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
     case UnaryOp::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? static_cast<T>(-v) : v; });
-    case UnaryOp::Relu: return unary_loop<T, T>(out, x, [](T v) { return v > T(0) ? v : T(0); });
+    // written so that NaN passes through, as PyTorch's relu (a NaN must not turn into a silent 0)
+    case UnaryOp::Relu: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(0) : v; });
     case UnaryOp::Sign:
       return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>((T(0) < v) - (v < T(0))); });
     case UnaryOp::Square: return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>(v * v); });

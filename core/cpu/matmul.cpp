@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 
 #include "cpu_backend.h"
+#include "gemm.h"
 #include "parallel.h"
 
 namespace ember::cpu {
@@ -14,13 +15,23 @@ template <class T>
 using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using Stride = Eigen::OuterStride<>;
 
-// Calls f(map) with an Eigen map of the [rows, cols] matrix at p with element strides (rs, cs): row-major if
-// cs == 1, column-major if rs == 1 (a transposed view costs nothing), else via a packed copy in `pack`.
+enum class Layout { Row, Col, Pack };
+// How Eigen can map the [rows, cols] matrix with element strides (rs, cs) without a copy. Row-major needs unit
+// column steps and rows that do not overlap (rs >= cols: an expanded view has rs == 0); column-major the mirror.
+Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols == 1) && (rs >= cols || rows == 1)) return Layout::Row;
+  if ((rs == 1 || rows == 1) && (cs >= rows || cols == 1)) return Layout::Col;
+  return Layout::Pack;
+}
+
+// Calls f(map) with an Eigen map of the [rows, cols] matrix at p with element strides (rs, cs): row-major or
+// column-major as layout_of says (a transposed view costs nothing), else via a packed copy in `pack`.
 template <class T, class F>
 void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, T* pack, F&& f) {
-  if (cs == 1 || cols == 1) {
+  const Layout l = layout_of(rows, cols, rs, cs);
+  if (l == Layout::Row) {
     f(Eigen::Map<const RowMat<T>, 0, Stride>(p, rows, cols, Stride(std::max<int64_t>(rs, cols))));
-  } else if (rs == 1 || rows == 1) {
+  } else if (l == Layout::Col) {
     f(Eigen::Map<const ColMat<T>, 0, Stride>(p, rows, cols, Stride(std::max<int64_t>(cs, rows))));
   } else {
     for (int64_t i = 0; i < rows; ++i)
@@ -35,8 +46,8 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
   const T* A = static_cast<const T*>(a.data_ptr());
   const T* Bp = static_cast<const T*>(b.data_ptr());
   T* C = static_cast<T*>(out.data_ptr());
-  const bool pack_a = !(a.stride(2) == 1 || K == 1 || a.stride(1) == 1 || M == 1);
-  const bool pack_b = !(b.stride(2) == 1 || N == 1 || b.stride(1) == 1 || K == 1);
+  const bool pack_a = layout_of(M, K, a.stride(1), a.stride(2)) == Layout::Pack;
+  const bool pack_b = layout_of(K, N, b.stride(1), b.stride(2)) == Layout::Pack;
   auto one = [&](int64_t i, T* pa, T* pb) {
     Eigen::Map<RowMat<T>> c(C + i * M * N, M, N);
     if (K == 0) { c.setZero(); return; }
@@ -46,8 +57,23 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
       });
     });
   };
-  // Small matrices in a batch: one matrix per thread. Large ones: Eigen threads inside each GEMM.
   const int64_t flops = M * N * K;
+  if constexpr (std::is_same_v<T, float> && kHaveSgemmKernel) {
+    // Our packed kernel: a batch of small products runs one product per thread, large ones thread inside.
+    auto run = [&](int64_t i, int threads) {
+      sgemm(M, N, K, A + i * a.stride(0), a.stride(1), a.stride(2), Bp + i * b.stride(0), b.stride(1), b.stride(2),
+            C + i * M * N, N, false, threads);
+    };
+    if (B > 1 && flops < (1 << 21)) {
+      parallel_for(0, B, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) run(i, 1);
+      });
+    } else {
+      for (int64_t i = 0; i < B; ++i) run(i, num_threads());
+    }
+    return;
+  }
+  // Small matrices in a batch: one matrix per thread. Large ones: Eigen threads inside each GEMM.
   if (B > 1 && flops < (1 << 21)) {
     parallel_for(0, B, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), [&](int64_t b0, int64_t b1) {
       Scratch pa(pack_a ? sizeof(T) * M * K : 0), pb(pack_b ? sizeof(T) * K * N : 0);
@@ -137,7 +163,10 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
               }
             }
         Eigen::Map<RowMat<T>> om(op + n * OC * OHW, OC, OHW);
-        om.noalias() = wm * Eigen::Map<const RowMat<T>>(col, CKK, OHW);
+        if constexpr (std::is_same_v<T, float> && kHaveSgemmKernel)
+          sgemm(OC, OHW, CKK, w.data<float>(), CKK, 1, col, OHW, 1, om.data(), OHW, false, 1);
+        else
+          om.noalias() = wm * Eigen::Map<const RowMat<T>>(col, CKK, OHW);
         if (bp) om.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bp, OC);
       };
       // One image per thread (each with its own column buffer) when the batch can feed the threads.

@@ -45,7 +45,7 @@ Tensor scalar_tensor(Scalar s, DType dt, Device dev) {
 // or a bool tensor meets an integer in arithmetic (int64).
 DType scalar_result_dtype(const Tensor& t, Scalar s, BinaryOp op) {
   if (!is_floating(t.dtype()) && !s.integral) return kFloat32;
-  if (t.dtype() == kBool && !is_comparison(op) && s.integral && !(s.value == 0 || s.value == 1)) return kInt64;
+  if (t.dtype() == kBool && !is_comparison(op) && s.integral && !s.boolean) return kInt64;
   return t.dtype();
 }
 
@@ -102,7 +102,8 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other_in) {
 
 Tensor& binary_(BinaryOp op, Tensor& self, Scalar other) {
   detail::check_defined(name(op), self, "self");
-  Tensor s = scalar_tensor(other, is_floating(self.dtype()) || other.integral ? self.dtype() : kFloat32, self.device());
+  // same dtype rules as out of place, so e.g. bool_tensor.add_(2) is refused instead of storing true
+  Tensor s = scalar_tensor(other, scalar_result_dtype(self, other, op), self.device());
   return binary_(op, self, s);
 }
 

@@ -47,6 +47,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   EMBER_CHECK_SHAPE(K == K2, "matmul: shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", K, " != ", K2,
                     ")");
   Shape ba(A.shape().begin(), A.shape().end() - 2), bb(Bm.shape().begin(), Bm.shape().end() - 2);
+  // Checked here so that the message names both full shapes, not only their batch dims.
+  bool batch_ok = true;
+  for (size_t i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
+    const int64_t da = ba[ba.size() - i], db = bb[bb.size() - i];
+    batch_ok = batch_ok && (da == db || da == 1 || db == 1);
+  }
+  EMBER_CHECK_SHAPE(batch_ok, "matmul: shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (batch dims ",
+                    ba, " and ", bb, " do not broadcast)");
   Shape batch = broadcast_shapes(ba, bb, "matmul");
   Tensor A3 = as_batched3(A, batch), B3 = as_batched3(Bm, batch);
   Tensor out = detail::new_tensor({A3.size(0), M, N}, a.dtype(), a.device());
@@ -72,7 +80,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                       w.shape(), " (expected [", w.size(0), "])");
   }
   // y[N, out] = x[N, in] @ w^T, the transpose being a free strided view; then + b in place.
-  Tensor x2 = reshape(x, {-1, x.size(-1)});
+  // Rows counted explicitly: reshape cannot infer -1 when in_features is 0.
+  Tensor x2 = reshape(x, {Shape(x.shape().begin(), x.shape().end() - 1).numel(), x.size(-1)});
   Tensor out = detail::new_tensor({1, x2.size(0), w.size(0)}, x.dtype(), x.device());
   Backend& be = backend_for(x.device());
   be.matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0));

@@ -29,6 +29,7 @@ struct TensorOptions {
 struct Scalar {
   double value = 0;
   bool integral = false;
+  bool boolean = false;  // written as a bool: bool tensor + true stays bool, bool tensor + 1 gives int64
   Scalar(double v) : value(v) {}                                      // NOLINT
   Scalar(float v) : value(v) {}                                       // NOLINT
   Scalar(int v) : value(v), integral(true) {}                         // NOLINT
@@ -36,7 +37,7 @@ struct Scalar {
   Scalar(long long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
   Scalar(unsigned v) : value(v), integral(true) {}                    // NOLINT
   Scalar(unsigned long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
-  Scalar(bool v) : value(v), integral(true) {}                        // NOLINT
+  Scalar(bool v) : value(v), integral(true), boolean(true) {}         // NOLINT
 };
 
 namespace cuda {
