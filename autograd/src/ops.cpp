@@ -1,40 +1,154 @@
-// defines: the public ops of ops.h on top of ember::raw. Autograd recording (nodes with their backward)
-// joins each op here when the autograd engine lands; until then these compute forward values only.
+// defines: the public elementwise ops of ops.h (arithmetic, comparisons, where, activations) on top of
+// ember::raw, each recording its backward when an input requires grad.
 #include "ember/autograd/ops.h"
 
-#include "ember/core/raw_ops.h"
+#include <cmath>
+
+#include "grad_utils.h"
 
 namespace ember {
+using autograd::Grads;
+using autograd::InputInfo;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::reduce_to;
+using autograd::save;
 
-Tensor add(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Pow, a, b); }
-Tensor pow(const Tensor& a, Scalar e) { return raw::binary(BinaryOp::Pow, a, e); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Minimum, a, b); }
-Tensor neg(const Tensor& x) { return raw::unary(UnaryOp::Neg, x); }
-Tensor abs(const Tensor& x) { return raw::unary(UnaryOp::Abs, x); }
-Tensor sqrt(const Tensor& x) { return raw::unary(UnaryOp::Sqrt, x); }
-Tensor exp(const Tensor& x) { return raw::unary(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return raw::unary(UnaryOp::Log, x); }
-Tensor square(const Tensor& x) { return raw::unary(UnaryOp::Square, x); }
-Tensor sign(const Tensor& x) { return raw::unary(UnaryOp::Sign, x); }
-Tensor clamp(const Tensor& x, double lo, double hi) { return raw::clamp(x, lo, hi); }
+namespace {
+Tensor zeros_like_grad(const Tensor& g) { return zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()}); }
+
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor y = raw::binary(op, a, b);
+  if (is_comparison(op) || !needs_grad({&a, &b})) return y;
+  InputInfo ia(a), ib(b);
+  switch (op) {
+    case BinaryOp::Add:
+      record("add", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads { return {reduce_to(g[0], ia), reduce_to(g[0], ib)}; });
+      break;
+    case BinaryOp::Sub:
+      record("sub", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads {
+        return {reduce_to(g[0], ia), ib.wants ? reduce_to(raw::unary(UnaryOp::Neg, g[0]), ib) : Tensor()};
+      });
+      break;
+    case BinaryOp::Mul:
+      record("mul", {a, b}, {y}, [ia, ib, sa = save(ib.wants ? a : Tensor()), sb = save(ia.wants ? b : Tensor())](const Grads& g) -> Grads {
+        return {ia.wants ? reduce_to(g[0] * sb.get("mul"), ia) : Tensor(),
+                ib.wants ? reduce_to(g[0] * sa.get("mul"), ib) : Tensor()};
+      });
+      break;
+    case BinaryOp::Div:
+      record("div", {a, b}, {y}, [ia, ib, sb = save(b), sy = save(y)](const Grads& g) -> Grads {
+        const Tensor& bv = sb.get("div");
+        Tensor ga = g[0] / bv;  // d(a/b)/da = 1/b;  d(a/b)/db = -(a/b)/b
+        return {ia.wants ? reduce_to(ga, ia) : Tensor(), ib.wants ? reduce_to(-(ga * sy.get("div")), ib) : Tensor()};
+      });
+      break;
+    case BinaryOp::Pow:
+      record("pow", {a, b}, {y}, [ia, ib, sa = save(a), sb = save(b), sy = save(y)](const Grads& g) -> Grads {
+        const Tensor &av = sa.get("pow"), &bv = sb.get("pow");
+        Tensor ga, gb;
+        if (ia.wants) ga = reduce_to(g[0] * bv * raw::binary(BinaryOp::Pow, av, bv - 1), ia);
+        // d(a^b)/db = a^b log a, taken as 0 where a <= 0 (there the power is not differentiable in b)
+        if (ib.wants) gb = reduce_to(where(gt(av, 0), g[0] * sy.get("pow") * log(av), zeros_like_grad(g[0])), ib);
+        return {ga, gb};
+      });
+      break;
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum:
+      // The gradient goes to the larger (smaller) input; ties split it in half, as PyTorch does.
+      record(op == BinaryOp::Maximum ? "maximum" : "minimum", {a, b}, {y},
+             [ia, ib, sa = save(a), sb = save(b), op](const Grads& g) -> Grads {
+               const Tensor &av = sa.get("maximum"), &bv = sb.get("maximum");
+               Tensor a_wins = (op == BinaryOp::Maximum ? gt(av, bv) : lt(av, bv)).to(g[0].dtype());
+               Tensor half_tie = eq(av, bv).to(g[0].dtype()) * 0.5;
+               return {ia.wants ? reduce_to(g[0] * (a_wins + half_tie), ia) : Tensor(),
+                       ib.wants ? reduce_to(g[0] * (1 - a_wins - half_tie), ib) : Tensor()};
+             });
+      break;
+    default: break;
+  }
+  return y;
+}
+
+// tensor op scalar (scalar_first: scalar op tensor)
+Tensor scalar_op(BinaryOp op, const Tensor& t, Scalar s, bool scalar_first) {
+  Tensor y = scalar_first ? raw::binary(op, s, t) : raw::binary(op, t, s);
+  if (is_comparison(op) || !needs_grad({&t})) return y;
+  InputInfo it(t);
+  const double v = s.value;
+  switch (op) {
+    case BinaryOp::Add:
+      record("add", {t}, {y}, [it](const Grads& g) -> Grads { return {reduce_to(g[0], it)}; });
+      break;
+    case BinaryOp::Sub:
+      record("sub", {t}, {y}, [it, scalar_first](const Grads& g) -> Grads {
+        return {reduce_to(scalar_first ? raw::unary(UnaryOp::Neg, g[0]) : g[0], it)};
+      });
+      break;
+    case BinaryOp::Mul:
+      record("mul", {t}, {y}, [it, v](const Grads& g) -> Grads { return {reduce_to(g[0] * v, it)}; });
+      break;
+    case BinaryOp::Div:
+      if (!scalar_first) {
+        record("div", {t}, {y}, [it, v](const Grads& g) -> Grads { return {reduce_to(g[0] / v, it)}; });
+      } else {  // d(s/t)/dt = -(s/t)/t
+        record("div", {t}, {y}, [it, st = save(t), sy = save(y)](const Grads& g) -> Grads {
+          return {reduce_to(-(g[0] * sy.get("div") / st.get("div")), it)};
+        });
+      }
+      break;
+    case BinaryOp::Pow:
+      if (!scalar_first) {
+        record("pow", {t}, {y}, [it, v, st = save(t)](const Grads& g) -> Grads {
+          return {reduce_to(g[0] * v * raw::binary(BinaryOp::Pow, st.get("pow"), Scalar(v - 1)), it)};
+        });
+      } else {  // d(s^t)/dt = s^t log s
+        record("pow", {t}, {y}, [it, v, sy = save(y)](const Grads& g) -> Grads {
+          return {reduce_to(g[0] * sy.get("pow") * std::log(v), it)};
+        });
+      }
+      break;
+    default: {  // maximum/minimum with a scalar are not exposed
+      throw InternalError("scalar_op: unexpected op");
+    }
+  }
+  return y;
+}
+
+// Unary ops whose backward is g * f'(x, y), with f' built from the saved input and/or output.
+template <class Deriv>
+Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, bool keep_x, bool keep_y, Deriv deriv) {
+  Tensor y = raw::unary(op, x);
+  if (!needs_grad({&x})) return y;
+  InputInfo ix(x);
+  record(name, {x}, {y}, [ix, name, deriv, sx = save(keep_x ? x : Tensor()), sy = save(keep_y ? y : Tensor())](const Grads& g) -> Grads {
+    return {reduce_to(g[0] * deriv(sx.get(name), sy.get(name)), ix)};
+  });
+  return y;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
+Tensor pow(const Tensor& a, Scalar e) { return scalar_op(BinaryOp::Pow, a, e, false); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Add, a, b); }
-Tensor operator-(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Sub, a, b); }
-Tensor operator*(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Mul, a, b); }
-Tensor operator/(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Div, a, b); }
-Tensor operator+(Scalar a, const Tensor& b) { return raw::binary(BinaryOp::Add, a, b); }
-Tensor operator-(Scalar a, const Tensor& b) { return raw::binary(BinaryOp::Sub, a, b); }
-Tensor operator*(Scalar a, const Tensor& b) { return raw::binary(BinaryOp::Mul, a, b); }
-Tensor operator/(Scalar a, const Tensor& b) { return raw::binary(BinaryOp::Div, a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return scalar_op(BinaryOp::Add, a, b, false); }
+Tensor operator-(const Tensor& a, Scalar b) { return scalar_op(BinaryOp::Sub, a, b, false); }
+Tensor operator*(const Tensor& a, Scalar b) { return scalar_op(BinaryOp::Mul, a, b, false); }
+Tensor operator/(const Tensor& a, Scalar b) { return scalar_op(BinaryOp::Div, a, b, false); }
+Tensor operator+(Scalar a, const Tensor& b) { return scalar_op(BinaryOp::Add, b, a, true); }
+Tensor operator-(Scalar a, const Tensor& b) { return scalar_op(BinaryOp::Sub, b, a, true); }
+Tensor operator*(Scalar a, const Tensor& b) { return scalar_op(BinaryOp::Mul, b, a, true); }
+Tensor operator/(Scalar a, const Tensor& b) { return scalar_op(BinaryOp::Div, b, a, true); }
 Tensor operator-(const Tensor& x) { return neg(x); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return raw::binary(BinaryOp::Eq, a, b); }
@@ -49,43 +163,72 @@ Tensor lt(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Lt, a, b); }
 Tensor le(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Le, a, b); }
 Tensor gt(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Ge, a, b); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return raw::where(c, a, b); }
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return raw::matmul(a, b); }
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return raw::linear(x, w, b); }
-
-Tensor sum(const Tensor& x) { return raw::sum(x); }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return raw::sum(x, d, k); }
-Tensor mean(const Tensor& x) { return raw::mean(x); }
-Tensor mean(const Tensor& x, const std::vector<int64_t>& d, bool k) { return raw::mean(x, d, k); }
-Tensor max(const Tensor& x) { return raw::max(x); }
-Tensor max(const Tensor& x, const std::vector<int64_t>& d, bool k) { return raw::max(x, d, k); }
-Tensor min(const Tensor& x) { return raw::min(x); }
-Tensor min(const Tensor& x, const std::vector<int64_t>& d, bool k) { return raw::min(x, d, k); }
-Tensor var(const Tensor& x) { return raw::var(x); }
-Tensor var(const Tensor& x, const std::vector<int64_t>& d, bool k, int64_t c) { return raw::var(x, d, k, c); }
-Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k); }
-Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
-
-Tensor relu(const Tensor& x) { return raw::unary(UnaryOp::Relu, x); }
-Tensor sigmoid(const Tensor& x) { return raw::unary(UnaryOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return raw::unary(UnaryOp::Tanh, x); }
-Tensor gelu(const Tensor& x) { return raw::unary(UnaryOp::Gelu, x); }
-Tensor softmax(const Tensor& x, int64_t dim) { return raw::softmax(x, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return raw::log_softmax(x, dim); }
-
-Tensor cat(const std::vector<Tensor>& xs, int64_t dim) { return raw::cat(xs, dim); }
-Tensor stack(const std::vector<Tensor>& xs, int64_t dim) { return raw::stack(xs, dim); }
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& i) { return raw::index_select(x, dim, i); }
-
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> s, std::vector<int64_t> p) {
-  return raw::conv2d(x, w, b, std::move(s), std::move(p));
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  Tensor y = raw::where(c, a, b);
+  if (!needs_grad({&a, &b})) return y;
+  InputInfo ia(a), ib(b);
+  record("where", {a, b}, {y}, [ia, ib, sc = save(c)](const Grads& g) -> Grads {
+    const Tensor& cond = sc.get("where");
+    Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+    return {ia.wants ? reduce_to(raw::where(cond, g[0], z), ia) : Tensor(),
+            ib.wants ? reduce_to(raw::where(cond, z, g[0]), ib) : Tensor()};
+  });
+  return y;
 }
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  return raw::max_pool2d(x, std::move(k), std::move(s), std::move(p));
+
+// --- unary
+Tensor neg(const Tensor& x) {
+  Tensor y = raw::unary(UnaryOp::Neg, x);
+  if (needs_grad({&x})) {
+    InputInfo ix(x);
+    record("neg", {x}, {y}, [ix](const Grads& g) -> Grads { return {reduce_to(raw::unary(UnaryOp::Neg, g[0]), ix)}; });
+  }
+  return y;
 }
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  return raw::avg_pool2d(x, std::move(k), std::move(s), std::move(p));
+Tensor abs(const Tensor& x) {
+  return unary_op(UnaryOp::Abs, "abs", x, true, false, [](const Tensor& xv, const Tensor&) { return sign(xv); });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Sqrt, "sqrt", x, false, true, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+}
+Tensor exp(const Tensor& x) {
+  return unary_op(UnaryOp::Exp, "exp", x, false, true, [](const Tensor&, const Tensor& y) { return y; });
+}
+Tensor log(const Tensor& x) {
+  return unary_op(UnaryOp::Log, "log", x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
+}
+Tensor square(const Tensor& x) {
+  return unary_op(UnaryOp::Square, "square", x, true, false, [](const Tensor& xv, const Tensor&) { return 2 * xv; });
+}
+Tensor sign(const Tensor& x) {
+  return unary_op(UnaryOp::Sign, "sign", x, true, false, [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
+}
+Tensor relu(const Tensor& x) {
+  return unary_op(UnaryOp::Relu, "relu", x, false, true,
+                  [](const Tensor&, const Tensor& y) { return gt(y, 0).to(y.dtype()); });
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true, [](const Tensor&, const Tensor& y) { return y * (1 - y); });
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op(UnaryOp::Tanh, "tanh", x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
+}
+Tensor gelu(const Tensor& x) {
+  return unary_op(UnaryOp::Gelu, "gelu", x, true, false,
+                  [](const Tensor& xv, const Tensor&) { return raw::unary(UnaryOp::GeluGrad, xv); });
+}
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  Tensor y = raw::clamp(x, lo, hi);
+  if (needs_grad({&x})) {
+    InputInfo ix(x);
+    // the gradient passes where x lies inside [lo, hi]
+    record("clamp", {x}, {y}, [ix, lo, hi, sx = save(x)](const Grads& g) -> Grads {
+      const Tensor& xv = sx.get("clamp");
+      return {reduce_to(g[0] * (ge(xv, lo).to(g[0].dtype()) * le(xv, hi).to(g[0].dtype())), ix)};
+    });
+  }
+  return y;
 }
 
 }  // namespace ember

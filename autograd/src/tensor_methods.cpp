@@ -1,55 +1,211 @@
-// defines: the Tensor members that autograd must see (views, copies, dtype and device moves, detach) and the
-// per-tensor autograd state (requires_grad, grad). Gradient recording joins these with the autograd engine.
-#include "ember/core/raw_ops.h"
-#include "ember/core/tensor.h"
+// defines: the Tensor members autograd must see — views, copies, dtype and device moves, detach, and the
+// in-place ops — recording their backward when the tensor requires grad.
+//
+// In-place ops: a leaf that requires grad may only be changed under NoGradGuard (an optimiser update);
+// changing a view of such a tensor in place is refused (its base would not learn of it); otherwise the op is
+// recorded and becomes the tensor's new grad_fn. Saved tensors notice the change through the version counter.
+#include "ember/autograd/grad_mode.h"
+#include "ember/autograd/ops.h"
+#include "ember/core/factory.h"
+#include "grad_utils.h"
 
 namespace ember {
+using autograd::Grads;
+using autograd::InputInfo;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::reduce_to;
+using autograd::save;
 
 namespace {
-// Per-tensor autograd state; only leaves that require grad carry one.
-struct AutogradMeta final : AutogradMetaBase {
-  bool requires_grad = false;
-  Tensor grad;
-};
-AutogradMeta* meta(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
+// Records a view op: its gradient maps back through `back`.
+template <class Back>
+Tensor view_op(const char* name, const Tensor& x, Tensor y, Back back) {
+  if (!needs_grad({&x})) return y;
+  InputInfo ix(x);
+  record(name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/true);
+  return y;
+}
 }  // namespace
 
-bool Tensor::requires_grad() const {
-  AutogradMeta* m = meta(*this);
-  return m && m->requires_grad;
+Tensor Tensor::reshape(const Shape& s) const {
+  return view_op("reshape", *this, raw::reshape(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
-Tensor& Tensor::requires_grad_(bool on) {
-  EMBER_CHECK_DTYPE(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require gradients, got ",
-                    dtype(), shape());
-  if (!impl()->autograd_meta) impl()->autograd_meta = std::make_unique<AutogradMeta>();
-  meta(*this)->requires_grad = on;
-  return *this;
+Tensor Tensor::view(const Shape& s) const {
+  return view_op("view", *this, raw::view(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
-Tensor Tensor::grad() const {
-  AutogradMeta* m = meta(*this);
-  return m ? m->grad : Tensor();
+Tensor Tensor::flatten(int64_t a, int64_t b) const {
+  return view_op("flatten", *this, raw::flatten(*this, a, b), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
-
-Tensor Tensor::to(Device device, bool non_blocking) const { return raw::to_device(*this, device, non_blocking); }
-Tensor Tensor::to(DType dtype) const { return raw::cast(*this, dtype); }
-Tensor Tensor::contiguous() const { return raw::contiguous(*this); }
-Tensor Tensor::clone() const { return raw::clone(*this); }
-Tensor Tensor::detach() const { return raw::alias(*this); }
-Tensor Tensor::reshape(const Shape& s) const { return raw::reshape(*this, s); }
-Tensor Tensor::view(const Shape& s) const { return raw::view(*this, s); }
-Tensor Tensor::flatten(int64_t a, int64_t b) const { return raw::flatten(*this, a, b); }
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return raw::transpose(*this, a, b); }
-Tensor Tensor::permute(const std::vector<int64_t>& d) const { return raw::permute(*this, d); }
+Tensor Tensor::squeeze() const {
+  return view_op("squeeze", *this, raw::squeeze(*this), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+}
+Tensor Tensor::squeeze(int64_t d) const {
+  return view_op("squeeze", *this, raw::squeeze(*this, d), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+}
+Tensor Tensor::unsqueeze(int64_t d) const {
+  return view_op("unsqueeze", *this, raw::unsqueeze(*this, d), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+}
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  return view_op("transpose", *this, raw::transpose(*this, a, b), [a, b](const Tensor& g, const InputInfo&) { return raw::transpose(g, a, b); });
+}
 Tensor Tensor::t() const {
   EMBER_CHECK_SHAPE(dim() <= 2, "t: expects a tensor with <= 2 dims, got ", shape(), " (use transpose(a, b))");
-  return dim() < 2 ? raw::alias(*this) : raw::transpose(*this, 0, 1);
+  return dim() < 2 ? view_op("t", *this, raw::alias(*this), [](const Tensor& g, const InputInfo&) { return g; })
+                   : transpose(0, 1);
 }
-Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return raw::slice(*this, d, s, e, st); }
-Tensor Tensor::select(int64_t d, int64_t i) const { return raw::select(*this, d, i); }
-Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return raw::index_select(*this, d, i); }
-Tensor Tensor::squeeze() const { return raw::squeeze(*this); }
-Tensor Tensor::squeeze(int64_t d) const { return raw::squeeze(*this, d); }
-Tensor Tensor::unsqueeze(int64_t d) const { return raw::unsqueeze(*this, d); }
-Tensor Tensor::expand(const Shape& s) const { return raw::expand(*this, s); }
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  Tensor y = raw::permute(*this, dims);
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
+  return view_op("permute", *this, y, [inverse](const Tensor& g, const InputInfo&) { return raw::permute(g, inverse); });
+}
+Tensor Tensor::expand(const Shape& s) const {
+  return view_op("expand", *this, raw::expand(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::sum_to(g, i.shape); });
+}
+// slice / select: the gradient is zero except in the part that was read.
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
+  return view_op("slice", *this, raw::slice(*this, d, s, e, st), [d, s, e, st](const Tensor& g, const InputInfo& i) {
+    Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
+    Tensor part = raw::slice(gx, d, s, e, st);
+    raw::copy_(part, g);
+    return gx;
+  });
+}
+Tensor Tensor::select(int64_t d, int64_t idx) const {
+  return view_op("select", *this, raw::select(*this, d, idx), [d, idx](const Tensor& g, const InputInfo& i) {
+    Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
+    Tensor part = raw::select(gx, d, idx);
+    raw::copy_(part, g);
+    return gx;
+  });
+}
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ember::index_select(*this, d, i); }
+
+// --- copies, dtypes, devices
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return view_op("contiguous", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+}
+Tensor Tensor::clone() const {
+  return view_op("clone", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+}
+Tensor Tensor::detach() const { return raw::alias(*this); }
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor y = raw::cast(*this, dt);
+  if (!is_floating(dt)) return y;  // an integer result carries no gradient
+  return view_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return raw::cast(g, i.dtype); });
+}
+Tensor Tensor::to(Device dev, bool non_blocking) const {
+  if (dev == device()) return *this;
+  return view_op("to", *this, raw::to_device(*this, dev, non_blocking),
+                 [](const Tensor& g, const InputInfo& i) { return raw::to_device(g, i.device); });
+}
+
+// --- in place
+namespace {
+// Refuses in-place changes autograd could not follow; returns whether the op must be recorded.
+bool check_inplace(const char* op, const Tensor& self, const Tensor* other) {
+  if (!GradMode::is_enabled()) return false;
+  const bool self_rg = self.requires_grad();
+  EMBER_CHECK(!(self_rg && self.is_leaf()), Error, op, ": a leaf tensor that requires grad (", self.dtype(), self.shape(),
+              ") cannot be modified in place while recording; do parameter updates under NoGradGuard, or use the "
+              "out-of-place op");
+  const bool record_it = self_rg || (other && other->defined() && other->requires_grad());
+  if (record_it) {
+    const autograd::AutogradMeta* m = autograd::meta(self);
+    EMBER_CHECK(!(m && m->is_view), Error, op, ": in-place change of a view (", self.dtype(), self.shape(),
+                ") of a tensor that requires grad is not supported; clone() the view first");
+    detail::check_writable(op, self);
+  }
+  return record_it;
+}
+
+// Runs `apply` (the raw in-place op) and, when needed, records `name` with inputs {self, other} whose backward
+// gets (g, value of self before the op, saved other, value of self after).
+using InplaceGrad = std::function<Grads(const Tensor& g, const Tensor& before, const Tensor& other, const Tensor& after)>;
+Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_before, bool keep_after,
+                const std::function<void()>& apply, InplaceGrad grad) {
+  const bool rec = check_inplace(name, self, other.defined() ? &other : nullptr);
+  Tensor before = rec && keep_before ? raw::clone(self) : Tensor();
+  apply();
+  if (!rec) return self;
+  std::vector<Tensor> inputs = {self};
+  if (other.defined()) inputs.push_back(other);
+  InputInfo io = other.defined() ? InputInfo(other) : InputInfo(self);
+  // record() reads self's current edge (its previous grad_fn) before making this node its grad_fn
+  record(name, inputs, {self},
+         // ops that keep `before` (mul_, div_) also need `other`
+         [name, io, grad, sb = save(before), so = save(other.defined() && keep_before ? other : Tensor()),
+          sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
+           Grads r = grad(g[0], sb.get(name), so.get(name), sa.get(name));
+           if (r.size() > 1) r[1] = reduce_to(r[1], io);
+           return r;
+         });
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& o) {
+  return inplace("add_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Add, *this, o); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g, g}; });
+}
+Tensor& Tensor::sub_(const Tensor& o) {
+  return inplace("sub_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, o); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g, -g}; });
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  return inplace("mul_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Mul, *this, o); },
+                 [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
+                   return {g * other, g * before};
+                 });
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  return inplace("div_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Div, *this, o); },
+                 [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
+                   Tensor ga = g / other;
+                   return {ga, -(ga * before / other)};
+                 });
+}
+Tensor& Tensor::add_(Scalar s) {
+  return inplace("add_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Add, *this, s); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
+}
+Tensor& Tensor::sub_(Scalar s) {
+  return inplace("sub_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, s); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
+}
+Tensor& Tensor::mul_(Scalar s) {
+  const double v = s.value;
+  return inplace("mul_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Mul, *this, s); },
+                 [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g * v}; });
+}
+Tensor& Tensor::div_(Scalar s) {
+  const double v = s.value;
+  return inplace("div_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Div, *this, s); },
+                 [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g / v}; });
+}
+Tensor& Tensor::relu_() {
+  return inplace("relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
+                   return {g * gt(after, 0).to(g.dtype())};
+                 });
+}
+Tensor& Tensor::clamp_(double lo, double hi) {
+  return inplace("clamp_", *this, {}, true, false, [&] { raw::clamp_(*this, lo, hi); },
+                 [lo, hi](const Tensor& g, const Tensor& before, const Tensor&, const Tensor&) -> Grads {
+                   return {g * (ge(before, lo).to(g.dtype()) * le(before, hi).to(g.dtype()))};
+                 });
+}
+// fill_ and copy_ overwrite self: no gradient flows to its old value.
+Tensor& Tensor::fill_(Scalar v) {
+  return inplace("fill_", *this, {}, false, false, [&] { raw::fill_(*this, v); },
+                 [](const Tensor&, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor()}; });
+}
+Tensor& Tensor::copy_(const Tensor& src, bool) {
+  return inplace("copy_", *this, src, false, false, [&] { raw::copy_(*this, src); },
+                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor(), g}; });
+}
 
 }  // namespace ember

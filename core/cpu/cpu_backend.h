@@ -70,7 +70,11 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
   void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;
+  void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                       const Tensor& gb, const Conv2dParams& p) override;
   void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) override;
+  void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p) override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
 };

@@ -74,6 +74,12 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
       case UnaryOp::Gelu:  // exact form, as PyTorch's default: x * Phi(x)
         return unary_loop<T, T>(
             out, x, [](T v) { return static_cast<T>(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2))); }, g);
+      case UnaryOp::GeluGrad:  // Phi(x) + x * phi(x)
+        return unary_loop<T, T>(out, x, [](T v) {
+          const T cdf = static_cast<T>(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
+          const T pdf = std::exp(static_cast<T>(-0.5) * v * v) * static_cast<T>(0.3989422804014327);  // 1/sqrt(2 pi)
+          return cdf + v * pdf;
+        }, g);
       default: break;
     }
   }

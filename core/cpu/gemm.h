@@ -17,4 +17,11 @@ inline constexpr bool kHaveSgemmKernel = false;
 bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t b_rs,
            int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads);
 
+// Single-threaded C (+)= A @ B for float (our kernel) and double (Eigen), any strides for A and B; used inside
+// per-image loops (conv2d) that already run one image per thread.
+void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
+                 int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate);
+void gemm_serial(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs, const double* B,
+                 int64_t b_rs, int64_t b_cs, double* C, int64_t ldc, bool accumulate);
+
 }  // namespace ember::cpu

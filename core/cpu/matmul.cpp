@@ -1,6 +1,9 @@
-// defines: the CPU GEMM (batched, any strides) on Eigen, and conv2d as im2col + that GEMM.
+// defines: the CPU batched GEMM behind matmul (our packed kernel for float32, Eigen otherwise) and
+// gemm_serial for per-image products.
 // Eigen stays inside this file and never reaches a public header.
 #include <Eigen/Core>
+
+#include <vector>
 
 #include "cpu_backend.h"
 #include "gemm.h"
@@ -103,10 +106,59 @@ void gemm_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
       }
 }
 
+template <class T>
+void gemm_serial_eigen(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
+                       int64_t b_cs, T* C, int64_t ldc, bool accumulate) {
+  using GStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<const RowMat<T>, 0, GStride> am(A, M, K, GStride(a_rs, a_cs));
+  Eigen::Map<const RowMat<T>, 0, GStride> bm(B, K, N, GStride(b_rs, b_cs));
+  Eigen::Map<RowMat<T>, 0, Stride> cm(C, M, N, Stride(ldc));
+  if (accumulate) cm.noalias() += am * bm;
+  else cm.noalias() = am * bm;
+}
+
 }  // namespace
 
-Scratch::Scratch(size_t nbytes) : ptr_(cpu_allocator().allocate(nbytes)), n_(nbytes) {}
-Scratch::~Scratch() { cpu_allocator().deallocate(ptr_, n_); }
+void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
+                 int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
+  if (!sgemm(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, 1))
+    gemm_serial_eigen(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate);
+}
+void gemm_serial(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs, const double* B,
+                 int64_t b_rs, int64_t b_cs, double* C, int64_t ldc, bool accumulate) {
+  gemm_serial_eigen(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate);
+}
+
+// Note [Scratch arenas]: each thread keeps one buffer per nesting depth (conv's column buffer, then sgemm's
+// packing buffers inside it) that only ever grows. Work is split across threads deterministically, so after
+// the first step of a steady loop every thread's buffers are big enough and kernels allocate nothing —
+// whatever the timing of the threads.
+namespace {
+struct Arena {
+  std::vector<std::pair<void*, size_t>> bufs;
+  size_t depth = 0;
+  ~Arena() {
+    for (auto& [p, n] : bufs) cpu_allocator().deallocate(p, n);
+  }
+};
+thread_local Arena t_arena;
+}  // namespace
+
+Scratch::Scratch(size_t nbytes) : ptr_(nullptr), n_(nbytes) {
+  Arena& a = t_arena;
+  if (a.bufs.size() <= a.depth) a.bufs.emplace_back(nullptr, 0);
+  auto& [p, n] = a.bufs[a.depth];
+  if (n < nbytes) {
+    cpu_allocator().deallocate(p, n);
+    p = nullptr;  // if allocate throws, the slot is left empty rather than dangling
+    n = 0;
+    p = cpu_allocator().allocate(nbytes);
+    n = nbytes;
+  }
+  ptr_ = p;
+  ++a.depth;  // only once the buffer exists: a throw above leaves the depth as it was
+}
+Scratch::~Scratch() { --t_arena.depth; }
 
 void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (is_reduced_float(out.dtype())) {
@@ -119,62 +171,6 @@ void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
     if constexpr (std::is_floating_point_v<T>) gemm_batch<T>(out, a, b);
     else if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
     else gemm_naive<T>(out, a, b);
-  });
-}
-
-void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
-                        const Conv2dParams& p) {
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    conv2d(tmp, upcast(x_in), upcast(w_in), bias.defined() ? upcast(bias) : bias, p);
-    copy(out, tmp);
-    return;
-  }
-  Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3), OH = out.size(2), OW = out.size(3);
-  const int64_t CKK = C * KH * KW, OHW = OH * OW;
-  if (out.numel() == 0) return;
-  visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (!std::is_floating_point_v<T>) {
-      throw InternalError("cpu conv2d: floating dtype expected");
-    } else {
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
-      T* op = static_cast<T*>(out.data_ptr());
-      Eigen::Map<const RowMat<T>> wm(static_cast<const T*>(w.data_ptr()), OC, CKK);
-      // im2col: col[(c, kh, kw), (oh, ow)] = x[c, oh*s - pad + kh, ow*s - pad + kw] (0 outside), then
-      // out[n] = W[OC, CKK] @ col[CKK, OH*OW] (+ bias per output channel).
-      auto image = [&](int64_t n, T* col) {
-        const T* xn = xp + n * C * H * W;
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              T* row = col + ((c * KH + kh) * KW + kw) * OHW;
-              for (int64_t oh = 0; oh < OH; ++oh) {
-                const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-                T* r = row + oh * OW;
-                if (ih < 0 || ih >= H) { std::fill(r, r + OW, T(0)); continue; }
-                const T* xr = xn + (c * H + ih) * W;
-                for (int64_t ow = 0; ow < OW; ++ow) {
-                  const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-                  r[ow] = (iw >= 0 && iw < W) ? xr[iw] : T(0);
-                }
-              }
-            }
-        Eigen::Map<RowMat<T>> om(op + n * OC * OHW, OC, OHW);
-        if constexpr (std::is_same_v<T, float> && kHaveSgemmKernel)
-          sgemm(OC, OHW, CKK, w.data<float>(), CKK, 1, col, OHW, 1, om.data(), OHW, false, 1);
-        else
-          om.noalias() = wm * Eigen::Map<const RowMat<T>>(col, CKK, OHW);
-        if (bp) om.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bp, OC);
-      };
-      // One image per thread (each with its own column buffer) when the batch can feed the threads.
-      parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(CKK * OHW));
-        for (int64_t n = n0; n < n1; ++n) image(n, col.as<T>());
-      });
-    }
   });
 }
 

@@ -1,4 +1,5 @@
-// defines: the CPU pooling (max / average, NCHW), index_select, and Philox-based random fills.
+// defines: the CPU pooling (max / average, NCHW) and its backward, index_select / index_add, and
+// Philox-based random fills.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -50,6 +51,89 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
               }
             }
         }
+      });
+    }
+  });
+}
+
+void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
+                                 const Pool2dParams& p) {
+  if (is_reduced_float(gx.dtype())) {
+    Tensor tmp = float_buffer_like(gx);
+    pool2d_backward(kind, tmp, upcast(gy_in), upcast(x_in), p);
+    copy(gx, tmp);
+    return;
+  }
+  Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
+  const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = gy.size(2), OW = gy.size(3);
+  visit_dtype(gx.dtype(), [&]<class T>() {
+    if constexpr (!std::is_floating_point_v<T>) {
+      throw InternalError("cpu pool2d_backward: floating dtype expected");
+    } else {
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      const T* gyp = static_cast<const T*>(gy.data_ptr());
+      T* gxp = static_cast<T*>(gx.data_ptr());
+      const T inv_area = static_cast<T>(1.0 / static_cast<double>(p.kernel_h * p.kernel_w));
+      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)), [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const T* xc = xp + c * H * W;
+          const T* gc = gyp + c * OH * OW;
+          T* gxc = gxp + c * H * W;
+          std::fill(gxc, gxc + H * W, T(0));
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+              const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
+              const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
+              const T g = gc[oh * OW + ow];
+              if (kind == PoolKind::Max) {  // the same first maximum the forward picked
+                int64_t best = -1;
+                T m = -std::numeric_limits<T>::infinity();
+                for (int64_t h = hs; h < he && !(best >= 0 && std::isnan(m)); ++h)
+                  for (int64_t w = ws; w < we; ++w) {
+                    const T v = xc[h * W + w];
+                    if (best < 0 || v > m || std::isnan(v)) { m = v; best = h * W + w; }
+                    if (std::isnan(m)) break;
+                  }
+                if (best >= 0) gxc[best] += g;
+              } else {
+                for (int64_t h = hs; h < he; ++h)
+                  for (int64_t w = ws; w < we; ++w) gxc[h * W + w] += g * inv_area;
+              }
+            }
+        }
+      });
+    }
+  });
+}
+
+void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
+  if (is_reduced_float(out.dtype())) {
+    Tensor tmp = raw::cast(out, kFloat32);
+    index_add(tmp, dim, index_in, upcast(src_in));
+    copy(out, tmp);
+    return;
+  }
+  Tensor src = raw::contiguous(src_in), index = raw::contiguous(index_in);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= out.size(d);
+  for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
+  const int64_t D = out.size(dim), n = index.numel();
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (is_reduced_v<T>) {
+      throw InternalError("unreachable");
+    } else {
+      T* op = static_cast<T*>(out.data_ptr());
+      const T* sp = static_cast<const T*>(src.data_ptr());
+      // Parallel over the outer dims only: repeated indices within one outer slice add up in order.
+      parallel_for(0, outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * inner)), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o)
+          for (int64_t i = 0; i < n; ++i) {
+            T* dst = op + (o * D + idx[i]) * inner;
+            const T* s = sp + (o * n + i) * inner;
+            for (int64_t k = 0; k < inner; ++k) dst[k] = static_cast<T>(dst[k] + s[k]);
+          }
       });
     }
   });

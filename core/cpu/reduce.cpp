@@ -46,6 +46,9 @@ struct Reducer {
   static A init() {
     if constexpr (Op == ReduceOp::Sum) return A(0);
     else if constexpr (Op == ReduceOp::Prod) return A(1);
+    // floats start at -inf / +inf (not the lowest / largest finite value), so an all -inf max stays -inf
+    else if constexpr (std::is_floating_point_v<T>)
+      return Op == ReduceOp::Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     else if constexpr (Op == ReduceOp::Max) return std::numeric_limits<T>::lowest();
     else return std::numeric_limits<T>::max();
   }
@@ -219,8 +222,10 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
             if (!log) oi[k * inner] = e;
           }
           if (log) {
-            const T lse = m + static_cast<T>(std::log(sum));
-            for (int64_t k = 0; k < D; ++k) oi[k * inner] = xi[k * inner] - lse;
+            // (x - m) - log(sum), not x - (m + log(sum)): rounding m + log(sum) to T would cost an ulp of |m|,
+            // far more than the result's own precision when the logits are large
+            const T ls = static_cast<T>(std::log(sum));
+            for (int64_t k = 0; k < D; ++k) oi[k * inner] = (xi[k * inner] - m) - ls;
           } else {
             const T inv = static_cast<T>(1.0 / sum);
             for (int64_t k = 0; k < D; ++k) oi[k * inner] *= inv;

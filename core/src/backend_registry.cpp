@@ -32,7 +32,7 @@ Backend& backend_for(Device d) {
 }
 
 const char* name(UnaryOp op) {
-  static const char* names[] = {"neg", "abs", "sqrt", "exp", "log", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "reciprocal"};
+  static const char* names[] = {"neg", "abs", "sqrt", "exp", "log", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "reciprocal", "gelu_grad"};
   return names[static_cast<int>(op)];
 }
 const char* name(BinaryOp op) {

@@ -28,9 +28,6 @@ inline void check_floating(const char* op, const Tensor& t) {
 inline Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   return empty(shape, {.dtype = dtype, .device = device});
 }
-// Refuses writes into a tensor whose elements overlap each other (an expanded view): the result would
-// depend on the order of writes.
-void check_writable(const char* op, const Tensor& t);
 // True when a and b may share memory (same storage).
 inline bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.impl()->storage == b.impl()->storage && a.numel() > 0 && b.numel() > 0;

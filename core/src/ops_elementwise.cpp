@@ -18,7 +18,7 @@ namespace {
 bool is_float_op(UnaryOp op) {
   switch (op) {
     case UnaryOp::Sqrt: case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sigmoid: case UnaryOp::Tanh:
-    case UnaryOp::Gelu: case UnaryOp::Reciprocal: return true;
+    case UnaryOp::Gelu: case UnaryOp::Reciprocal: case UnaryOp::GeluGrad: return true;
     default: return false;
   }
 }

@@ -100,6 +100,21 @@ std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
 }  // namespace
 
+namespace {
+Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& padding) {
+  auto [sh, sw] = pair_arg("conv2d", "stride", stride, 1);
+  auto [ph, pw] = pair_arg("conv2d", "padding", padding, 0);
+  EMBER_CHECK_VALUE(sh > 0 && sw > 0 && ph >= 0 && pw >= 0,
+                    "conv2d: stride must be positive and padding non-negative, got stride ", Shape(stride), " padding ",
+                    Shape(padding));
+  EMBER_CHECK_SHAPE(x.size(2) + 2 * ph >= w.size(2) && x.size(3) + 2 * pw >= w.size(3), "conv2d: kernel ", w.size(2),
+                    "x", w.size(3), " is larger than the padded input ", x.size(2) + 2 * ph, "x", x.size(3) + 2 * pw,
+                    " (input ", x.shape(), ")");
+  return {sh, sw, ph, pw};
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> stride,
               std::vector<int64_t> padding) {
   detail::check_defined("conv2d", x, "input");
@@ -117,22 +132,39 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
     EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", b.shape(), " does not match ",
                       w.size(0), " output channels");
   }
-  auto [sh, sw] = pair_arg("conv2d", "stride", stride, 1);
-  auto [ph, pw] = pair_arg("conv2d", "padding", padding, 0);
-  EMBER_CHECK_VALUE(sh > 0 && sw > 0 && ph >= 0 && pw >= 0, "conv2d: stride must be positive and padding non-negative, got stride ",
-                    Shape(stride), " padding ", Shape(padding));
-  const int64_t OH = out_size(x.size(2), w.size(2), sh, ph), OW = out_size(x.size(3), w.size(3), sw, pw);
-  EMBER_CHECK_SHAPE(x.size(2) + 2 * ph >= w.size(2) && x.size(3) + 2 * pw >= w.size(3), "conv2d: kernel ",
-                    w.size(2), "x", w.size(3), " is larger than the padded input ", x.size(2) + 2 * ph, "x",
-                    x.size(3) + 2 * pw, " (input ", x.shape(), ")");
+  Conv2dParams p = conv_params(x, w, stride, padding);
+  const int64_t OH = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h), OW = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w);
   Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device());
-  backend_for(x.device()).conv2d(out, x, w, b, {sh, sw, ph, pw});
+  backend_for(x.device()).conv2d(out, x, w, b, p);
   return out;
 }
 
+Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, std::vector<int64_t> stride,
+                            std::vector<int64_t> padding, bool need_x, bool need_w, bool need_b) {
+  Conv2dParams p = conv_params(x, w, stride, padding);
+  EMBER_CHECK_SHAPE(gy.dim() == 4 && gy.size(0) == x.size(0) && gy.size(1) == w.size(0) &&
+                        gy.size(2) == out_size(x.size(2), w.size(2), p.stride_h, p.pad_h) &&
+                        gy.size(3) == out_size(x.size(3), w.size(3), p.stride_w, p.pad_w),
+                    "conv2d_backward: gradient ", gy.shape(), " does not match the output of input ", x.shape(),
+                    " and weight ", w.shape());
+  Conv2dGrads g;
+  if (need_x) g.x = detail::new_tensor(x.shape(), x.dtype(), x.device());
+  if (need_w) g.w = detail::new_tensor(w.shape(), w.dtype(), w.device());
+  if (need_b) g.b = detail::new_tensor({w.size(0)}, w.dtype(), w.device());
+  if (g.x.defined() && g.x.numel() == 0) g.x = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (x.numel() == 0 || gy.numel() == 0) {  // nothing flows: zero gradients
+    if (need_w) g.w = zeros(w.shape(), {.dtype = w.dtype(), .device = w.device()});
+    if (need_b) g.b = zeros({w.size(0)}, {.dtype = w.dtype(), .device = w.device()});
+    if (need_x) g.x = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    return g;
+  }
+  backend_for(x.device()).conv2d_backward(cast(gy, x.dtype()), x, w, g.x, g.w, g.b, p);
+  return g;
+}
+
 namespace {
-Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
-              const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
+Pool2dParams pool_params(const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
   detail::check_defined(op, x, "input");
   detail::check_floating(op, x);
   EMBER_CHECK_SHAPE(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got ", x.shape());
@@ -149,12 +181,42 @@ Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<
   EMBER_CHECK_SHAPE(x.size(2) + 2 * ph >= kh && x.size(3) + 2 * pw >= kw, op, ": kernel ", kh, "x", kw,
                     " is larger than the padded input ", x.size(2) + 2 * ph, "x", x.size(3) + 2 * pw, " (input ",
                     x.shape(), ")");
-  Tensor out = detail::new_tensor({x.size(0), x.size(1), out_size(x.size(2), kh, sh, ph), out_size(x.size(3), kw, sw, pw)},
-                                  x.dtype(), x.device());
-  if (out.numel()) backend_for(x.device()).pool2d(kind, out, x, {kh, kw, sh, sw, ph, pw});
+  return {kh, kw, sh, sw, ph, pw};
+}
+
+Shape pool_out_shape(const Tensor& x, const Pool2dParams& p) {
+  return {x.size(0), x.size(1), out_size(x.size(2), p.kernel_h, p.stride_h, p.pad_h),
+          out_size(x.size(3), p.kernel_w, p.stride_w, p.pad_w)};
+}
+
+Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
+              const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
+  Pool2dParams p = pool_params(op, x, kernel, stride, padding);
+  Tensor out = detail::new_tensor(pool_out_shape(x, p), x.dtype(), x.device());
+  if (out.numel()) backend_for(x.device()).pool2d(kind, out, x, p);
   return out;
 }
+
+Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Tensor& x,
+                       const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                       const std::vector<int64_t>& padding) {
+  Pool2dParams p = pool_params(op, x, kernel, stride, padding);
+  EMBER_CHECK_SHAPE(gy.shape() == pool_out_shape(x, p), op, "_backward: gradient ", gy.shape(),
+                    " does not match the output ", pool_out_shape(x, p));
+  Tensor gx = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (gy.numel()) backend_for(x.device()).pool2d_backward(kind, gx, cast(gy, x.dtype()), x, p);
+  return gx;
+}
 }  // namespace
+
+Tensor max_pool2d_backward(const Tensor& gy, const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s,
+                           std::vector<int64_t> p) {
+  return pool2d_backward(PoolKind::Max, "max_pool2d", gy, x, k, s, p);
+}
+Tensor avg_pool2d_backward(const Tensor& gy, const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s,
+                           std::vector<int64_t> p) {
+  return pool2d_backward(PoolKind::Avg, "avg_pool2d", gy, x, k, s, p);
+}
 
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding) {
   return pool2d(PoolKind::Max, "max_pool2d", x, kernel, stride, padding);

@@ -1,4 +1,4 @@
-// defines: cat, stack and index_select.
+// defines: cat, stack, index_select and its adjoint index_add_zeros.
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -64,11 +64,26 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t v : host)
     EMBER_CHECK_INDEX(v >= 0 && v < n, "index_select: index ", v, " is out of bounds for dim ", d, " with size ", n,
                       " (input ", describe(x), ")");
+  // A 0-dim input has one element to pick: more indices cannot be laid out along a dim it lacks.
+  EMBER_CHECK_INDEX(x.dim() > 0 || idx.numel() == 1, "index_select: a 0-dim input takes exactly 1 index, got ",
+                    idx.numel(), " (input ", describe(x), ")");
   if (x.dim() == 0) return clone(x);
   Shape os = x.shape();
   os[static_cast<size_t>(d)] = idx.numel();
   Tensor out = detail::new_tensor(os, x.dtype(), x.device());
   if (out.numel()) backend_for(x.device()).index_select(out, x, d, idx);
+  return out;
+}
+
+Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
+  if (shape.empty()) return binary(BinaryOp::Add, out, sum(src));  // a 0-dim input: every index read it
+  const int64_t d = normalize_dim(dim, static_cast<int64_t>(shape.size()), "index_add");
+  Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
+  Shape expect = shape;
+  expect[static_cast<size_t>(d)] = idx.numel();
+  EMBER_CHECK_SHAPE(src.shape() == expect, "index_add: source ", src.shape(), " does not match ", expect);
+  if (src.numel()) backend_for(src.device()).index_add(out, d, idx, src);
   return out;
 }
 

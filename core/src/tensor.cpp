@@ -1,5 +1,4 @@
-// defines: the non-differentiable Tensor members (metadata, element access, in-place ops, copies between
-// devices) and copy_to_host_as.
+// defines: the Tensor members that need no autograd (metadata, element access, pinning) and copy_to_host_as.
 #include <cstring>
 
 #include "op_utils.h"
@@ -26,12 +25,15 @@ void Tensor::check_host_access(const char* what) const {
 }
 
 double Tensor::item_double_checked(DType) const {
+  double v = 0;
+  item_checked(kFloat64, &v);
+  return v;
+}
+void Tensor::item_checked(DType want, void* out) const {
   EMBER_CHECK_SHAPE(numel() == 1, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar (shape ",
                     shape(), ")");
   check_host_access("item");
-  double v = 0;
-  copy_to_host_as(*this, kFloat64, &v);
-  return v;
+  copy_to_host_as(*this, want, out);
 }
 
 void copy_to_host_as(const Tensor& src, DType want, void* dst) {
@@ -49,18 +51,5 @@ Tensor Tensor::pin_memory() const {
   throw DeviceError("pin_memory: pinned host memory is not implemented in this build yet");
 }
 bool Tensor::is_pinned() const { return checked()->storage->pinned; }
-
-Tensor& Tensor::copy_(const Tensor& src, bool) { return raw::copy_(*this, src); }
-Tensor& Tensor::fill_(Scalar v) { return raw::fill_(*this, v); }
-Tensor& Tensor::add_(const Tensor& o) { return raw::binary_(BinaryOp::Add, *this, o); }
-Tensor& Tensor::add_(Scalar s) { return raw::binary_(BinaryOp::Add, *this, s); }
-Tensor& Tensor::sub_(const Tensor& o) { return raw::binary_(BinaryOp::Sub, *this, o); }
-Tensor& Tensor::sub_(Scalar s) { return raw::binary_(BinaryOp::Sub, *this, s); }
-Tensor& Tensor::mul_(const Tensor& o) { return raw::binary_(BinaryOp::Mul, *this, o); }
-Tensor& Tensor::mul_(Scalar s) { return raw::binary_(BinaryOp::Mul, *this, s); }
-Tensor& Tensor::div_(const Tensor& o) { return raw::binary_(BinaryOp::Div, *this, o); }
-Tensor& Tensor::div_(Scalar s) { return raw::binary_(BinaryOp::Div, *this, s); }
-Tensor& Tensor::relu_() { return raw::unary_(UnaryOp::Relu, *this); }
-Tensor& Tensor::clamp_(double lo, double hi) { return raw::clamp_(*this, lo, hi); }
 
 }  // namespace ember

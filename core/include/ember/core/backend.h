@@ -11,7 +11,8 @@
 
 namespace ember {
 
-enum class UnaryOp : uint8_t { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal };
+// GeluGrad is d gelu(x) / dx (for autograd).
+enum class UnaryOp : uint8_t { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 enum class PoolKind : uint8_t { Max, Avg };
@@ -59,10 +60,18 @@ class Backend {
   // NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined).
   virtual void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
                       const Conv2dParams& p) = 0;
+  // Gradients of conv2d: gx[N, C, H, W], gw[OC, C, KH, KW], gb[OC] (each may be undefined: not wanted).
+  virtual void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                               const Tensor& gb, const Conv2dParams& p) = 0;
   // NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default).
   virtual void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) = 0;
+  // gx (zeroed here) = the gradient of pool2d: max routes each gy to the first maximum of its window.
+  virtual void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                               const Pool2dParams& p) = 0;
   // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
   virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
+  // out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up).
+  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = 0;
   // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
   // Int uniform in [lo, hi).
   virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;

@@ -49,10 +49,23 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0});
 
+// Gradients of conv2d with respect to x, w and b (each computed only when its flag is set).
+struct Conv2dGrads {
+  Tensor x, w, b;
+};
+Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w, std::vector<int64_t> stride,
+                            std::vector<int64_t> padding, bool need_x, bool need_w, bool need_b);
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<int64_t> kernel,
+                           std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0, 0});
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<int64_t> kernel,
+                           std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0, 0});
+
 // --- shape and indexing
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// A zero tensor of `shape` with src added at the positions index_select(dim, index) read (the adjoint).
+Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
 
 // --- views (metadata only; share storage)
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
@@ -78,3 +91,8 @@ Tensor& copy_(Tensor& dst, const Tensor& src);  // src broadcasts to dst; dtype 
 Tensor& fill_(Tensor& dst, Scalar v);
 
 }  // namespace ember::raw
+
+namespace ember::detail {
+// Throws when writing into `t` would be ambiguous: an expanded view whose elements share memory.
+void check_writable(const char* op, const Tensor& t);
+}  // namespace ember::detail

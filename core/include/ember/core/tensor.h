@@ -80,8 +80,10 @@ class Tensor {
     return static_cast<T*>(impl_->data_ptr());
   }
   template <class T>
-  T item() const {
-    return static_cast<T>(item_double_checked(dtype_of_v<T>));
+  T item() const {  // read as T itself: a trip through double would round int64 values beyond 2^53
+    T v{};
+    item_checked(dtype_of_v<T>, &v);
+    return v;
   }
   double item() const { return item_double_checked(dtype()); }
   template <class T>
@@ -128,10 +130,15 @@ class Tensor {
   Tensor& relu_();
   Tensor& clamp_(double lo, double hi);
 
-  // --- autograd state (defined in autograd/)
+  // --- autograd (defined in autograd/)
   bool requires_grad() const;
-  Tensor& requires_grad_(bool on = true);  // floating dtypes only
+  Tensor& requires_grad_(bool on = true);  // leaves only; floating dtypes only
   Tensor grad() const;                     // undefined until a gradient has been accumulated
+  void set_grad(const Tensor& g);          // replace (or, with an undefined tensor, clear) .grad
+  bool is_leaf() const;                    // not computed by a recorded op
+  const char* grad_fn_name() const;        // the op that computed it ("" for leaves)
+  // Accumulates d(this)/d(leaf) into every leaf's .grad; `grad` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
 
  private:
   TensorImpl* checked() const {
@@ -140,6 +147,7 @@ class Tensor {
   }
   void check_host_access(const char* what) const;
   double item_double_checked(DType want) const;
+  void item_checked(DType want, void* out) const;  // the one element, converted to `want`, into *out
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -1,0 +1,106 @@
+// defines: the autograd graph — Node (a backward function with edges to the nodes of its inputs and a tape
+// position), Edge, SavedTensor (a tensor kept for backward, checked against in-place changes), AutogradMeta
+// (per-tensor state) and record(), which ops call to attach a node to their outputs.
+//
+// Note [Tape order by sequence number]: every node takes the next number of one global counter when it is
+// created, and a node is always created after the nodes of its inputs, so running nodes in decreasing
+// sequence number is a valid reverse topological order. Outputs own their node (and a node owns its inputs'
+// nodes through its edges), so a graph is freed as soon as no tensor can reach it.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/core/tensor.h"
+
+namespace ember::autograd {
+
+struct Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: this input needs no gradient
+  uint32_t input_nr = 0;     // which output of fn the gradient belongs to
+};
+
+using Grads = std::vector<Tensor>;
+
+// CONVENTION: apply() gets one gradient per output (undefined = zero) and returns one per edge in `next`
+// (undefined = none). It runs with grad mode off. release() drops saved tensors; applying a released node
+// throws.
+struct Node {
+  Node(const char* name, std::vector<Edge> next);
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  virtual Grads apply(Grads&& grad_outputs) = 0;
+  virtual void release() {}
+  virtual bool is_accumulator() const { return false; }
+
+  const char* name;
+  uint64_t seq;
+  std::vector<Edge> next;
+  std::string created;  // where it was recorded (filled in anomaly mode only)
+  static std::atomic<int64_t> live;  // nodes alive now (tests check that graphs are freed)
+};
+
+// A node whose backward is a closure (most ops: their backward fits in a few lines).
+struct LambdaNode final : Node {
+  using Fn = std::function<Grads(const Grads&)>;
+  LambdaNode(const char* name, std::vector<Edge> next, Fn fn) : Node(name, std::move(next)), fn_(std::move(fn)) {}
+  Grads apply(Grads&& grad_outputs) override;
+  void release() override { fn_ = nullptr; }
+
+ private:
+  Fn fn_;
+};
+
+// The sink of a leaf: adds incoming gradients into the leaf's .grad.
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  Grads apply(Grads&& grad_outputs) override;
+  bool is_accumulator() const override { return true; }
+  std::shared_ptr<TensorImpl> leaf;
+};
+
+struct AutogradMeta final : AutogradMetaBase {
+  bool requires_grad = false;  // set by the user on leaves
+  bool is_view = false;        // produced by a view op from a tensor that requires grad
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;
+};
+
+AutogradMeta* meta(const Tensor& t);            // null when the tensor has no autograd state
+AutogradMeta& ensure_meta(const Tensor& t);
+
+// A tensor saved for backward: an alias without autograd state (so saving an op's own output makes no
+// cycle), plus the storage version at save time.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  const Tensor& get(const char* op) const;  // throws if the tensor was modified in place since saved
+
+ private:
+  Tensor t_;
+  uint32_t version_ = 0;
+};
+inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
+
+// True when grad mode is on and any defined input requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+// The edge a gradient for `t` flows along: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+// Attaches a LambdaNode named `name` with edges to `inputs` to each of `outputs` (output i gets output_nr i).
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, LambdaNode::Fn fn,
+            bool outputs_are_views = false);
+
+// Anomaly mode (see anomaly.h): on this thread, whether to check every gradient for NaN/Inf.
+bool anomaly_enabled();
+
+}  // namespace ember::autograd

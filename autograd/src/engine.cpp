@@ -1,0 +1,140 @@
+// defines: the backward engine. It collects the nodes reachable from the roots, sorts them by decreasing
+// sequence number (see Note [Tape order by sequence number]) and sweeps them once, summing the gradients
+// that reach each node's outputs in a side buffer. No recursion: deep graphs cannot overflow the stack.
+#include "ember/autograd/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ember/autograd/grad_mode.h"
+#include "ember/autograd/node.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+
+namespace ember::autograd {
+namespace {
+
+bool all_finite(const Tensor& g) {
+  for (double v : g.to_vector<double>())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+struct Capture {  // autograd::grad: where each requested input's gradient is read
+  Node* node;
+  uint32_t output_nr;
+};
+
+// The engine proper. With `captures`, gradients are returned instead of accumulated into leaves.
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
+         const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+  EMBER_CHECK_VALUE(grads_in.empty() || grads_in.size() == roots.size(), "backward: got ", grads_in.size(),
+                    " gradients for ", roots.size(), " outputs");
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, Grads> buffer;
+  auto add_grad = [&](Node* n, uint32_t nr, Tensor g) {
+    Grads& b = buffer[n];
+    if (b.size() <= nr) b.resize(nr + 1);
+    b[nr] = b[nr].defined() ? raw::binary(BinaryOp::Add, b[nr], g) : std::move(g);
+  };
+
+  // Seed the roots.
+  std::vector<std::shared_ptr<Node>> stack;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    EMBER_CHECK(r.defined(), Error, "backward: output ", i, " is an undefined tensor");
+    Edge e = gradient_edge(r);
+    EMBER_CHECK(e.fn != nullptr, Error, "backward: output ", i, " (", r.dtype(), r.shape(),
+                ") does not require grad and has no grad_fn: nothing it depends on requires grad");
+    Tensor g = grads_in.empty() ? Tensor() : grads_in[i];
+    if (!g.defined()) {
+      EMBER_CHECK_SHAPE(r.numel() == 1, "backward: grad can be implicitly created only for a one-element output, got ",
+                        r.shape(), "; pass a gradient of that shape");
+      g = ones(r.shape(), {.dtype = r.dtype(), .device = r.device()});
+    } else {
+      EMBER_CHECK_SHAPE(g.shape() == r.shape(), "backward: gradient ", g.shape(), " does not match output ", r.shape());
+    }
+    add_grad(e.fn.get(), e.input_nr, raw::cast(g, r.dtype()));
+    stack.push_back(e.fn);
+  }
+
+  // Collect every node reachable from the roots.
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(n.get()).second) continue;
+    for (const Edge& e : n->next)
+      if (e.fn && !seen.count(e.fn.get())) stack.push_back(e.fn);
+    order.push_back(std::move(n));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+
+  std::unordered_map<Node*, std::vector<size_t>> capture_at;
+  if (captures)
+    for (size_t i = 0; i < captures->size(); ++i) capture_at[(*captures)[i].node].push_back(i);
+
+  for (const std::shared_ptr<Node>& n : order) {
+    auto it = buffer.find(n.get());
+    if (it == buffer.end()) continue;  // no gradient reached it
+    Grads grads = std::move(it->second);
+    buffer.erase(it);
+    if (captures) {
+      auto c = capture_at.find(n.get());
+      if (c != capture_at.end())
+        for (size_t i : c->second) {
+          uint32_t nr = (*captures)[i].output_nr;
+          if (nr < grads.size() && grads[nr].defined())
+            (*captured)[i] = (*captured)[i].defined() ? raw::binary(BinaryOp::Add, (*captured)[i], grads[nr]) : grads[nr];
+        }
+      if (n->is_accumulator()) continue;  // grad() never touches .grad
+    }
+    Grads out = n->apply(std::move(grads));
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.fn || !out[i].defined()) continue;
+      if (anomaly_enabled() && !all_finite(out[i]))
+        throw Error(detail::str("anomaly: ", n->name, " produced non-finite values (nan or inf) in its gradient ",
+                                "for input ", i, " (", out[i].dtype(), out[i].shape(), ")",
+                                n->created.empty() ? "" : "; the op was recorded as ", n->created));
+      add_grad(e.fn.get(), e.input_nr, std::move(out[i]));
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  run(roots, grads, retain_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  std::vector<Capture> caps;
+  std::vector<std::shared_ptr<Node>> keep;  // accumulators created here must live through the run
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    EMBER_CHECK(x.defined() && x.requires_grad(), Error, "grad: input ", i, " does not require grad");
+    Edge e = gradient_edge(x);
+    keep.push_back(e.fn);
+    caps.push_back({e.fn.get(), e.input_nr});
+  }
+  std::vector<Tensor> result(inputs.size());
+  run(outputs, grad_outputs, retain_graph, &caps, &result);
+  for (size_t i = 0; i < result.size(); ++i)
+    EMBER_CHECK(allow_unused || result[i].defined(), Error, "grad: input ", i, " (", inputs[i].dtype(), inputs[i].shape(),
+                ") was not used to compute the outputs (pass allow_unused=true to get an undefined tensor)");
+  return result;
+}
+
+}  // namespace ember::autograd
+
+namespace ember {
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph);
+}
+}  // namespace ember

@@ -1,0 +1,155 @@
+// defines: GradMode, anomaly mode's flag, Node bookkeeping, SavedTensor, AccumulateGrad, record() and the
+// autograd parts of Tensor (requires_grad_, grad, set_grad, is_leaf).
+#include "ember/autograd/node.h"
+
+#include <sstream>
+
+#include "ember/autograd/anomaly.h"
+#include "ember/autograd/grad_mode.h"
+#include "ember/core/raw_ops.h"
+
+namespace ember {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly = false;
+std::atomic<uint64_t> g_next_seq{0};
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool on) { t_grad_enabled = on; }
+
+namespace autograd {
+
+DetectAnomalyGuard::DetectAnomalyGuard() : prev_(t_anomaly) { t_anomaly = true; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = prev_; }
+bool anomaly_enabled() { return t_anomaly; }
+
+std::atomic<int64_t> Node::live{0};
+Node::Node(const char* n, std::vector<Edge> nx)
+    : name(n), seq(g_next_seq.fetch_add(1, std::memory_order_relaxed)), next(std::move(nx)) {
+  live.fetch_add(1, std::memory_order_relaxed);
+}
+Node::~Node() { live.fetch_sub(1, std::memory_order_relaxed); }
+
+Grads LambdaNode::apply(Grads&& grad_outputs) {
+  EMBER_CHECK(fn_ != nullptr, Error, name,
+              ": trying to backward through the graph a second time (or after its saved tensors were freed); "
+              "pass retain_graph=true to the first backward() if you need to go through it again");
+  return fn_(grad_outputs);
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> l) : Node("AccumulateGrad", {}), leaf(std::move(l)) {}
+
+Grads AccumulateGrad::apply(Grads&& grad_outputs) {
+  Tensor& g = grad_outputs[0];
+  if (!g.defined()) return {};
+  auto* m = static_cast<AutogradMeta*>(leaf->autograd_meta.get());
+  if (!m->grad.defined()) {
+    // Steal the incoming buffer when nothing else holds it; otherwise keep a private copy, because .grad is
+    // later updated in place (accumulation, zero_grad) and must not alias another tensor.
+    m->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() ? raw::alias(g) : raw::clone(g);
+  } else {
+    raw::binary_(BinaryOp::Add, m->grad, g);
+  }
+  return {};
+}
+
+AutogradMeta* meta(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
+AutogradMeta& ensure_meta(const Tensor& t) {
+  if (!t.impl()->autograd_meta) t.impl()->autograd_meta = std::make_unique<AutogradMeta>();
+  return *meta(t);
+}
+
+SavedTensor::SavedTensor(const Tensor& t) : t_(t.defined() ? raw::alias(t) : Tensor()), version_(t.defined() ? t.version() : 0) {}
+const Tensor& SavedTensor::get(const char* op) const {
+  if (t_.defined())
+    EMBER_CHECK(t_.version() == version_, Error, op, ": one of the tensors saved for backward (", t_.dtype(), t_.shape(),
+                ") was modified by an in-place operation after it was saved (its version is ", t_.version(),
+                ", expected ", version_, "); use an out-of-place op or clone() it first");
+  return t_;
+}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  AutogradMeta* m = meta(t);
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, LambdaNode::Fn fn,
+            bool outputs_are_views) {
+  std::vector<Edge> next;
+  next.reserve(inputs.size());
+  for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
+  auto node = std::make_shared<LambdaNode>(name, std::move(next), std::move(fn));
+  if (t_anomaly) {
+    std::ostringstream os;
+    os << name << " -> " << outputs[0].dtype() << outputs[0].shape();
+    node->created = os.str();
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    AutogradMeta& m = ensure_meta(outputs[i]);
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+    m.is_view = outputs_are_views;
+  }
+}
+
+}  // namespace autograd
+
+// --- Tensor's autograd members
+bool Tensor::requires_grad() const {
+  const autograd::AutogradMeta* m = autograd::meta(*this);
+  return m && (m->requires_grad || m->grad_fn);
+}
+Tensor& Tensor::requires_grad_(bool on) {
+  autograd::AutogradMeta* m = autograd::meta(*this);
+  EMBER_CHECK(!(m && m->grad_fn), Error, "requires_grad_: only leaf tensors can change requires_grad; this ",
+              dtype(), shape(), " tensor was computed by ", m->grad_fn->name, " (use detach() to get a leaf)");
+  EMBER_CHECK_DTYPE(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require gradients, got ",
+                    dtype(), shape());
+  autograd::ensure_meta(*this).requires_grad = on;
+  return *this;
+}
+Tensor Tensor::grad() const {
+  const autograd::AutogradMeta* m = autograd::meta(*this);
+  return m ? m->grad : Tensor();
+}
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined())
+    EMBER_CHECK_SHAPE(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), "set_grad: gradient ",
+                      g.dtype(), g.shape(), " on ", g.device(), " does not match tensor ", dtype(), shape(), " on ",
+                      device());
+  autograd::ensure_meta(*this).grad = g;
+}
+bool Tensor::is_leaf() const {
+  const autograd::AutogradMeta* m = autograd::meta(*this);
+  return !(m && m->grad_fn);
+}
+const char* Tensor::grad_fn_name() const {
+  const autograd::AutogradMeta* m = autograd::meta(*this);
+  return m && m->grad_fn ? m->grad_fn->name : "";
+}
+
+}  // namespace ember
