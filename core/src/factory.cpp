@@ -57,6 +57,15 @@ void manual_seed(uint64_t seed) {
   g_gen = {.seed = seed, .offset = 0};
 }
 
+PhiloxState get_rng_state() {
+  std::lock_guard<std::mutex> lock(g_gen_mu);
+  return g_gen;
+}
+void set_rng_state(const PhiloxState& state) {
+  std::lock_guard<std::mutex> lock(g_gen_mu);
+  g_gen = state;
+}
+
 PhiloxState next_philox(uint64_t blocks) {
   std::lock_guard<std::mutex> lock(g_gen_mu);
   PhiloxState s = g_gen;

@@ -64,6 +64,9 @@ Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts = {},
 
 // Seeds every generator (CPU and, when built, CUDA): same seed, same numbers, whatever the thread count.
 void manual_seed(uint64_t seed);
+// The global generator's state, to replay a stretch of random numbers (checkpointing does).
+PhiloxState get_rng_state();
+void set_rng_state(const PhiloxState& state);
 // Reserves `blocks` 128-bit Philox blocks from the global generator and returns where they start.
 PhiloxState next_philox(uint64_t blocks);
 

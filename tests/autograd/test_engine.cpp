@@ -1,0 +1,214 @@
+// The autograd engine: accumulation, fan-in/fan-out, retain_graph, grad mode, detach, graph lifetime,
+// in-place misuse, autograd::grad, checkpointing (same gradients, less memory) and anomaly mode.
+#include <cmath>
+
+#include "test_util.h"
+
+using namespace ember;
+
+namespace {
+Tensor f64(const Shape& s) { return randn(s, {.dtype = kFloat64}); }
+}  // namespace
+
+TEST(Engine, GradientOfAScalarAndAccumulation) {
+  manual_seed(1);
+  Tensor x = f64({3}).requires_grad_();
+  Tensor y = sum(x * x);  // dy/dx = 2x
+  y.backward();
+  std::vector<double> xv = test::values(x), expect;
+  for (double v : xv) expect.push_back(2 * v);
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({3}), expect, 1e-12);
+  sum(x * 3).backward();  // accumulates: 2x + 3
+  for (double& v : expect) v += 3;
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({3}), expect, 1e-12);
+  x.set_grad({});
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Engine, FanOutAndFanIn) {
+  Tensor x = tensor<double>({2.0}).requires_grad_();
+  Tensor a = x * x, b = exp(x);     // x fans out to two branches
+  Tensor y = a * b + a;             // ... that meet again
+  y.backward(ones({1}, {.dtype = kFloat64}));
+  const double v = 2.0;             // d/dx [x^2 e^x + x^2] = 2x e^x + x^2 e^x + 2x
+  EXPECT_NEAR(x.grad().item(), 2 * v * std::exp(v) + v * v * std::exp(v) + 2 * v, 1e-10);
+  EXPECT_STREQ(y.grad_fn_name(), "add");
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_TRUE(x.is_leaf());
+}
+
+TEST(Engine, BackwardNeedsAScalarOrAGradient) {
+  Tensor x = f64({2, 2}).requires_grad_();
+  Tensor y = x * 2;
+  EXPECT_THROW_MSG(y.backward(), ShapeError, "one-element");
+  EXPECT_THROW_MSG(y.backward(ones({3}, {.dtype = kFloat64})), ShapeError, "[3]", "[2, 2]");
+  Tensor plain = f64({1});
+  EXPECT_THROW_MSG(plain.backward(), Error, "does not require grad");
+}
+
+TEST(Engine, SecondBackwardNeedsRetainGraph) {
+  Tensor x = f64({3}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward({}, /*retain_graph=*/true);
+  Tensor g1 = x.grad().clone();
+  y.backward();  // allowed: the graph was retained
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({3}), test::values(g1 * 2), 1e-12);
+  EXPECT_THROW_MSG(y.backward(), Error, "second time", "retain_graph");
+}
+
+TEST(Engine, NoGradAndDetach) {
+  Tensor x = f64({2}).requires_grad_();
+  {
+    NoGradGuard g;
+    EXPECT_FALSE(GradMode::is_enabled());
+    Tensor y = x * 2;
+    EXPECT_FALSE(y.requires_grad());
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+  Tensor d = x.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.data_ptr(), x.data_ptr());  // shares memory
+  Tensor y = sum(x * d);                   // gradient flows only through the non-detached factor
+  y.backward();
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({2}), test::values(d), 1e-12);
+  EXPECT_THROW_MSG(zeros({2}, {.dtype = kInt64}).requires_grad_(), DTypeError, "floating");
+  EXPECT_THROW_MSG((x * 2).requires_grad_(false), Error, "leaf");
+}
+
+TEST(Engine, GraphIsFreedWhenOutputsDie) {
+  const int64_t before = autograd::Node::live.load();
+  {
+    Tensor x = f64({4}).requires_grad_();
+    Tensor y = x;
+    for (int i = 0; i < 50; ++i) y = tanh(y) * 1.5;
+    EXPECT_GE(autograd::Node::live.load(), before + 100);
+  }
+  EXPECT_EQ(autograd::Node::live.load(), before);
+  {  // saving an op's own output (exp, tanh) must not keep its node alive in a cycle
+    Tensor x = f64({4}).requires_grad_();
+    Tensor y = exp(tanh(x));
+    sum(y).backward();
+  }
+  EXPECT_EQ(autograd::Node::live.load(), before);
+}
+
+TEST(Engine, InPlaceChangeOfASavedTensorIsDetected) {
+  Tensor x = f64({3}).requires_grad_();
+  Tensor h = x * 1.0;   // non-leaf
+  Tensor y = exp(h);    // saves its output
+  y.mul_(2);            // modifies what exp saved
+  EXPECT_THROW_MSG(sum(y).backward(), Error, "exp", "modified by an in-place operation");
+  Tensor a = x * 1.0;
+  Tensor b = a * a;     // saves a
+  a.add_(1);
+  EXPECT_THROW_MSG(sum(b).backward(), Error, "mul", "in-place");
+}
+
+TEST(Engine, InPlaceRules) {
+  Tensor w = f64({3}).requires_grad_();
+  EXPECT_THROW_MSG(w.add_(1), Error, "add_", "leaf");
+  {
+    NoGradGuard g;  // an optimiser update
+    Tensor before = w.clone();
+    w.sub_(before * 0.5);
+    EXPECT_TENSOR_NEAR(w, Shape({3}), test::values(before * 0.5), 1e-12);
+  }
+  // recorded in-place ops on non-leaves give the right gradient
+  Tensor x = tensor<double>({1.0, -2.0, 3.0}).requires_grad_();
+  Tensor h = x * 2;
+  h.mul_(x);       // h = 2 x^2
+  h.add_(x);       // h = 2 x^2 + x
+  h.relu_();
+  sum(h).backward();
+  std::vector<double> expect;
+  for (double v : {1.0, -2.0, 3.0}) expect.push_back(2 * v * v + v > 0 ? 4 * v + 1 : 0.0);
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({3}), expect, 1e-12);
+  Tensor v = (x * 1.0).slice(0, 0, 2);
+  EXPECT_THROW_MSG(v.mul_(2), Error, "view");
+}
+
+TEST(Engine, AutogradGradDoesNotTouchDotGrad) {
+  Tensor x = f64({3}).requires_grad_(), w = f64({3}).requires_grad_();
+  Tensor y = sum(x * w);
+  std::vector<Tensor> g = autograd::grad({y}, {x, w});
+  EXPECT_TENSOR_NEAR(g[0], Shape({3}), test::values(w), 1e-12);
+  EXPECT_TENSOR_NEAR(g[1], Shape({3}), test::values(x), 1e-12);
+  EXPECT_FALSE(x.grad().defined());
+  Tensor h = x * 2;  // a non-leaf input
+  Tensor z = sum(h * h);
+  std::vector<Tensor> gh = autograd::grad({z}, {h});
+  EXPECT_TENSOR_NEAR(gh[0], Shape({3}), test::values(h * 2), 1e-12);
+  Tensor unused = f64({2}).requires_grad_();
+  EXPECT_THROW_MSG(autograd::grad({sum(x * 1.0)}, {unused}), Error, "not used");
+  EXPECT_FALSE(autograd::grad({sum(x * 1.0)}, {unused}, {}, false, true)[0].defined());
+}
+
+TEST(Engine, DeepChainNeedsNoRecursion) {
+  Tensor x = tensor<double>({0.5}).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 20000; ++i) y = y * 1.0;
+  y.backward();
+  EXPECT_NEAR(x.grad().item(), 1.0, 1e-12);
+}
+
+TEST(Checkpoint, SameGradientsAsThePlainRun) {
+  manual_seed(3);
+  Tensor x = f64({4, 6}).requires_grad_(), w = f64({6, 6}).requires_grad_();
+  auto block = [&](const std::vector<Tensor>& in) { return tanh(matmul(tanh(matmul(in[0], in[1])), in[1])); };
+  sum(block({x, w})).backward();
+  Tensor gx = x.grad().clone(), gw = w.grad().clone();
+  x.set_grad({});
+  w.set_grad({});
+  Tensor y = autograd::checkpoint(block, {x, w});
+  EXPECT_TENSOR_NEAR(y, Shape({4, 6}), test::values(block({x, w})), 1e-12);
+  sum(y).backward();
+  EXPECT_TENSOR_NEAR(x.grad(), Shape({4, 6}), test::values(gx), 1e-12);
+  EXPECT_TENSOR_NEAR(w.grad(), Shape({6, 6}), test::values(gw), 1e-12);
+  EXPECT_TRUE(autograd::gradcheck([&](const std::vector<Tensor>& in) { return autograd::checkpoint(block, in); },
+                                  {f64({2, 6}), f64({6, 6})}));
+}
+
+// Peak CPU memory of forward + backward through a deep chain drops when segments are checkpointed.
+TEST(Checkpoint, SavesActivationMemory) {
+  set_num_threads(1);
+  manual_seed(4);
+  const int depth = 48, seg = 8;  // activations [512, 64] dominate; the weight is small
+  Tensor w = (randn({64, 64}) * 0.1).requires_grad_();
+  Tensor x = randn({512, 64});
+  auto layer = [&](const Tensor& h) { return tanh(matmul(h, w)); };
+  auto run = [&](bool use_ckpt) {
+    w.set_grad({});
+    cpu_reset_peak_memory_stats();
+    const size_t base = cpu_memory_stats().bytes_in_use;
+    Tensor h = x;
+    for (int i = 0; i < depth; i += seg) {
+      auto segment = [&](const std::vector<Tensor>& in) {
+        Tensor t = in[0];
+        for (int j = 0; j < seg; ++j) t = layer(t);
+        return t;
+      };
+      // w is captured by `layer`, as a module's parameters are: it still gets its gradient
+      h = use_ckpt ? autograd::checkpoint(segment, {h}) : segment({h});
+    }
+    sum(h).backward();
+    return cpu_memory_stats().peak_bytes_in_use - base;
+  };
+  const size_t plain = run(false);
+  Tensor g_plain = w.grad().clone();
+  const size_t ckpt = run(true);
+  EXPECT_TENSOR_NEAR(w.grad(), Shape({64, 64}), test::values(g_plain), 1e-5, 1e-4);
+  std::cout << "peak bytes: plain " << plain << ", checkpointed " << ckpt << "\n";
+  EXPECT_LT(ckpt * 2, plain);  // 48 layers of saved activations vs 6 segment inputs + one segment
+}
+
+TEST(Anomaly, NamesTheOpThatProducedNaN) {
+  Tensor x = tensor<double>({0.0, 1.0}).requires_grad_();
+  {
+    autograd::DetectAnomalyGuard g;
+    Tensor y = sum(sqrt(x));  // d sqrt / dx = inf at 0
+    EXPECT_THROW_MSG(y.backward(), Error, "sqrt", "nan or inf", "recorded as sqrt");
+  }
+  Tensor y = sum(sqrt(x));  // without the guard: no check, inf flows into .grad
+  y.backward();
+  EXPECT_TRUE(std::isinf(x.grad().to_vector<double>()[0]));
+}
