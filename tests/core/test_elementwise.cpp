@@ -1,0 +1,526 @@
+// Tests the elementwise ops — arithmetic, unary math, activations, comparisons, where, the in-place forms and
+// dtype promotion — against float64 references computed here with plain loops, on broadcast, strided,
+// expanded, empty, 0-dim and large (multi-threaded) operands.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "test_util.h"
+
+using namespace ember;
+using test::values;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+using Fn1 = std::function<double(double)>;
+using Fn2 = std::function<double(double, double)>;
+using Gen = std::function<Tensor(const Shape&)>;
+using Op2 = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+// NumPy broadcasting, written out again here so the tests do not trust the library's version.
+Shape bshape(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    const int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+// f(a, b) elementwise over the broadcast shape, in float64.
+std::vector<double> ref2(const Tensor& a, const Tensor& b, const Fn2& f) {
+  const std::vector<double> va = values(a), vb = values(b);
+  std::vector<double> r;
+  test::for_each_index(bshape(a.shape(), b.shape()), [&](const std::vector<int64_t>& i) {
+    r.push_back(f(va[static_cast<size_t>(test::bcast_offset(i, a.shape()))],
+                  vb[static_cast<size_t>(test::bcast_offset(i, b.shape()))]));
+  });
+  return r;
+}
+std::vector<double> ref1(const Tensor& x, const Fn1& f) {
+  std::vector<double> r;
+  for (double v : values(x)) r.push_back(f(v));
+  return r;
+}
+double tol(DType d) { return d == kFloat64 ? 1e-12 : 1e-5; }
+double nan_max(double x, double y) { return std::isnan(x) || std::isnan(y) ? kNaN : (x > y ? x : y); }
+double nan_min(double x, double y) { return std::isnan(x) || std::isnan(y) ? kNaN : (x < y ? x : y); }
+double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double ref_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double ref_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
+
+Gen normal_gen(DType dt) { return [dt](const Shape& s) { return randn(s, {.dtype = dt}); }; }
+Gen positive_gen(DType dt) { return [dt](const Shape& s) { return uniform(s, 0.5, 2.0, {.dtype = dt}); }; }
+
+// Operand pairs for binary ops: same shape, broadcasting, strided and expanded views, empty, 0-dim, and one
+// large enough to be split across threads (with a non-contiguous operand).
+struct Pair { std::string what; Tensor a, b; };
+std::vector<Pair> operand_pairs(const Gen& ga, const Gen& gb) {
+  return {{"same shape", ga({3, 4}), gb({3, 4})},
+          {"broadcast [4,1,3]x[5,1]", ga({4, 1, 3}), gb({5, 1})},
+          {"transpose x step slice", ga({5, 4}).t(), gb({4, 10}).slice(1, 0, 10, 2)},
+          {"expanded views", ga({3, 1}).expand({3, 4}), gb({1, 4}).expand({2, 3, 4})},
+          {"permuted 3-D x [2,1]", ga({2, 3, 4}).permute({2, 0, 1}), gb({2, 1})},
+          {"empty [0,3]x[3]", ga({0, 3}), gb({3})},
+          {"empty [2,0]x[2,1]", ga({2, 0}), gb({2, 1})},
+          {"0-dim x [2,3]", ga({}), gb({2, 3})},
+          {"[2,3] x 0-dim", ga({2, 3}), gb({})},
+          {"0-dim x 0-dim", ga({}), gb({})},
+          {"7-D alternating broadcast", ga({2, 1, 3, 1, 2, 1, 2}), gb({2, 1, 2, 1, 3, 1})},
+          {"large transposed", ga({333, 200}).t(), gb({333})}};
+}
+// Single operands for unary ops, with the same variety.
+std::vector<std::pair<std::string, Tensor>> layouts(const Gen& g) {
+  return {{"contiguous", g({3, 4})},         {"transposed", g({4, 3}).t()},
+          {"step slice", g({6, 5}).slice(0, 1, 6, 2)}, {"expanded", g({3, 1}).expand({2, 3, 4})},
+          {"permuted", g({2, 3, 4}).permute({1, 2, 0})}, {"empty", g({0, 3})},
+          {"0-dim", g({})},                   {"large strided", g({200, 400}).slice(1, 0, 400, 2)}};
+}
+
+struct BinCase { const char* name; Op2 op; Fn2 ref; bool positive_a, positive_b; };
+std::vector<BinCase> binary_cases() {
+  return {{"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, std::plus<double>(), false, false},
+          {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, std::minus<double>(), false, false},
+          {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, std::multiplies<double>(), false, false},
+          {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, std::divides<double>(), false, true},
+          {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+           [](double x, double y) { return std::pow(x, y); }, true, false},
+          {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, nan_max, false, false},
+          {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, nan_min, false, false}};
+}
+
+struct UnCase { const char* name; std::function<Tensor(const Tensor&)> op; Fn1 ref; bool positive; };
+std::vector<UnCase> unary_cases() {
+  return {{"neg", [](const Tensor& x) { return neg(x); }, [](double v) { return -v; }, false},
+          {"unary -", [](const Tensor& x) { return -x; }, [](double v) { return -v; }, false},
+          {"abs", [](const Tensor& x) { return abs(x); }, [](double v) { return std::fabs(v); }, false},
+          {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double v) { return std::sqrt(v); }, true},
+          {"exp", [](const Tensor& x) { return exp(x); }, [](double v) { return std::exp(v); }, false},
+          {"log", [](const Tensor& x) { return log(x); }, [](double v) { return std::log(v); }, true},
+          {"square", [](const Tensor& x) { return square(x); }, [](double v) { return v * v; }, false},
+          {"sign", [](const Tensor& x) { return sign(x); }, ref_sign, false},
+          // relu lets NaN through, as PyTorch's does
+          {"relu", [](const Tensor& x) { return relu(x); }, [](double v) { return v < 0 ? 0.0 : v; }, false},
+          {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, ref_sigmoid, false},
+          {"tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, false},
+          {"gelu", [](const Tensor& x) { return gelu(x); }, ref_gelu, false},
+          {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
+           [](double v) { return v < -0.5 ? -0.5 : (v > 0.75 ? 0.75 : v); }, false}};
+}
+
+Tensor f64(std::vector<double> v) { return tensor<double>(v); }
+
+}  // namespace
+
+TEST(Binary, MatchesFloat64ReferenceOnEveryLayout) {
+  manual_seed(1);
+  for (DType dt : {kFloat64, kFloat32})
+    for (const BinCase& c : binary_cases())
+      for (const Pair& p : operand_pairs(c.positive_a ? positive_gen(dt) : normal_gen(dt),
+                                         c.positive_b ? positive_gen(dt) : normal_gen(dt))) {
+        SCOPED_TRACE(std::string(c.name) + " " + p.what + " " + name(dt));
+        Tensor out = c.op(p.a, p.b);
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_TENSOR_NEAR(out, bshape(p.a.shape(), p.b.shape()), ref2(p.a, p.b, c.ref), tol(dt), tol(dt));
+      }
+}
+
+TEST(Binary, OperatorsMatchTheNamedOps) {
+  manual_seed(2);
+  const std::vector<std::pair<const char*, Op2>> ops = {
+      {"+", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"-", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"*", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"/", [](const Tensor& a, const Tensor& b) { return a / b; }}};
+  const std::vector<Fn2> refs = {std::plus<double>(), std::minus<double>(), std::multiplies<double>(),
+                                 std::divides<double>()};
+  for (size_t k = 0; k < ops.size(); ++k)
+    for (const Pair& p : operand_pairs(normal_gen(kFloat64), positive_gen(kFloat64))) {
+      SCOPED_TRACE(std::string(ops[k].first) + " " + p.what);
+      EXPECT_TENSOR_NEAR(ops[k].second(p.a, p.b), bshape(p.a.shape(), p.b.shape()), ref2(p.a, p.b, refs[k]), 1e-12,
+                         1e-12);
+    }
+}
+
+TEST(Binary, TensorScalarAndScalarTensor) {
+  manual_seed(3);
+  for (DType dt : {kFloat64, kFloat32})
+    for (const auto& [what, xv] : layouts(positive_gen(dt))) {
+      SCOPED_TRACE(what + " " + name(dt));
+      const Tensor x = xv;  // a plain variable, so that lambdas can capture it
+      const double t = tol(dt);
+      auto check = [&](const Tensor& out, const Fn1& f) {
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_TENSOR_NEAR(out, x.shape(), ref1(x, f), t, t);
+      };
+      check(x + 2.5, [](double v) { return v + 2.5; });
+      check(2.5 + x, [](double v) { return 2.5 + v; });
+      check(x - 1.25, [](double v) { return v - 1.25; });
+      check(1.25 - x, [](double v) { return 1.25 - v; });
+      check(x * -3, [](double v) { return v * -3; });
+      check(-3 * x, [](double v) { return -3 * v; });
+      check(x / 4.0, [](double v) { return v / 4.0; });
+      check(4.0 / x, [](double v) { return 4.0 / v; });
+      check(pow(x, 2), [](double v) { return v * v; });
+      check(pow(x, 0.5), [](double v) { return std::sqrt(v); });
+      check(pow(x, -1.5), [](double v) { return std::pow(v, -1.5); });
+    }
+}
+
+TEST(Unary, MatchesFloat64ReferenceOnEveryLayout) {
+  manual_seed(4);
+  for (DType dt : {kFloat64, kFloat32})
+    for (const UnCase& c : unary_cases())
+      for (auto& [what, x] : layouts(c.positive ? positive_gen(dt) : normal_gen(dt))) {
+        SCOPED_TRACE(std::string(c.name) + " " + what + " " + name(dt));
+        Tensor out = c.op(x);
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_TENSOR_NEAR(out, x.shape(), ref1(x, c.ref), tol(dt), tol(dt));
+      }
+}
+
+TEST(Unary, SpecialValues) {
+  Tensor x = f64({-kInf, -800, -30, -1, -0.0, 0, 1e-300, 2, 30, 800, kInf, kNaN});
+  for (const UnCase& c : unary_cases()) {
+    if (std::string(c.name) == "gelu" || std::string(c.name) == "sign") continue;  // gelu(-inf), sign(nan): below
+    SCOPED_TRACE(c.name);
+    EXPECT_TENSOR_NEAR(c.op(x), x.shape(), ref1(x, c.ref), 1e-12, 1e-12);
+  }
+  Tensor finite = f64({-800, -30, -1, 0, 1e-300, 2, 30, 800, kInf});
+  EXPECT_TENSOR_NEAR(gelu(finite), finite.shape(), ref1(finite, ref_gelu), 1e-12, 1e-12);
+  EXPECT_TENSOR_NEAR(sign(finite), finite.shape(), ref1(finite, ref_sign), 0, 0);
+  // float32: sigmoid / tanh saturate instead of producing NaN for large |x|
+  Tensor big = tensor<float>({-1000, -100, 100, 1000});
+  EXPECT_TENSOR_NEAR(sigmoid(big), big.shape(), ref1(big, ref_sigmoid), 1e-7, 1e-6);
+  EXPECT_TENSOR_NEAR(tanh(big), big.shape(), ref1(big, [](double v) { return std::tanh(v); }), 1e-7, 1e-6);
+}
+
+TEST(Unary, IntegerInputs) {
+  Tensor i = tensor<int64_t>({-3, -1, 0, 2, 5});
+  auto check = [&](const Tensor& out, DType dt, const Fn1& f, double t = 0) {
+    EXPECT_EQ(out.dtype(), dt);
+    EXPECT_TENSOR_NEAR(out, i.shape(), ref1(i, f), t, t);
+  };
+  check(neg(i), kInt64, [](double v) { return -v; });
+  check(abs(i), kInt64, [](double v) { return std::fabs(v); });
+  check(square(i), kInt64, [](double v) { return v * v; });
+  check(sign(i), kInt64, ref_sign);
+  check(relu(i), kInt64, [](double v) { return v > 0 ? v : 0.0; });
+  check(clamp(i, -1, 3), kInt64, [](double v) { return std::min(std::max(v, -1.0), 3.0); });
+  // float-valued functions of integers give float32
+  check(exp(i), kFloat32, [](double v) { return std::exp(v); }, 1e-5);
+  check(sigmoid(i), kFloat32, ref_sigmoid, 1e-6);
+  Tensor u = tensor<int32_t>({0, 1, 4, 9});
+  EXPECT_EQ(sqrt(u).dtype(), kFloat32);
+  EXPECT_TENSOR_NEAR(sqrt(u), u.shape(), ref1(u, [](double v) { return std::sqrt(v); }));
+  EXPECT_THROW_MSG(neg(tensor<bool>({true, false})), DTypeError, "neg", "bool");
+}
+
+TEST(Clamp, NaNBoundsAndErrors) {
+  Tensor x = f64({-2, -0.5, 0.3, kNaN, 7, -kInf});
+  EXPECT_TENSOR_NEAR(clamp(x, -1, 1), x.shape(), std::vector<double>({-1, -0.5, 0.3, kNaN, 1, -1}), 0, 0);
+  EXPECT_TENSOR_NEAR(clamp(x, 0.3, 0.3), x.shape(), std::vector<double>({0.3, 0.3, 0.3, kNaN, 0.3, 0.3}), 0, 0);
+  EXPECT_TENSOR_NEAR(clamp(x, -kInf, 0), x.shape(), std::vector<double>({-2, -0.5, 0, kNaN, 0, -kInf}), 0, 0);
+  EXPECT_THROW_MSG(clamp(x, 2, 1), ValueError, "clamp", "2", "1");
+  EXPECT_THROW_MSG(clamp(tensor<bool>({true}), 0, 1), DTypeError, "clamp", "bool");
+}
+
+TEST(Comparisons, GiveBoolAndMatchReference) {
+  manual_seed(5);
+  struct Cmp {
+    const char* name;
+    Op2 op;
+    std::function<Tensor(const Tensor&, Scalar)> op_s;
+    std::function<bool(double, double)> ref;
+  };
+#define EMBER_CMP(f, expr)                                                             \
+  Cmp{#f, [](const Tensor& a, const Tensor& b) { return f(a, b); },                      \
+      [](const Tensor& a, Scalar s) { return f(a, s); }, [](double x, double y) { return x expr y; }}
+  const std::vector<Cmp> cmps = {EMBER_CMP(eq, ==), EMBER_CMP(ne, !=), EMBER_CMP(lt, <),
+                                 EMBER_CMP(le, <=), EMBER_CMP(gt, >),  EMBER_CMP(ge, >=)};
+#undef EMBER_CMP
+  // small integers stored as floats, so that equal pairs are common
+  for (DType dt : {kFloat64, kFloat32, kInt64, kFloat16}) {
+    Gen g = [dt](const Shape& s) { return randint(0, 3, s, {.dtype = dt}); };
+    for (const Cmp& c : cmps) {
+      for (const Pair& p : operand_pairs(g, g)) {
+        SCOPED_TRACE(std::string(c.name) + " " + p.what + " " + name(dt));
+        Tensor out = c.op(p.a, p.b);
+        EXPECT_EQ(out.dtype(), kBool);
+        EXPECT_TENSOR_NEAR(out, bshape(p.a.shape(), p.b.shape()),
+                           ref2(p.a, p.b, [&](double x, double y) { return c.ref(x, y) ? 1.0 : 0.0; }), 0, 0);
+      }
+      Tensor x = g({4, 6}).t();
+      for (double s : {1.0, 1.5}) {
+        SCOPED_TRACE(std::string(c.name) + " scalar " + std::to_string(s) + " " + name(dt));
+        Tensor out = c.op_s(x, s);
+        EXPECT_EQ(out.dtype(), kBool);
+        EXPECT_TENSOR_NEAR(out, x.shape(), ref1(x, [&](double v) { return c.ref(v, s) ? 1.0 : 0.0; }), 0, 0);
+      }
+    }
+  }
+  // NaN compares unequal to everything, itself included; mixed dtypes compare after promotion
+  Tensor n = f64({kNaN, kNaN, 1});
+  EXPECT_EQ(eq(n, n).to_vector<bool>(), std::vector<bool>({false, false, true}));
+  EXPECT_EQ(ne(n, n).to_vector<bool>(), std::vector<bool>({true, true, false}));
+  EXPECT_EQ(lt(n, 2.0).to_vector<bool>(), std::vector<bool>({false, false, true}));
+  EXPECT_EQ(lt(tensor<int64_t>({0, 1, 2}), tensor<float>({0.5f, 0.5f, 2.5f})).to_vector<bool>(),
+            std::vector<bool>({true, false, true}));
+  EXPECT_EQ(gt(tensor<int64_t>({0, 1, 2}), 0.5).to_vector<bool>(), std::vector<bool>({false, true, true}));
+  // int64 beyond 2^53 compares exactly, not through double
+  const int64_t big = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(eq(tensor<int64_t>({big}), tensor<int64_t>({big - 1})).to_vector<bool>(), std::vector<bool>({false}));
+}
+
+TEST(Where, BroadcastLayoutsAndPromotion) {
+  manual_seed(6);
+  auto ref3 = [](const Tensor& c, const Tensor& a, const Tensor& b) {
+    const Shape s = bshape(bshape(c.shape(), a.shape()), b.shape());
+    const auto vc = values(c), va = values(a), vb = values(b);
+    std::vector<double> r;
+    test::for_each_index(s, [&](const std::vector<int64_t>& i) {
+      const auto at = [&](const std::vector<double>& v, const Tensor& t) {
+        return v[static_cast<size_t>(test::bcast_offset(i, t.shape()))];
+      };
+      r.push_back(at(vc, c) != 0 ? at(va, a) : at(vb, b));
+    });
+    return std::make_pair(s, r);
+  };
+  auto cond = [](const Shape& s) { return gt(randn(s), 0); };
+  auto r64 = [](const Shape& s) { return randn(s, {.dtype = kFloat64}); };
+  struct Case { const char* what; Tensor c, a, b; };
+  const std::vector<Case> cases = {
+      {"broadcast", cond({4, 1, 3}), r64({5, 1}), r64({3})},
+      {"strided", cond({5, 4}).t(), r64({4, 10}).slice(1, 0, 10, 2), r64({4, 5})},
+      {"expanded + 0-dim", cond({1, 4}).expand({3, 4}), r64({3, 1}).expand({3, 4}), full({}, 7.5, {.dtype = kFloat64})},
+      {"empty", cond({0, 3}), r64({3}), r64({1, 3})},
+      {"all 0-dim", cond({}), full({}, 1.0, {.dtype = kFloat64}), full({}, 2.0, {.dtype = kFloat64})},
+      {"large", cond({300, 300}).t(), r64({300, 300}), r64({300})}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    auto [s, r] = ref3(k.c, k.a, k.b);
+    Tensor out = where(k.c, k.a, k.b);
+    EXPECT_EQ(out.dtype(), kFloat64);
+    EXPECT_TENSOR_NEAR(out, s, r, 0, 0);
+  }
+  Tensor c = tensor<bool>({true, false, true});
+  Tensor mixed = where(c, tensor<int64_t>({1, 2, 3}), tensor<float>({0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(mixed.dtype(), kFloat32);
+  EXPECT_EQ(mixed.to_vector<float>(), std::vector<float>({1, 1.5f, 3}));
+  EXPECT_THROW_MSG(where(tensor<float>({1, 0, 1}), randn({3}), randn({3})), DTypeError, "where", "bool", "float32");
+  EXPECT_THROW_MSG(where(c, randn({2, 3}), randn({4})), ShapeError, "where", "[2, 3]", "[4]");
+  EXPECT_THROW_MSG(where(c, randn({2}), randn({3})), ShapeError, "where", "[3]", "[2]");
+}
+
+TEST(InPlace, BinaryUpdatesValuesAndBumpsVersion) {
+  manual_seed(7);
+  struct Case {
+    const char* name;
+    std::function<Tensor&(Tensor&, const Tensor&)> op;
+    std::function<Tensor&(Tensor&, Scalar)> op_s;
+    Fn2 ref;
+  };
+#define EMBER_INPLACE(f, ref)                                                             \
+  Case{#f, [](Tensor& x, const Tensor& o) -> Tensor& { return x.f(o); },                  \
+       [](Tensor& x, Scalar s) -> Tensor& { return x.f(s); }, ref}
+  const std::vector<Case> cases = {EMBER_INPLACE(add_, std::plus<double>()), EMBER_INPLACE(sub_, std::minus<double>()),
+                                   EMBER_INPLACE(mul_, std::multiplies<double>()),
+                                   EMBER_INPLACE(div_, std::divides<double>())};
+#undef EMBER_INPLACE
+  for (DType dt : {kFloat64, kFloat32}) {
+    const double t = tol(dt);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + " " + name(dt));
+      // contiguous target, broadcast other
+      Tensor x = randn({3, 4}, {.dtype = dt}), o = uniform({4}, 0.5, 2, {.dtype = dt});
+      std::vector<double> want = ref2(x, o, c.ref);
+      uint32_t v0 = x.version();
+      EXPECT_TRUE(c.op(x, o).is_same(x));
+      EXPECT_EQ(x.version(), v0 + 1);
+      EXPECT_TENSOR_NEAR(x, Shape({3, 4}), want, t, t);
+      want = ref1(x, [&](double v) { return c.ref(v, 1.5); });
+      EXPECT_TRUE(c.op_s(x, 1.5).is_same(x));
+      EXPECT_EQ(x.version(), v0 + 2);
+      EXPECT_TENSOR_NEAR(x, Shape({3, 4}), want, t, t);
+      // a strided view writes through to exactly its elements of the base
+      Tensor base = randn({4, 6}, {.dtype = dt});
+      const std::vector<double> before = values(base), ov = values(o);
+      Tensor view = base.slice(1, 0, 6, 2).t();  // [3, 4], view[r][k] = base[k][2r]
+      const uint32_t vb = base.version();
+      c.op(view, o);
+      EXPECT_EQ(base.version(), vb + 1);
+      std::vector<double> wb = before;
+      for (size_t k = 0; k < 4; ++k)
+        for (size_t j = 0; j < 6; j += 2) wb[k * 6 + j] = c.ref(before[k * 6 + j], ov[k]);
+      EXPECT_TENSOR_NEAR(base, Shape({4, 6}), wb, t, t);
+      // other overlapping self: x op= x^T reads the old values
+      Tensor sq = uniform({3, 3}, 0.5, 2, {.dtype = dt});
+      want = ref2(sq, sq.t().contiguous(), c.ref);
+      c.op(sq, sq.t());
+      EXPECT_TENSOR_NEAR(sq, Shape({3, 3}), want, t, t);
+      want = ref2(sq, sq, c.ref);
+      c.op(sq, sq);
+      EXPECT_TENSOR_NEAR(sq, Shape({3, 3}), want, t, t);
+      // empty and 0-dim targets
+      Tensor e = randn({0, 3}, {.dtype = dt});
+      c.op(e, o.slice(0, 0, 3));
+      EXPECT_EQ(e.shape(), Shape({0, 3}));
+      Tensor s0 = full({}, 3.0, {.dtype = dt});
+      c.op(s0, full({}, 2.0, {.dtype = dt}));
+      EXPECT_TENSOR_NEAR(s0, Shape{}, std::vector<double>{c.ref(3, 2)}, t, t);
+    }
+  }
+}
+
+TEST(InPlace, UnaryAndClamp) {
+  manual_seed(8);
+  Tensor base = randn({4, 6}, {.dtype = kFloat64});
+  const std::vector<double> before = values(base);
+  Tensor view = base.slice(1, 1, 6, 2);  // odd columns
+  const uint32_t v0 = base.version();
+  EXPECT_TRUE(view.relu_().is_same(view));
+  EXPECT_EQ(base.version(), v0 + 1);
+  std::vector<double> want = before;
+  for (size_t i = 1; i < want.size(); i += 2) want[i] = std::max(want[i], 0.0);
+  EXPECT_TENSOR_NEAR(base, Shape({4, 6}), want, 0, 0);
+  EXPECT_TRUE(base.clamp_(-0.25, 0.5).is_same(base));
+  EXPECT_EQ(base.version(), v0 + 2);
+  for (double& v : want) v = std::min(std::max(v, -0.25), 0.5);
+  EXPECT_TENSOR_NEAR(base, Shape({4, 6}), want, 0, 0);
+  Tensor i = tensor<int64_t>({-5, 2, 9});
+  i.clamp_(0, 4);
+  EXPECT_EQ(i.to_vector<int64_t>(), std::vector<int64_t>({0, 2, 4}));
+  i.relu_();
+  EXPECT_EQ(i.dtype(), kInt64);
+  Tensor h = tensor<float>({-1.5f, 0.25f, 3.0f}).to(kFloat16);
+  h.relu_().mul_(2);
+  EXPECT_EQ(h.dtype(), kFloat16);
+  EXPECT_EQ(h.to_vector<float>(), std::vector<float>({0, 0.5f, 6}));
+}
+
+TEST(InPlace, ErrorsLeaveTargetUntouched) {
+  Tensor x = randn({3, 4});
+  const std::vector<double> before = values(x);
+  const uint32_t v0 = x.version();
+  EXPECT_THROW_MSG(x.add_(randn({2, 3, 4})), ShapeError, "add_", "[3, 4]", "[2, 3, 4]");
+  EXPECT_THROW_MSG(x.mul_(randn({2})), ShapeError, "mul", "[3, 4]", "[2]");
+  EXPECT_THROW_MSG(x.clamp_(1, -1), ValueError, "clamp_");
+  Tensor i = tensor<int64_t>({1, 2, 3});
+  EXPECT_THROW_MSG(i.add_(tensor<float>({0.5f, 0.5f, 0.5f})), DTypeError, "add_", "float32", "int64");
+  EXPECT_THROW_MSG(i.add_(0.5), DTypeError, "add_", "int64");
+  EXPECT_THROW_MSG(i.div_(2), DTypeError, "div_", "int64");  // true division gives float32
+  EXPECT_THROW_MSG(tensor<bool>({true}).sub_(tensor<bool>({true})), DTypeError, "sub", "bool");
+  EXPECT_THROW_MSG(tensor<bool>({true}).add_(2), DTypeError, "add_", "int64", "bool");
+  Tensor expanded = randn({3, 1}).expand({3, 4});
+  EXPECT_THROW_MSG(expanded.add_(1), Error, "add", "expanded");
+  EXPECT_THROW_MSG(expanded.relu_(), Error, "relu", "expanded");
+  EXPECT_EQ(x.version(), v0);
+  EXPECT_EQ(i.to_vector<int64_t>(), std::vector<int64_t>({1, 2, 3}));
+  EXPECT_TENSOR_NEAR(x, Shape({3, 4}), before, 0, 0);
+}
+
+TEST(Promotion, MixedDTypes) {
+  auto check = [](const Tensor& out, DType dt, std::vector<double> want) {
+    EXPECT_EQ(out.dtype(), dt);
+    EXPECT_TENSOR_NEAR(out, Shape({static_cast<int64_t>(want.size())}), want, 0, 0);
+  };
+  Tensor i64 = tensor<int64_t>({7, -7, 2}), i32 = tensor<int32_t>({2, 2, 3});
+  check(i64 + tensor<float>({0.5f, 0.25f, -1}), kFloat32, {7.5, -6.75, 1});
+  check(i64 + i32, kInt64, {9, -5, 5});
+  check(tensor<uint8_t>({250, 1, 2}) + tensor<uint8_t>({10, 1, 2}), kUInt8, {4, 2, 4});  // wraps, as uint8
+  check(tensor<uint8_t>({1, 2, 3}) * i32, kInt32, {2, 4, 9});
+  check(tensor<bool>({true, false, true}) + i32, kInt32, {3, 2, 4});
+  check(tensor<float>({1, 2, 3}) + tensor<double>({0.1, 0.2, 0.3}), kFloat64, {1 + double(0.1), 2 + 0.2, 3 + 0.3});
+  // python-style scalars: integral keeps an integer dtype, fractional makes float32
+  check(i64 + 0.5, kFloat32, {7.5, -6.5, 2.5});
+  check(i64 * 2, kInt64, {14, -14, 4});
+  check(i64 * 2.0, kFloat32, {14, -14, 4});
+  check(tensor<bool>({true, false}) + 1, kInt64, {2, 1});
+  check(tensor<bool>({true, false}) * 0, kInt64, {0, 0});
+  check(tensor<bool>({true, false}) + true, kBool, {1, 1});  // a bool scalar keeps bool (logical or)
+  // true division of integers
+  check(i64 / i32, kFloat32, {3.5, -3.5, double(2.0f / 3.0f)});
+  check(i64 / 2, kFloat32, {3.5, -3.5, 1});
+  check(1 / i32, kFloat32, {0.5, 0.5, double(1.0f / 3.0f)});
+  // integer powers stay exact integers
+  check(pow(tensor<int64_t>({2, 3, -2, 1, -1}), tensor<int64_t>({40, 3, 3, -2, -3})), kInt64,
+        {double(int64_t{1} << 40), 27, -8, 1, -1});
+  check(pow(i64, 2), kInt64, {49, 49, 4});
+  check(pow(tensor<int64_t>({4, 9}), 0.5), kFloat32, {2, 3});
+  EXPECT_EQ(maximum(i32, tensor<double>({2.5, 1, 3})).dtype(), kFloat64);
+  EXPECT_EQ(add(tensor<float>({1}).to(kFloat16), tensor<float>({1}).to(kBFloat16)).dtype(), kFloat32);
+  EXPECT_EQ(add(tensor<float>({1}).to(kFloat16), tensor<float>({1})).dtype(), kFloat32);
+  EXPECT_EQ((tensor<float>({1}).to(kFloat16) + 0.5).dtype(), kFloat16);
+  EXPECT_EQ((tensor<float>({1}).to(kBFloat16) * 3).dtype(), kBFloat16);
+}
+
+TEST(Promotion, ReducedFloatsComputeInFloat32) {
+  manual_seed(9);
+  // One rounding of the float32 result: within half an ulp of the float64 reference (plus float32 error).
+  for (const std::pair<DType, double>& du : {std::pair{kFloat16, 0x1p-10}, std::pair{kBFloat16, 0x1p-7}}) {
+    const DType dt = du.first;
+    const double ulp = du.second;
+    const double rt = ulp / 2 * 1.01, at = dt == kFloat16 ? 3e-8 : 1e-30;
+    Gen g = [dt](const Shape& s) { return randn(s).to(dt); };
+    Gen gp = [dt](const Shape& s) { return uniform(s, 0.5, 2).to(dt); };
+    for (const BinCase& c : binary_cases())
+      for (const Pair& p : operand_pairs(c.positive_a ? gp : g, c.positive_b ? gp : g)) {
+        SCOPED_TRACE(std::string(c.name) + " " + p.what + " " + name(dt));
+        Tensor out = c.op(p.a, p.b);
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_TENSOR_NEAR(out, bshape(p.a.shape(), p.b.shape()), ref2(p.a, p.b, c.ref), at, rt);
+      }
+    for (const UnCase& c : unary_cases())
+      for (auto& [what, x] : layouts(c.positive ? gp : g)) {
+        SCOPED_TRACE(std::string(c.name) + " " + what + " " + name(dt));
+        Tensor out = c.op(x);
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_TENSOR_NEAR(out, x.shape(), ref1(x, c.ref), at, rt);
+      }
+  }
+}
+
+TEST(NaN, MaximumMinimumPropagate) {
+  const std::vector<double> a = {kNaN, 1, kNaN, 2, -kInf, 0}, b = {1, kNaN, kNaN, -kInf, 3, -0.0};
+  for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(name(dt));
+    Tensor ta = f64(a).to(dt), tb = f64(b).to(dt);
+    EXPECT_TENSOR_NEAR(maximum(ta, tb), Shape({6}), ref2(ta, tb, nan_max), 0, 0);
+    EXPECT_TENSOR_NEAR(maximum(tb, ta), Shape({6}), ref2(tb, ta, nan_max), 0, 0);
+    EXPECT_TENSOR_NEAR(minimum(ta, tb), Shape({6}), ref2(ta, tb, nan_min), 0, 0);
+    EXPECT_TENSOR_NEAR(minimum(tb, ta), Shape({6}), ref2(tb, ta, nan_min), 0, 0);
+    Tensor n = full({}, kNaN, {.dtype = dt});  // a broadcast NaN poisons every element
+    for (double v : values(maximum(tb, n))) EXPECT_TRUE(std::isnan(v));
+    for (double v : values(minimum(n, tb.reshape({2, 3}).t()))) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
+TEST(Errors, NameTheOpShapesAndDevices) {
+  Tensor a = randn({2, 3}), b = randn({4});
+  for (const BinCase& c : binary_cases()) {
+    SCOPED_TRACE(c.name);
+    EXPECT_THROW_MSG(c.op(a, b), ShapeError, c.name, "[2, 3]", "[4]");
+  }
+  EXPECT_THROW_MSG(a + b, ShapeError, "add", "[2, 3]", "[4]");
+  EXPECT_THROW_MSG(lt(randn({3, 1, 2}), randn({4, 3})), ShapeError, "lt", "[3, 1, 2]", "[4, 3]");
+  EXPECT_THROW_MSG(eq(a, randn({3, 2})), ShapeError, "eq", "[2, 3]", "[3, 2]");
+  EXPECT_THROW_MSG(sub(tensor<bool>({true}), tensor<bool>({false})), DTypeError, "sub", "bool");
+  EXPECT_THROW_MSG(add(Tensor(), a), Error, "add", "undefined");
+  EXPECT_THROW_MSG(exp(Tensor()), Error, "exp", "undefined");
+  // no GPU in this build: making a CUDA tensor says why
+  EXPECT_THROW_MSG(zeros({2}, {.device = Device::cuda()}), DeviceError, "cuda:0");
+  EXPECT_THROW_MSG(a.to(Device::cuda()), DeviceError, "cuda:0");
+  // a tensor that claims to live on cuda:0: the device check fires before any memory is touched
+  float buf[6] = {};
+  Tensor g = from_blob(buf, {2, 3}, {.device = Device::cuda()});
+  EXPECT_THROW_MSG(add(g, a), DeviceError, "add", "cuda:0", "cpu");
+  EXPECT_THROW_MSG(maximum(a, g), DeviceError, "maximum", "cpu", "cuda:0");
+  EXPECT_THROW_MSG(gt(a, g), DeviceError, "gt", "cuda:0");
+  EXPECT_THROW_MSG(where(gt(a, 0), g, a), DeviceError, "where", "cuda:0", "cpu");
+  EXPECT_THROW_MSG(a.add_(g), DeviceError, "add", "cuda:0");
+  EXPECT_THROW_MSG(exp(g), DeviceError, "cuda:0");
+}
