@@ -3,8 +3,8 @@
 # Usage: scripts/install-deps.sh [bench]   ("bench" adds OpenBLAS, the reference the benchmarks compare with)
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build pkg-config libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
-      dataset-fashion-mnist)
-if [ "${1:-}" = bench ]; then pkgs+=(libopenblas-dev); fi
+      nlohmann-json3-dev dataset-fashion-mnist)
+if [ "${1:-}" = bench ]; then pkgs+=(libopenblas-dev libtorch-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

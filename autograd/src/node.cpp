@@ -30,7 +30,24 @@ Node::Node(const char* n, std::vector<Edge> nx)
     : name(n), seq(g_next_seq.fetch_add(1, std::memory_order_relaxed)), next(std::move(nx)) {
   live.fetch_add(1, std::memory_order_relaxed);
 }
-Node::~Node() { live.fetch_sub(1, std::memory_order_relaxed); }
+// Releasing a long chain would recurse once per node (each node's last reference lives in the next one's
+// edges) and overflow the stack. Instead the edges whose node would die with us are moved to a local stack
+// and released one at a time, each with its own edges already taken away.
+Node::~Node() {
+  live.fetch_sub(1, std::memory_order_relaxed);
+  std::vector<std::shared_ptr<Node>> dying;
+  auto take = [&dying](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) dying.push_back(std::move(e.fn));
+    edges.clear();
+  };
+  take(next);
+  while (!dying.empty()) {
+    std::shared_ptr<Node> n = std::move(dying.back());
+    dying.pop_back();
+    take(n->next);
+  }  // n is destroyed here with no edges left
+}
 
 Grads LambdaNode::apply(Grads&& grad_outputs) {
   EMBER_CHECK(fn_ != nullptr, Error, name,

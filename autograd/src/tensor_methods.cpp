@@ -18,13 +18,18 @@ using autograd::reduce_to;
 using autograd::save;
 
 namespace {
-// Records a view op: its gradient maps back through `back`.
+// Records a view op: its gradient maps back through `back`. `is_view` is false for the ops here that copy
+// (clone, contiguous, to): their output owns fresh storage, so in-place changes to it are allowed.
 template <class Back>
-Tensor view_op(const char* name, const Tensor& x, Tensor y, Back back) {
+Tensor view_op(const char* name, const Tensor& x, Tensor y, Back back, bool is_view = true) {
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
-  record(name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/true);
+  record(name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/is_view);
   return y;
+}
+template <class Back>
+Tensor copy_op(const char* name, const Tensor& x, Tensor y, Back back) {
+  return view_op(name, x, std::move(y), back, /*is_view=*/false);
 }
 }  // namespace
 
@@ -85,21 +90,21 @@ Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ember::in
 // --- copies, dtypes, devices
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  return view_op("contiguous", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+  return copy_op("contiguous", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
 }
 Tensor Tensor::clone() const {
-  return view_op("clone", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+  return copy_op("clone", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
 }
 Tensor Tensor::detach() const { return raw::alias(*this); }
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor y = raw::cast(*this, dt);
   if (!is_floating(dt)) return y;  // an integer result carries no gradient
-  return view_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return raw::cast(g, i.dtype); });
+  return copy_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return raw::cast(g, i.dtype); });
 }
 Tensor Tensor::to(Device dev, bool non_blocking) const {
   if (dev == device()) return *this;
-  return view_op("to", *this, raw::to_device(*this, dev, non_blocking),
+  return copy_op("to", *this, raw::to_device(*this, dev, non_blocking),
                  [](const Tensor& g, const InputInfo& i) { return raw::to_device(g, i.device); });
 }
 

@@ -15,6 +15,11 @@ struct ConvGeom {
   Conv2dParams p;
   int64_t ckk() const { return C * KH * KW; }
   int64_t ohw() const { return OH * OW; }
+  // Images per thread at least: tiny convolutions stay on one thread (a fork/join costs more than they do,
+  // and far more when the cores are oversubscribed).
+  int64_t image_grain() const {
+    return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(OC * ckk() * ohw(), 1));
+  }
 };
 
 // col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image.
@@ -83,7 +88,7 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
       T* yp = static_cast<T*>(out.data_ptr());
-      parallel_for(0, g.N, 1, [&](int64_t n0, int64_t n1) {
+      parallel_for(0, g.N, g.image_grain(), [&](int64_t n0, int64_t n1) {
         Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * g.ohw()));
         for (int64_t n = n0; n < n1; ++n) {
           im2col(g, xp + n * g.C * g.H * g.W, col.as<T>());
@@ -132,7 +137,7 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
       if (!gx.defined() && !gw.defined()) return;
       const int64_t wsize = g.OC * g.ckk();
       // Each thread sums its images' weight gradients into a private buffer; the buffers are added after.
-      const int nt = std::max<int>(1, std::min<int64_t>(num_threads(), g.N));
+      const int nt = std::max<int>(1, std::min<int64_t>(num_threads(), (g.N + g.image_grain() - 1) / g.image_grain()));
       Scratch partial(gw.defined() ? sizeof(T) * static_cast<size_t>(wsize * nt) : 0);
       if (gw.defined()) std::fill(partial.as<T>(), partial.as<T>() + wsize * nt, T(0));
       const int64_t per = (g.N + nt - 1) / nt;

@@ -36,6 +36,17 @@ inline D convert(S v) {
   }
 }
 
+// Integer arithmetic that wraps around on overflow (as PyTorch's does) instead of being undefined behaviour:
+// signed values are computed in their unsigned type, whose overflow is defined, and converted back.
+template <class T>
+struct Wrap {
+  using U = std::conditional_t<std::is_integral_v<T> && std::is_signed_v<T>, std::make_unsigned_t<T>, T>;
+  static T add(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
+  static T sub(T a, T b) { return static_cast<T>(static_cast<U>(a) - static_cast<U>(b)); }
+  static T mul(T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
+  static T neg(T a) { return static_cast<T>(U(0) - static_cast<U>(a)); }
+};
+
 // A temporary contiguous buffer from the CPU caching allocator.
 class Scratch {
  public:
@@ -77,6 +88,8 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
+  void sgd_step(const SgdStepArgs& a) override;  // optim_kernels.cpp
+  void adam_step(const AdamStepArgs& a) override;
 };
 
 CpuBackend& cpu_backend();

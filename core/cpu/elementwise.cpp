@@ -8,6 +8,13 @@
 namespace ember::cpu {
 namespace {
 
+// Arithmetic for every element type: wrapping for signed integers (no UB), plain for the rest (bool's
+// arithmetic goes through int and back).
+template <class T> T add_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a + b); else return Wrap<T>::add(a, b); }
+template <class T> T sub_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a - b); else return Wrap<T>::sub(a, b); }
+template <class T> T mul_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a * b); else return Wrap<T>::mul(a, b); }
+template <class T> T neg_of(T a) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(-a); else return Wrap<T>::neg(a); }
+
 // Expensive per-element functions (exp, tanh, erf) are worth threads sooner.
 constexpr int64_t kTranscendentalGrain = 8192;
 
@@ -54,13 +61,13 @@ template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   constexpr int64_t g = kTranscendentalGrain;
   switch (op) {
-    case UnaryOp::Neg: return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
-    case UnaryOp::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? static_cast<T>(-v) : v; });
+    case UnaryOp::Neg: return unary_loop<T, T>(out, x, [](T v) { return neg_of(v); });
+    case UnaryOp::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? neg_of(v) : v; });
     // written so that NaN passes through, as PyTorch's relu (a NaN must not turn into a silent 0)
     case UnaryOp::Relu: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(0) : v; });
     case UnaryOp::Sign:
       return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>((T(0) < v) - (v < T(0))); });
-    case UnaryOp::Square: return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>(v * v); });
+    case UnaryOp::Square: return unary_loop<T, T>(out, x, [](T v) { return mul_of(v, v); });
     default: break;
   }
   if constexpr (std::is_floating_point_v<T>) {
@@ -89,9 +96,9 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case BinaryOp::Add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
-    case BinaryOp::Sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
-    case BinaryOp::Mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
+    case BinaryOp::Add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return add_of(x, y); });
+    case BinaryOp::Sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return sub_of(x, y); });
+    case BinaryOp::Mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return mul_of(x, y); });
     case BinaryOp::Div:
       if constexpr (std::is_floating_point_v<T>) return binary_loop<T, T>(out, a, b, [](T x, T y) { return x / y; });
       break;  // integer division is promoted to float32 by raw::binary
@@ -103,8 +110,8 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
           if (y < T(0)) return static_cast<T>(x == T(1) ? 1 : (x == T(-1) ? ((-y) % 2 ? -1 : 1) : 0));
           T r = 1, base = x;
           for (T e = y; e > T(0); e = static_cast<T>(e / 2)) {
-            if (e % 2) r = static_cast<T>(r * base);
-            base = static_cast<T>(base * base);
+            if (e % 2) r = mul_of(r, base);
+            base = mul_of(base, base);
           }
           return r;
         }

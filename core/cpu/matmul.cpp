@@ -98,10 +98,10 @@ void gemm_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < B; ++i)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        int64_t acc = 0;
+        uint64_t acc = 0;  // unsigned: overflow wraps (defined) instead of being UB
         for (int64_t k = 0; k < K; ++k)
-          acc += static_cast<int64_t>(A[i * a.stride(0) + m * a.stride(1) + k * a.stride(2)]) *
-                 static_cast<int64_t>(Bp[i * b.stride(0) + k * b.stride(1) + n * b.stride(2)]);
+          acc += static_cast<uint64_t>(static_cast<int64_t>(A[i * a.stride(0) + m * a.stride(1) + k * a.stride(2)])) *
+                 static_cast<uint64_t>(static_cast<int64_t>(Bp[i * b.stride(0) + k * b.stride(1) + n * b.stride(2)]));
         C[(i * M + m) * N + n] = static_cast<T>(acc);
       }
 }

@@ -10,8 +10,10 @@
 namespace ember::cpu {
 namespace {
 
+// Accumulators: double for floats; uint64 for integers, whose wrap-around on overflow is defined (the result
+// converts back to int64 modulo 2^64, as PyTorch's sum wraps).
 template <class T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
 // A strided walk over a set of (size, stride) dims, innermost last, strides in elements.
 struct Walk {

@@ -50,6 +50,17 @@ Tensor Tensor::pin_memory() const {
   backend_for(Device::cuda());
   throw DeviceError("pin_memory: pinned host memory is not implemented in this build yet");
 }
+void Tensor::set_data(const Tensor& src) {
+  TensorImpl* t = checked();
+  detail::check_defined("set_data", src, "src");
+  t->storage = src.impl()->storage;
+  t->offset = src.impl()->offset;
+  t->sizes = src.impl()->sizes;
+  t->strides = src.impl()->strides;
+  t->dtype = src.impl()->dtype;
+  t->refresh();
+}
+
 bool Tensor::is_pinned() const { return checked()->storage->pinned; }
 
 }  // namespace ember

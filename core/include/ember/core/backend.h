@@ -1,6 +1,6 @@
 // defines: Backend, the one polymorphic seam between ops and devices (CPU here, CUDA in cuda/), the op enums
-// it takes, and backend_for(Device). Ops in raw_ops check arguments and allocate outputs first, so a backend
-// may assume what each `requires:` line says.
+// and argument structs it takes (incl. the fused optimiser steps), and backend_for(Device). Ops in raw_ops
+// check arguments and allocate outputs first, so a backend may assume what each `requires:` line says.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -28,6 +28,23 @@ struct Pool2dParams {
 };
 
 enum class RandomKind : uint8_t { Uniform, Normal, Int };
+
+// One fused optimiser update of one parameter (optim/ fills these; PyTorch's update rules).
+// requires: param, grad and the state buffers are contiguous, of one shape, one floating dtype (float32 or
+// float64) and one device, and none aliases another; param and the buffers are updated in place.
+struct SgdStepArgs {
+  Tensor param, grad;
+  Tensor momentum_buf;  // undefined when momentum == 0
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;  // the buffer is uninitialised: set it to the gradient (torch: buf = clone(g))
+};
+struct AdamStepArgs {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
+  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
+};
 
 class Backend {
  public:
@@ -75,6 +92,9 @@ class Backend {
   // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
   // Int uniform in [lo, hi).
   virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;
+  // Fused optimiser steps: one pass over the parameter reads grad and state and writes param and state.
+  virtual void sgd_step(const SgdStepArgs& a) = 0;
+  virtual void adam_step(const AdamStepArgs& a) = 0;
 };
 
 // The backend for a device; throws DeviceError when that device type is not built or not available.

@@ -130,6 +130,10 @@ class Tensor {
   Tensor& relu_();
   Tensor& clamp_(double lo, double hi);
 
+  // Makes this handle's tensor (and every other handle on the same impl) use src's data and metadata:
+  // how a module moves its parameters to another device or dtype without breaking references to them.
+  void set_data(const Tensor& src);
+
   // --- autograd (defined in autograd/)
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // leaves only; floating dtypes only

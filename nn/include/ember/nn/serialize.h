@@ -1,0 +1,54 @@
+// defines: save / load of a module's parameters and buffers in the safetensors format (readable by Python's
+// safetensors and PyTorch; names are the state_dict names "0.weight", ...), and save_checkpoint /
+// load_checkpoint (module + optimiser state + step) in one safetensors file. Files are written atomically:
+// a temporary file is written, fsync'ed and renamed over the final name, so a crash never leaves half a file.
+//
+//   nn::save(model, "model.safetensors");
+//   nn::load(model, "model.safetensors");           // checks names, shapes and dtypes
+//   nn::save_checkpoint("ckpt.safetensors", model, opt, step);
+//   int64_t step = nn::load_checkpoint("ckpt.safetensors", model, opt);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+// Writes named tensors (+ string metadata) to a safetensors file, atomically.
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata = {});
+// Reads every tensor of a safetensors file (onto the CPU) and its metadata.
+NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// Copies `from` into `into` in place, matching by name; every name must be present in both with the same
+// shape and dtype, else IOError naming the tensor that differs. `what` names the caller in messages.
+void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what);
+
+void save(const Module& module, const std::string& path);
+void load(Module& module, const std::string& path);
+
+// Any optimiser with state_dict() -> NamedTensors and load_state_dict(const NamedTensors&).
+template <class Optimizer>
+void save_checkpoint(const std::string& path, const Module& module, const Optimizer& opt, int64_t step);
+template <class Optimizer>
+int64_t load_checkpoint(const std::string& path, Module& module, Optimizer& opt);
+
+namespace internal {
+void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim, int64_t step);
+// Loads the model part into `module` and returns the optimiser part and the step.
+NamedTensors load_checkpoint_parts(const std::string& path, Module& module, int64_t* step);
+}  // namespace internal
+
+template <class Optimizer>
+void save_checkpoint(const std::string& path, const Module& module, const Optimizer& opt, int64_t step) {
+  internal::save_checkpoint_parts(path, module.state_dict(), opt.state_dict(), step);
+}
+template <class Optimizer>
+int64_t load_checkpoint(const std::string& path, Module& module, Optimizer& opt) {
+  int64_t step = 0;
+  opt.load_state_dict(internal::load_checkpoint_parts(path, module, &step));
+  return step;
+}
+
+}  // namespace ember::nn

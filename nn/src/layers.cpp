@@ -1,0 +1,213 @@
+// defines: the built-in layers of layers.h.
+#include "ember/nn/layers.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "ember/autograd/grad_mode.h"
+#include "ember/core/factory.h"
+
+namespace ember::nn {
+
+std::string activation_name(Activation f) {
+  if (f == identity) return "identity";
+  if (f == relu) return "relu";
+  if (f == sigmoid) return "sigmoid";
+  if (f == tanh) return "tanh";
+  if (f == gelu) return "gelu";
+  return "fn";
+}
+
+namespace {
+// PyTorch's default for Linear/Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases.
+Tensor init_uniform(const Shape& shape, int64_t fan_in) {
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  return uniform(shape, -bound, bound);
+}
+void check_positive(const char* layer, const char* what, int64_t v) {
+  EMBER_CHECK_VALUE(v > 0, layer, ": ", what, " must be positive, got ", v);
+}
+}  // namespace
+
+// --- Dense
+Dense::Dense(int64_t in, int64_t out, Activation activation, DenseOptions opts) : act_(activation) {
+  check_positive("Dense", "in", in);
+  check_positive("Dense", "out", out);
+  EMBER_CHECK_VALUE(activation != nullptr, "Dense: activation is null (use nn::identity)");
+  weight_ = register_parameter("weight", init_uniform({out, in}, in));
+  if (opts.bias) bias_ = register_parameter("bias", init_uniform({out}, in));
+}
+Tensor Dense::forward(const Tensor& x) {
+  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == weight_.size(1), repr(), ": expected input with last dim ",
+                    weight_.size(1), ", got ", x.shape());
+  Tensor y = linear(x, weight_, bias_);
+  return act_ == identity ? y : act_(y);
+}
+std::string Dense::repr() const {
+  std::ostringstream os;
+  os << "Dense(" << weight_.size(1) << " => " << weight_.size(0);
+  if (act_ != identity) os << ", " << activation_name(act_);
+  if (!bias_.defined()) os << "; bias=false";
+  os << ")";
+  return os.str();
+}
+
+// --- Lambda and Chain
+Lambda::Lambda(std::function<Tensor(const Tensor&)> f, std::string name) : f_(std::move(f)), name_(std::move(name)) {
+  EMBER_CHECK_VALUE(static_cast<bool>(f_), "Lambda: empty function");
+}
+
+ChainItem::ChainItem(Activation f) {
+  EMBER_CHECK_VALUE(f != nullptr, "Chain: null activation");
+  m_ = std::make_shared<Lambda>(f, activation_name(f));
+}
+
+Chain::Chain(std::initializer_list<ChainItem> items) {
+  for (const ChainItem& it : items) push_back(it);
+}
+void Chain::push_back(const ChainItem& item) {
+  add_child(std::to_string(layers_->size()), item.module());
+  layers_->push_back(item.module());
+}
+Module& Chain::operator[](size_t i) const {
+  EMBER_CHECK_INDEX(i < layers_->size(), "Chain: index ", i, " is out of range for a chain of ", layers_->size());
+  return *(*layers_)[i];
+}
+Tensor Chain::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& m : *layers_) h = m->forward(h);
+  return h;
+}
+std::string Chain::repr() const {
+  std::ostringstream os;
+  os << "Chain(";
+  for (const auto& m : *layers_) {
+    std::string r = m->repr();
+    for (size_t p = r.find('\n'); p != std::string::npos; p = r.find('\n', p + 3)) r.replace(p, 1, "\n  ");
+    os << "\n  " << r << ",";
+  }
+  os << (layers_->empty() ? ")" : "\n)");
+  return os.str();
+}
+
+// --- Conv2d and pools
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opts) : opts_(opts) {
+  check_positive("Conv2d", "in_channels", in);
+  check_positive("Conv2d", "out_channels", out);
+  check_positive("Conv2d", "kernel", k);
+  check_positive("Conv2d", "stride", opts.stride);
+  EMBER_CHECK_VALUE(opts.padding >= 0, "Conv2d: padding must be >= 0, got ", opts.padding);
+  weight_ = register_parameter("weight", init_uniform({out, in, k, k}, in * k * k));
+  if (opts.bias) bias_ = register_parameter("bias", init_uniform({out}, in * k * k));
+}
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, weight_, bias_, {opts_.stride}, {opts_.padding});
+}
+std::string Conv2d::repr() const {
+  std::ostringstream os;
+  os << "Conv2d(" << weight_.size(1) << " => " << weight_.size(0) << ", " << weight_.size(2) << "x" << weight_.size(3);
+  if (opts_.stride != 1) os << ", stride=" << opts_.stride;
+  if (opts_.padding != 0) os << ", padding=" << opts_.padding;
+  if (!bias_.defined()) os << ", bias=false";
+  os << ")";
+  return os.str();
+}
+MaxPool2d::MaxPool2d(int64_t k, int64_t s) : k_(k), s_(s == 0 ? k : s) {
+  check_positive("MaxPool2d", "kernel", k);
+  check_positive("MaxPool2d", "stride", s_);
+}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {k_}, {s_}); }
+std::string MaxPool2d::repr() const { return detail::str("MaxPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")"); }
+AvgPool2d::AvgPool2d(int64_t k, int64_t s) : k_(k), s_(s == 0 ? k : s) {
+  check_positive("AvgPool2d", "kernel", k);
+  check_positive("AvgPool2d", "stride", s_);
+}
+Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_}, {s_}); }
+std::string AvgPool2d::repr() const { return detail::str("AvgPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")"); }
+
+// --- Dropout
+Dropout::Dropout(double p) : p_(p) {
+  EMBER_CHECK_VALUE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+}
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0) return x;
+  if (p_ == 1) return x * 0.0;
+  Tensor keep = ge(rand(x.shape(), {.dtype = x.dtype(), .device = x.device()}), p_).to(x.dtype());
+  return x * (keep * (1.0 / (1.0 - p_)));
+}
+std::string Dropout::repr() const { return detail::str("Dropout(", p_, ")"); }
+
+// --- BatchNorm
+BatchNorm::BatchNorm(int64_t n, int spatial, BatchNormOptions opts) : n_(n), spatial_(spatial), opts_(opts) {
+  check_positive(spatial ? "BatchNorm2d" : "BatchNorm1d", "features", n);
+  EMBER_CHECK_VALUE(opts.eps > 0 && opts.momentum >= 0 && opts.momentum <= 1, "BatchNorm: need eps > 0 and momentum in [0, 1]");
+  if (opts.affine) {
+    weight_ = register_parameter("weight", ones({n}));
+    bias_ = register_parameter("bias", zeros({n}));
+  }
+  running_mean_ = register_buffer("running_mean", zeros({n}));
+  running_var_ = register_buffer("running_var", ones({n}));
+  num_batches_ = register_buffer("num_batches_tracked", zeros({}, {.dtype = kInt64}));
+}
+Tensor BatchNorm::forward(const Tensor& x) {
+  const char* name = spatial_ ? "BatchNorm2d" : "BatchNorm1d";
+  const bool ok = spatial_ ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
+  EMBER_CHECK_SHAPE(ok && x.size(1) == n_, name, "(", n_, "): expected input ",
+                    spatial_ ? "[N, C, H, W]" : "[N, C] or [N, C, L]", " with C = ", n_, ", got ", x.shape());
+  std::vector<int64_t> dims = {0};
+  Shape pshape(static_cast<size_t>(x.dim()), 1);  // parameters broadcast as [1, C, 1, ...]
+  pshape[1] = n_;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mu, var;
+  if (is_training()) {
+    const int64_t count = x.numel() / n_;
+    EMBER_CHECK_VALUE(count > 1, name, ": training needs more than one value per channel, got input ", x.shape());
+    mu = mean(x, dims, true);
+    var = ember::var(x, dims, true, 0);
+    NoGradGuard g;  // running statistics: an exponential average, unbiased variance as PyTorch
+    const double m = opts_.momentum;
+    running_mean_.mul_(1 - m).add_(mu.detach().reshape({n_}) * m);
+    running_var_.mul_(1 - m).add_(var.detach().reshape({n_}) * (m * count / (count - 1.0)));
+    num_batches_.add_(1);
+  } else {
+    mu = running_mean_.reshape(pshape);
+    var = running_var_.reshape(pshape);
+  }
+  Tensor y = (x - mu) / sqrt(var + opts_.eps);
+  if (opts_.affine) y = y * weight_.reshape(pshape) + bias_.reshape(pshape);
+  return y;
+}
+std::string BatchNorm::repr() const { return detail::str(spatial_ ? "BatchNorm2d(" : "BatchNorm1d(", n_, ")"); }
+
+// --- LayerNorm
+LayerNorm::LayerNorm(int64_t n, LayerNormOptions opts) : n_(n), opts_(opts) {
+  check_positive("LayerNorm", "n", n);
+  if (opts.affine) {
+    weight_ = register_parameter("weight", ones({n}));
+    bias_ = register_parameter("bias", zeros({n}));
+  }
+}
+Tensor LayerNorm::forward(const Tensor& x) {
+  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm(", n_, "): expected last dim ", n_, ", got ", x.shape());
+  Tensor mu = mean(x, {-1}, true);
+  Tensor y = (x - mu) / sqrt(ember::var(x, {-1}, true, 0) + opts_.eps);
+  return opts_.affine ? y * weight_ + bias_ : y;
+}
+std::string LayerNorm::repr() const { return detail::str("LayerNorm(", n_, ")"); }
+
+// --- Embedding
+Embedding::Embedding(int64_t n, int64_t d) {
+  check_positive("Embedding", "n", n);
+  check_positive("Embedding", "d", d);
+  weight_ = register_parameter("weight", randn({n, d}));
+}
+Tensor Embedding::forward(const Tensor& idx) {
+  EMBER_CHECK_DTYPE(idx.dtype() == kInt64 || idx.dtype() == kInt32, "Embedding: indices must be int64 or int32, got ",
+                    idx.dtype());
+  Shape out = idx.shape();
+  out.push_back(weight_.size(1));
+  return index_select(weight_, 0, idx.reshape({-1})).reshape(out);
+}
+std::string Embedding::repr() const { return detail::str("Embedding(", weight_.size(0), " => ", weight_.size(1), ")"); }
+
+}  // namespace ember::nn

@@ -1,0 +1,226 @@
+// defines: the safetensors reader/writer and the checkpoint helpers.
+// Format: an 8-byte little-endian header length N, N bytes of JSON {"name": {"dtype": "F32", "shape": [...],
+// "data_offsets": [begin, end]}, ..., "__metadata__": {...}}, then the raw little-endian tensor bytes.
+#include "ember/nn/serialize.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "ember/autograd/grad_mode.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+
+namespace ember::nn {
+namespace {
+
+const char* st_dtype(DType d) {
+  switch (d) {
+    case kFloat32: return "F32";
+    case kFloat64: return "F64";
+    case kFloat16: return "F16";
+    case kBFloat16: return "BF16";
+    case kInt64: return "I64";
+    case kInt32: return "I32";
+    case kUInt8: return "U8";
+    case kBool: return "BOOL";
+  }
+  return "?";
+}
+DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
+  static const std::map<std::string, DType> m = {{"F32", kFloat32}, {"F64", kFloat64}, {"F16", kFloat16},
+                                                 {"BF16", kBFloat16}, {"I64", kInt64}, {"I32", kInt32},
+                                                 {"U8", kUInt8},     {"BOOL", kBool}};
+  auto it = m.find(s);
+  EMBER_CHECK(it != m.end(), IOError, "load: ", path, ": tensor \"", name, "\" has unsupported dtype ", s);
+  return it->second;
+}
+
+void write_all(int fd, const void* p, size_t n, const std::string& path) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    EMBER_CHECK(w > 0, IOError, "save: writing ", path, " failed (", std::strerror(errno), ")");
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  std::vector<Tensor> host;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    EMBER_CHECK(t.defined(), Error, "save: tensor \"", name, "\" is undefined");
+    EMBER_CHECK(names.insert(name).second, Error, "save: the name \"", name, "\" appears twice");
+    Tensor h = raw::contiguous(raw::to_device(t.detach(), Device::cpu()));
+    const uint64_t bytes = static_cast<uint64_t>(h.numel()) * h.itemsize();
+    header[name] = {{"dtype", st_dtype(h.dtype())}, {"shape", h.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    host.push_back(h);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string hs = header.dump();
+  while ((hs.size() + 8) % 8) hs.push_back(' ');  // pad so the data starts 8-byte aligned
+  uint64_t n = hs.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));  // little endian
+
+  // Atomic replace: write a temporary file beside the target, fsync it, rename it, fsync the folder.
+  // pid + a counter: concurrent saves from several threads or processes never share a temporary file.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  EMBER_CHECK(fd >= 0, IOError, "save: cannot create ", tmp, " (", std::strerror(errno), ")");
+  try {
+    write_all(fd, len, 8, tmp);
+    write_all(fd, hs.data(), hs.size(), tmp);
+    for (const Tensor& h : host) write_all(fd, h.data_ptr(), static_cast<size_t>(h.numel()) * h.itemsize(), tmp);
+    EMBER_CHECK(::fsync(fd) == 0, IOError, "save: fsync of ", tmp, " failed (", std::strerror(errno), ")");
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw IOError(detail::str("save: cannot rename ", tmp, " to ", path, " (", std::strerror(e), ")"));
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // make the rename itself durable
+    ::close(dfd);
+  }
+}
+
+NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary);
+  EMBER_CHECK(in.good(), IOError, "load: cannot open ", path, " (", std::strerror(errno), ")");
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char len[8];
+  EMBER_CHECK(file_size >= 8 && in.read(reinterpret_cast<char*>(len), 8), IOError, "load: ", path,
+              ": too short to be a safetensors file");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  EMBER_CHECK(n <= file_size - 8 && n < (uint64_t{1} << 30), IOError, "load: ", path, ": header length ", n,
+              " does not fit the file (", file_size, " bytes): not a safetensors file or truncated");
+  std::string hs(n, '\0');
+  EMBER_CHECK(static_cast<bool>(in.read(hs.data(), static_cast<std::streamsize>(n))), IOError, "load: ", path, ": truncated header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(hs);
+  } catch (const std::exception& e) {
+    throw IOError(detail::str("load: ", path, ": malformed header (", e.what(), ")"));
+  }
+  EMBER_CHECK(header.is_object(), IOError, "load: ", path, ": the header is not a JSON object");
+  const uint64_t data_start = 8 + n, data_size = file_size - data_start;
+  NamedTensors out;
+  for (auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      if (metadata && info.is_object())
+        for (auto& [k, v] : info.items()) (*metadata)[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      continue;
+    }
+    try {
+      DType dt = from_st_dtype(info.at("dtype").get<std::string>(), path, name);
+      std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
+      auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
+      // Sizes are checked against the data section as they are multiplied, so a hostile shape cannot overflow.
+      uint64_t bytes = itemsize(dt);
+      for (int64_t d : shape) {
+        EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
+        bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
+                                                                               : data_size + 1;
+      }
+      Shape s(shape);
+      EMBER_CHECK(off.size() == 2 && off[1] >= off[0] && off[1] - off[0] == bytes && off[1] <= data_size, IOError,
+                  "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s, " and dtype ",
+                  dt, " or run past the end of the file (truncated?)");
+      Tensor t = empty(s, {.dtype = dt});
+      in.seekg(static_cast<std::streamoff>(data_start + off[0]));
+      EMBER_CHECK(static_cast<bool>(in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(bytes))),
+                  IOError, "load: ", path, ": truncated data for tensor \"", name, "\"");
+      out.emplace_back(name, t);
+    } catch (const nlohmann::json::exception& e) {
+      throw IOError(detail::str("load: ", path, ": malformed entry for tensor \"", name, "\" (", e.what(), ")"));
+    }
+  }
+  return out;
+}
+
+void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what) {
+  std::map<std::string, Tensor> src(from.begin(), from.end());
+  std::set<std::string> expected;
+  for (const auto& [name, t] : into) {
+    expected.insert(name);
+    auto it = src.find(name);
+    EMBER_CHECK(it != src.end(), IOError, what, ": tensor \"", name, "\" (", t.dtype(), t.shape(), ") is missing from the file");
+    EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ", it->second.shape(),
+                " in the file but ", t.shape(), " in the model");
+    EMBER_CHECK(it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name, "\" has dtype ", it->second.dtype(),
+                " in the file but ", t.dtype(), " in the model");
+  }
+  for (const auto& [name, t] : from)
+    EMBER_CHECK(expected.count(name), IOError, what, ": the file has tensor \"", name, "\" (", t.dtype(), t.shape(),
+                ") that the model does not");
+  NoGradGuard g;
+  for (const auto& [name, t] : into) {
+    Tensor dst = t;
+    raw::copy_(dst, src[name]);  // onto the model's device; bumps the version
+  }
+}
+
+void save(const Module& module, const std::string& path) { save_tensors(path, module.state_dict(), {{"format", "pt"}}); }
+void load(Module& module, const std::string& path) {
+  assign_tensors(module.state_dict(), load_tensors(path), "load " + path);
+}
+
+namespace internal {
+void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim, int64_t step) {
+  NamedTensors all;
+  for (const auto& [n, t] : model) all.emplace_back("model." + n, t);
+  for (const auto& [n, t] : optim) all.emplace_back("optim." + n, t);
+  save_tensors(path, all, {{"format", "ember-checkpoint"}, {"step", std::to_string(step)}});
+}
+NamedTensors load_checkpoint_parts(const std::string& path, Module& module, int64_t* step) {
+  std::map<std::string, std::string> meta;
+  NamedTensors all = load_tensors(path, &meta);
+  EMBER_CHECK(meta["format"] == "ember-checkpoint" && meta.count("step"), IOError, "load_checkpoint: ", path,
+              " is not an ember checkpoint (no format/step metadata); use load() for plain model files");
+  NamedTensors model, optim;
+  for (auto& [n, t] : all) {
+    if (n.rfind("model.", 0) == 0) model.emplace_back(n.substr(6), t);
+    else if (n.rfind("optim.", 0) == 0) optim.emplace_back(n.substr(6), t);
+  }
+  const std::string& step_text = meta["step"];
+  size_t used = 0;
+  try {
+    *step = std::stoll(step_text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  EMBER_CHECK(used > 0 && used == step_text.size(), IOError, "load_checkpoint: ", path, ": malformed step \"",
+              step_text, "\" in the metadata");
+  assign_tensors(module.state_dict(), model, "load_checkpoint " + path);
+  return optim;
+}
+}  // namespace internal
+
+}  // namespace ember::nn

@@ -1,0 +1,527 @@
+// The built-in layers against references computed here in float64: Dense, Conv2d, the pools, Flatten,
+// Dropout (statistically), BatchNorm1d/2d (batch statistics and PyTorch's running statistics), LayerNorm,
+// Embedding; their shape errors; and gradchecks of each w.r.t. its input and (by central differences on
+// the module's own float64 parameters) w.r.t. its parameters.
+#include <cmath>
+#include <functional>
+
+#include "test_util.h"
+
+using namespace ember;
+
+namespace {
+
+const TensorOptions f64{.dtype = kFloat64};
+
+// Checks every parameter's .grad (from one backward of loss()) against central differences of loss(),
+// perturbing the module's own float64 parameters in place.
+::testing::AssertionResult param_grads_match(nn::Module& m, const std::function<Tensor()>& loss, double eps = 1e-6,
+                                             double atol = 1e-6, double rtol = 1e-4) {
+  m.zero_grad();
+  loss().backward();
+  NoGradGuard g;
+  for (const auto& [name, p] : m.named_parameters()) {
+    if (!p.grad().defined()) return ::testing::AssertionFailure() << name << " got no gradient";
+    if (p.dtype() != kFloat64 || !p.is_contiguous()) return ::testing::AssertionFailure() << name << ": not float64";
+    std::vector<double> ana = test::values(p.grad());
+    double* d = p.data<double>();
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const double orig = d[i];
+      d[i] = orig + eps;
+      const double fp = loss().item();
+      d[i] = orig - eps;
+      const double fm = loss().item();
+      d[i] = orig;
+      const double num = (fp - fm) / (2 * eps);
+      if (!(std::fabs(num - ana[static_cast<size_t>(i)]) <= atol + rtol * std::fabs(num)))
+        return ::testing::AssertionFailure() << name << " element " << i << ": numeric " << num << ", analytic "
+                                             << ana[static_cast<size_t>(i)];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult gradcheck_ok(const autograd::TensorFn& fn, const std::vector<Tensor>& in) {
+  autograd::GradcheckResult r = autograd::gradcheck_report(fn, in);
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.report;
+}
+
+// Sets a parameter's values (under NoGradGuard, in place).
+void assign(const Tensor& p, const std::vector<double>& v) {
+  NoGradGuard g;
+  Tensor dst = p;
+  dst.copy_(tensor(v, p.shape(), {.dtype = p.dtype()}));
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------ Dense
+
+TEST(Dense, ForwardMatchesReference) {
+  manual_seed(10);
+  nn::Dense d(4, 3, nn::relu);
+  Tensor x = randn({5, 4});
+  std::vector<double> xv = test::values(x), w = test::values(d.weight()), b = test::values(d.bias()), ref;
+  for (int i = 0; i < 5; ++i)
+    for (int o = 0; o < 3; ++o) {
+      double s = b[o];
+      for (int k = 0; k < 4; ++k) s += xv[i * 4 + k] * w[o * 4 + k];
+      ref.push_back(std::max(s, 0.0));
+    }
+  Tensor y = d(x);
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_TENSOR_NEAR(y, Shape({5, 3}), ref, 1e-5, 1e-5);
+  // Leading batch dims pass through.
+  EXPECT_TENSOR_NEAR(d(x.reshape({5, 1, 4})), Shape({5, 1, 3}), ref, 1e-5, 1e-5);
+  EXPECT_EQ(d.weight().shape(), Shape({3, 4}));
+}
+
+TEST(Dense, DefaultInitIsUniformWithinFanInBound) {
+  manual_seed(11);
+  nn::Dense d(100, 50);
+  const double bound = 1.0 / std::sqrt(100.0);
+  for (const Tensor& p : d.parameters()) {
+    EXPECT_TRUE(p.requires_grad());
+    std::vector<double> v = test::values(p);
+    double lo = 1e9, hi = -1e9;
+    for (double x : v) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+    EXPECT_GE(lo, -bound);
+    EXPECT_LE(hi, bound);
+    EXPECT_GT(hi - lo, bound);  // spread, not constant
+  }
+  std::vector<double> w = test::values(d.weight());
+  double lo = *std::min_element(w.begin(), w.end()), hi = *std::max_element(w.begin(), w.end());
+  EXPECT_LT(lo, -0.9 * bound);  // 5000 uniform draws cover the range
+  EXPECT_GT(hi, 0.9 * bound);
+  EXPECT_NEAR(mean_of(w), 0.0, 0.01);
+  // Two layers get different weights.
+  nn::Dense e(100, 50);
+  EXPECT_NE(test::values(e.weight()), w);
+}
+
+TEST(Dense, NoBias) {
+  manual_seed(12);
+  nn::Dense d(3, 2, nn::identity, {.bias = false});
+  EXPECT_FALSE(d.bias().defined());
+  ASSERT_EQ(d.named_parameters().size(), 1u);
+  EXPECT_EQ(d.named_parameters()[0].first, "weight");
+  Tensor x = randn({4, 3});
+  std::vector<double> xv = test::values(x), w = test::values(d.weight()), ref;
+  for (int i = 0; i < 4; ++i)
+    for (int o = 0; o < 2; ++o) ref.push_back(xv[i * 3] * w[o * 3] + xv[i * 3 + 1] * w[o * 3 + 1] + xv[i * 3 + 2] * w[o * 3 + 2]);
+  EXPECT_TENSOR_NEAR(d(x), Shape({4, 2}), ref, 1e-5, 1e-5);
+}
+
+TEST(Dense, WrongInputSizeNamesTheLayer) {
+  nn::Dense d(4, 3, nn::relu);
+  EXPECT_THROW_MSG(d(zeros({2, 5})), ShapeError, "Dense(4 => 3, relu)", "[2, 5]", "4");
+  EXPECT_THROW_MSG(d(zeros({})), ShapeError, "Dense(4 => 3, relu)");
+  EXPECT_THROW(nn::Dense(0, 3), ValueError);
+  EXPECT_THROW(nn::Dense(3, -1), ValueError);
+}
+
+TEST(Dense, Gradcheck) {
+  manual_seed(13);
+  nn::Dense d(4, 3, nn::tanh);
+  d.to(kFloat64);
+  Tensor x = randn({5, 4}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return d(in[0]); }, {x}));
+  // The same computation written functionally, differentiated w.r.t. the module's own parameters.
+  EXPECT_TRUE(gradcheck_ok([](const std::vector<Tensor>& in) { return ember::tanh(linear(in[0], in[1], in[2])); },
+                           {x, d.weight().detach(), d.bias().detach()}));
+  Tensor r = randn({5, 3}, f64);
+  EXPECT_TRUE(param_grads_match(d, [&] { return sum(d(x) * r); }));
+}
+
+// ----------------------------------------------------------------------------------------------- Conv2d
+
+TEST(Conv2d, MatchesFunctionalAndReference) {
+  manual_seed(20);
+  nn::Conv2d c(2, 3, 3, {.stride = 2, .padding = 1});
+  EXPECT_EQ(c.weight().shape(), Shape({3, 2, 3, 3}));
+  EXPECT_EQ(c.bias().shape(), Shape({3}));
+  const double bound = 1.0 / std::sqrt(2.0 * 9);
+  for (double v : test::values(c.weight())) EXPECT_LE(std::fabs(v), bound);
+  Tensor x = randn({2, 2, 7, 7});
+  Tensor y = c(x);
+  EXPECT_EQ(y.shape(), Shape({2, 3, 4, 4}));  // (7 + 2 - 3) / 2 + 1
+  EXPECT_EQ(test::values(y), test::values(conv2d(x, c.weight(), c.bias(), {2}, {1})));
+
+  // A direct float64 reference of the same convolution.
+  std::vector<double> xv = test::values(x), w = test::values(c.weight()), b = test::values(c.bias()), ref;
+  for (int n = 0; n < 2; ++n)
+    for (int o = 0; o < 3; ++o)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          double s = b[o];
+          for (int ci = 0; ci < 2; ++ci)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                const int r = i * 2 - 1 + ki, q = j * 2 - 1 + kj;
+                if (r < 0 || r >= 7 || q < 0 || q >= 7) continue;
+                s += xv[((n * 2 + ci) * 7 + r) * 7 + q] * w[((o * 2 + ci) * 3 + ki) * 3 + kj];
+              }
+          ref.push_back(s);
+        }
+  EXPECT_TENSOR_NEAR(y, Shape({2, 3, 4, 4}), ref, 1e-5, 1e-5);
+
+  nn::Conv2d nb(1, 2, 2, {.bias = false});
+  EXPECT_EQ(nb.parameters().size(), 1u);
+  EXPECT_EQ(nb(randn({1, 1, 5, 6})).shape(), Shape({1, 2, 4, 5}));
+  EXPECT_THROW(c(randn({2, 3, 7, 7})), ShapeError);  // 3 channels into a 2-channel conv
+  EXPECT_THROW(nn::Conv2d(1, 1, 3, {.stride = 0}), ValueError);
+}
+
+TEST(Conv2d, Gradcheck) {
+  manual_seed(21);
+  nn::Conv2d c(2, 3, 3, {.stride = 2, .padding = 1});
+  c.to(kFloat64);
+  Tensor x = randn({1, 2, 5, 5}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return c(in[0]); }, {x}));
+  Tensor r = randn({1, 3, 3, 3}, f64);
+  EXPECT_TRUE(param_grads_match(c, [&] { return sum(c(x) * r); }));
+}
+
+// ------------------------------------------------------------------------------------------------ pools
+
+TEST(Pool2d, MaxAndAvgMatchReference) {
+  manual_seed(30);
+  Tensor x = randn({2, 3, 4, 5});
+  std::vector<double> xv = test::values(x);
+  auto ref = [&](int k, int s, bool is_max) {
+    const int oh = (4 - k) / s + 1, ow = (5 - k) / s + 1;
+    std::vector<double> out;
+    for (int nc = 0; nc < 6; ++nc)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          double acc = is_max ? -INFINITY : 0;
+          for (int a = 0; a < k; ++a)
+            for (int b = 0; b < k; ++b) {
+              const double v = xv[(nc * 4 + i * s + a) * 5 + j * s + b];
+              acc = is_max ? std::max(acc, v) : acc + v / (k * k);
+            }
+          out.push_back(acc);
+        }
+    return out;
+  };
+  EXPECT_TENSOR_NEAR(nn::MaxPool2d(2)(x), Shape({2, 3, 2, 2}), ref(2, 2, true), 0, 0);
+  EXPECT_TENSOR_NEAR(nn::MaxPool2d(2, 1)(x), Shape({2, 3, 3, 4}), ref(2, 1, true), 0, 0);
+  EXPECT_TENSOR_NEAR(nn::AvgPool2d(2)(x), Shape({2, 3, 2, 2}), ref(2, 2, false), 1e-6);
+  EXPECT_TENSOR_NEAR(nn::AvgPool2d(3, 1)(x), Shape({2, 3, 2, 3}), ref(3, 1, false), 1e-6);
+  EXPECT_TRUE(nn::MaxPool2d(2).parameters().empty());
+  EXPECT_THROW(nn::MaxPool2d(0), ValueError);
+}
+
+TEST(Flatten, KeepsTheBatchDim) {
+  Tensor x = randn({2, 3, 4, 5});
+  Tensor y = nn::Flatten()(x);
+  EXPECT_EQ(y.shape(), Shape({2, 60}));
+  EXPECT_EQ(test::values(y), test::values(x));
+  EXPECT_EQ(nn::Flatten(2)(x).shape(), Shape({2, 3, 20}));
+  EXPECT_EQ(nn::Flatten(0)(x).shape(), Shape({120}));
+}
+
+// ---------------------------------------------------------------------------------------------- Dropout
+
+TEST(Dropout, EvalIsIdentity) {
+  nn::Dropout d(0.5);
+  d.eval();
+  Tensor x = randn({100});
+  EXPECT_EQ(test::values(d(x)), test::values(x));
+}
+
+TEST(Dropout, TrainZeroesAboutPAndScalesTheRest) {
+  manual_seed(40);
+  const double p = 0.3;
+  const int64_t n = 100000;
+  nn::Dropout d(p);
+  Tensor x = (rand({n}) + 0.5).requires_grad_();  // no zeros of its own
+  Tensor y = d(x);
+  std::vector<double> xv = test::values(x), yv = test::values(y);
+  int64_t zeros_seen = 0;
+  for (size_t i = 0; i < yv.size(); ++i) {
+    if (yv[i] == 0) {
+      ++zeros_seen;
+    } else {
+      ASSERT_NEAR(yv[i], xv[i] / (1 - p), 1e-6) << i;
+    }
+  }
+  // Binomial(n, p): standard deviation sqrt(p (1 - p) / n) ~ 0.00145 of n; allow 6 of them.
+  const double frac = static_cast<double>(zeros_seen) / static_cast<double>(n);
+  EXPECT_NEAR(frac, p, 6 * std::sqrt(p * (1 - p) / static_cast<double>(n)));
+  // The gradient is the same mask, scaled.
+  sum(y).backward();
+  std::vector<double> g = test::values(x.grad());
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], yv[i] == 0 ? 0.0 : 1 / (1 - p), 1e-6) << i;
+  // Each call draws a new mask.
+  EXPECT_NE(test::values(d(x)), yv);
+}
+
+TEST(Dropout, EdgeProbabilities) {
+  Tensor x = rand({1000}) + 0.5;
+  nn::Dropout none(0.0), all(1.0);
+  EXPECT_EQ(test::values(none(x)), test::values(x));
+  EXPECT_EQ(test::values(all(x)), std::vector<double>(1000, 0.0));
+  all.eval();
+  EXPECT_EQ(test::values(all(x)), test::values(x));
+  EXPECT_THROW_MSG(nn::Dropout(-0.1), ValueError, "Dropout", "[0, 1]");
+  EXPECT_THROW(nn::Dropout(1.5), ValueError);
+  EXPECT_THROW(nn::Dropout(NAN), ValueError);
+}
+
+// -------------------------------------------------------------------------------------------- BatchNorm
+
+namespace {
+
+// Per-channel statistics of x viewed as [N, C, S] (S = product of the spatial dims).
+struct ChannelStats {
+  std::vector<double> mean, var_biased, var_unbiased;
+  int64_t count = 0;
+};
+ChannelStats channel_stats(const std::vector<double>& v, int64_t n, int64_t c, int64_t s) {
+  ChannelStats st;
+  st.count = n * s;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < s; ++k) sum += v[(i * c + ch) * s + k];
+    const double m = sum / static_cast<double>(st.count);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < s; ++k) sq += (v[(i * c + ch) * s + k] - m) * (v[(i * c + ch) * s + k] - m);
+    st.mean.push_back(m);
+    st.var_biased.push_back(sq / static_cast<double>(st.count));
+    st.var_unbiased.push_back(sq / static_cast<double>(st.count - 1));
+  }
+  return st;
+}
+
+// (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c] over [N, C, S].
+std::vector<double> bn_ref(const std::vector<double>& v, int64_t n, int64_t c, int64_t s, const std::vector<double>& mean,
+                           const std::vector<double>& var, const std::vector<double>& w, const std::vector<double>& b,
+                           double eps = 1e-5) {
+  std::vector<double> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t k = 0; k < s; ++k) {
+        const size_t at = static_cast<size_t>((i * c + ch) * s + k);
+        out[at] = (v[at] - mean[ch]) / std::sqrt(var[ch] + eps) * w[ch] + b[ch];
+      }
+  return out;
+}
+
+// x [N, C, S...] with channel ch ~ N(ch - 1, (ch + 1)^2): channels with distinct statistics.
+Tensor channel_data(const Shape& s) {
+  Shape pshape(s.size(), 1);
+  pshape[1] = s[1];
+  Tensor scale = arange(s[1]).to(kFloat32).reshape(pshape) + 1.0;
+  return randn(s) * scale + (scale - 2.0);
+}
+
+void check_batchnorm(nn::BatchNorm& bn, const Shape& shape) {
+  const int64_t n = shape[0], c = shape[1], s = shape.numel() / (n * c);
+  auto bufs = bn.named_buffers();
+  ASSERT_EQ(bufs.size(), 3u);
+  EXPECT_EQ(bufs[0].first, "running_mean");
+  EXPECT_EQ(bufs[1].first, "running_var");
+  EXPECT_EQ(bufs[2].first, "num_batches_tracked");
+  Tensor rm = bufs[0].second, rv = bufs[1].second, nbt = bufs[2].second;
+  EXPECT_EQ(test::values(rm), std::vector<double>(static_cast<size_t>(c), 0.0));
+  EXPECT_EQ(test::values(rv), std::vector<double>(static_cast<size_t>(c), 1.0));
+  EXPECT_EQ(nbt.dtype(), kInt64);
+
+  // Training: batch statistics; running stats as PyTorch (momentum 0.1, unbiased variance).
+  std::vector<double> exp_rm(static_cast<size_t>(c), 0.0), exp_rv(static_cast<size_t>(c), 1.0);
+  const std::vector<double> ones_c(static_cast<size_t>(c), 1.0), zeros_c(static_cast<size_t>(c), 0.0);
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = channel_data(shape);
+    std::vector<double> xv = test::values(x);
+    ChannelStats st = channel_stats(xv, n, c, s);
+    Tensor y = bn(x);
+    EXPECT_TENSOR_NEAR(y, shape, bn_ref(xv, n, c, s, st.mean, st.var_biased, ones_c, zeros_c), 1e-4, 1e-4);
+    ChannelStats ys = channel_stats(test::values(y), n, c, s);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      EXPECT_NEAR(ys.mean[ch], 0.0, 1e-5);
+      EXPECT_NEAR(ys.var_biased[ch], 1.0, 1e-3);  // var / (var + eps)
+    }
+    for (int64_t ch = 0; ch < c; ++ch) {
+      exp_rm[ch] = 0.9 * exp_rm[ch] + 0.1 * st.mean[ch];
+      exp_rv[ch] = 0.9 * exp_rv[ch] + 0.1 * st.var_unbiased[ch];
+    }
+    EXPECT_TENSOR_NEAR(rm, Shape({c}), exp_rm, 1e-5, 1e-5);
+    EXPECT_TENSOR_NEAR(rv, Shape({c}), exp_rv, 1e-5, 1e-5);
+    EXPECT_EQ(nbt.item<int64_t>(), step + 1);
+  }
+
+  // Eval: the running statistics and the affine parameters; nothing is updated.
+  std::vector<double> w, b;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    w.push_back(0.5 + 0.25 * static_cast<double>(ch));
+    b.push_back(0.1 * static_cast<double>(ch) - 0.2);
+  }
+  assign(bn.named_parameters()[0].second, w);
+  assign(bn.named_parameters()[1].second, b);
+  bn.eval();
+  Tensor x = channel_data(shape);
+  std::vector<double> xv = test::values(x);
+  EXPECT_TENSOR_NEAR(bn(x), shape, bn_ref(xv, n, c, s, exp_rm, exp_rv, w, b), 1e-4, 1e-4);
+  EXPECT_TENSOR_NEAR(rm, Shape({c}), exp_rm, 1e-5, 1e-5);
+  EXPECT_EQ(nbt.item<int64_t>(), 3);
+  // Training again uses the batch statistics with the affine parameters.
+  bn.train();
+  ChannelStats st = channel_stats(xv, n, c, s);
+  EXPECT_TENSOR_NEAR(bn(x), shape, bn_ref(xv, n, c, s, st.mean, st.var_biased, w, b), 1e-4, 1e-4);
+  EXPECT_EQ(nbt.item<int64_t>(), 4);
+}
+
+}  // namespace
+
+TEST(BatchNorm, OneD) {
+  manual_seed(50);
+  nn::BatchNorm1d bn(3);
+  check_batchnorm(bn, {16, 3});
+}
+
+TEST(BatchNorm, OneDWithLength) {
+  manual_seed(51);
+  nn::BatchNorm1d bn(4);
+  check_batchnorm(bn, {5, 4, 6});
+}
+
+TEST(BatchNorm, TwoD) {
+  manual_seed(52);
+  nn::BatchNorm2d bn(3);
+  check_batchnorm(bn, {4, 3, 5, 5});
+}
+
+TEST(BatchNorm, ShapeErrors) {
+  nn::BatchNorm2d bn2(3);
+  EXPECT_THROW_MSG(bn2(zeros({4, 3, 5})), ShapeError, "BatchNorm2d(3)", "[4, 3, 5]");
+  EXPECT_THROW_MSG(bn2(zeros({4, 2, 5, 5})), ShapeError, "BatchNorm2d(3)", "[4, 2, 5, 5]");
+  nn::BatchNorm1d bn1(3);
+  EXPECT_THROW_MSG(bn1(zeros({4, 5})), ShapeError, "BatchNorm1d(3)");
+  EXPECT_THROW_MSG(bn1(zeros({1, 3})), ValueError, "more than one value");  // one sample in training
+  bn1.eval();
+  EXPECT_EQ(bn1(zeros({1, 3})).shape(), Shape({1, 3}));
+  nn::BatchNorm1d plain(3, {.affine = false});
+  EXPECT_TRUE(plain.parameters().empty());
+  EXPECT_EQ(plain.buffers().size(), 3u);
+}
+
+TEST(BatchNorm, GradcheckInTrainMode) {
+  manual_seed(53);
+  nn::BatchNorm1d bn(3);
+  bn.to(kFloat64);
+  assign(bn.named_parameters()[0].second, {0.5, 1.5, -1.0});
+  assign(bn.named_parameters()[1].second, {0.1, -0.2, 0.3});
+  Tensor x = randn({6, 3}, f64), r = randn({6, 3}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return bn(in[0]); }, {x}));
+  EXPECT_TRUE(param_grads_match(bn, [&] { return sum(bn(x) * r); }));
+
+  nn::BatchNorm2d bn2(2);
+  bn2.to(kFloat64);
+  Tensor x2 = randn({3, 2, 2, 3}, f64), r2 = randn({3, 2, 2, 3}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return sum(bn2(in[0]) * r2); }, {x2}));
+  EXPECT_TRUE(param_grads_match(bn2, [&] { return sum(bn2(x2) * r2); }));
+  // In eval mode too (a fixed affine map of x).
+  bn2.eval();
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return bn2(in[0]); }, {x2}));
+}
+
+// -------------------------------------------------------------------------------------------- LayerNorm
+
+TEST(LayerNorm, NormalisesTheLastDim) {
+  manual_seed(60);
+  nn::LayerNorm ln(5);
+  std::vector<double> w = {1.0, 0.5, 2.0, -1.0, 0.25}, b = {0.0, 0.1, -0.1, 0.2, 0.3};
+  assign(ln.named_parameters()[0].second, w);
+  assign(ln.named_parameters()[1].second, b);
+  Tensor x = randn({3, 4, 5}) * 3.0 + 1.0;
+  std::vector<double> xv = test::values(x), ref(xv.size());
+  for (size_t row = 0; row < 12; ++row) {
+    double m = 0, v = 0;
+    for (size_t k = 0; k < 5; ++k) m += xv[row * 5 + k] / 5;
+    for (size_t k = 0; k < 5; ++k) v += (xv[row * 5 + k] - m) * (xv[row * 5 + k] - m) / 5;
+    for (size_t k = 0; k < 5; ++k) ref[row * 5 + k] = (xv[row * 5 + k] - m) / std::sqrt(v + 1e-5) * w[k] + b[k];
+  }
+  EXPECT_TENSOR_NEAR(ln(x), Shape({3, 4, 5}), ref, 1e-5, 1e-4);
+  // Without the affine part each row has mean 0 and variance 1.
+  nn::LayerNorm plain(5, {.affine = false});
+  std::vector<double> y = test::values(plain(x));
+  for (size_t row = 0; row < 12; ++row) {
+    double m = 0, v = 0;
+    for (size_t k = 0; k < 5; ++k) m += y[row * 5 + k] / 5;
+    for (size_t k = 0; k < 5; ++k) v += (y[row * 5 + k] - m) * (y[row * 5 + k] - m) / 5;
+    EXPECT_NEAR(m, 0.0, 1e-6);
+    EXPECT_NEAR(v, 1.0, 1e-3);
+  }
+  EXPECT_THROW_MSG(ln(zeros({3, 4})), ShapeError, "LayerNorm(5)", "[3, 4]");
+}
+
+TEST(LayerNorm, Gradcheck) {
+  manual_seed(61);
+  nn::LayerNorm ln(4);
+  ln.to(kFloat64);
+  assign(ln.named_parameters()[0].second, {0.5, 1.5, -1.0, 2.0});
+  Tensor x = randn({3, 4}, f64), r = randn({3, 4}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return ln(in[0]); }, {x}));
+  EXPECT_TRUE(param_grads_match(ln, [&] { return sum(ln(x) * r); }));
+}
+
+// -------------------------------------------------------------------------------------------- Embedding
+
+TEST(Embedding, GathersRows) {
+  manual_seed(70);
+  nn::Embedding e(10, 4);
+  EXPECT_EQ(e.weight().shape(), Shape({10, 4}));
+  std::vector<int64_t> ids = {3, 0, 9, 3, 7, 1};
+  Tensor idx = tensor<int64_t>(ids, {2, 3});
+  Tensor y = e(idx);
+  std::vector<double> w = test::values(e.weight()), ref;
+  for (int64_t id : ids)
+    for (int k = 0; k < 4; ++k) ref.push_back(w[static_cast<size_t>(id * 4 + k)]);
+  EXPECT_TENSOR_NEAR(y, Shape({2, 3, 4}), ref, 0, 0);
+  EXPECT_TENSOR_NEAR(e(tensor<int32_t>({9}, {1})), Shape({1, 4}), std::vector<double>(w.end() - 4, w.end()), 0, 0);
+  EXPECT_THROW(e(tensor<int64_t>({10}, {1})), IndexError);
+  EXPECT_THROW(e(tensor<int64_t>({-11}, {1})), IndexError);
+  EXPECT_THROW_MSG(e(tensor<float>({1}, {1})), DTypeError, "Embedding");
+
+  // Gradient: rows scatter-add (index 3 appears twice).
+  sum(y).backward();
+  std::vector<double> g = test::values(e.weight().grad()), gref(40, 0.0);
+  for (int64_t id : ids)
+    for (int k = 0; k < 4; ++k) gref[static_cast<size_t>(id * 4 + k)] += 1;
+  EXPECT_EQ(g, gref);
+}
+
+TEST(Embedding, Gradcheck) {
+  manual_seed(71);
+  nn::Embedding e(6, 3);
+  e.to(kFloat64);
+  Tensor idx = tensor<int64_t>({5, 0, 2, 5}, {2, 2}), r = randn({2, 2, 3}, f64);
+  EXPECT_TRUE(gradcheck_ok(
+      [](const std::vector<Tensor>& in) { return index_select(in[0], 0, in[1].reshape({-1})).reshape({2, 2, 3}); },
+      {e.weight().detach(), idx}));
+  EXPECT_TRUE(param_grads_match(e, [&] { return sum(e(idx) * r); }));
+}
+
+// ------------------------------------------------------------------------------------ a small model end to end
+
+TEST(Layers, ConvNetGradcheck) {
+  manual_seed(80);
+  nn::Chain model{nn::Conv2d(1, 2, 3, {.padding = 1}), nn::tanh, nn::AvgPool2d(2), nn::Flatten(),
+                  nn::Dense(2 * 2 * 2, 3), nn::LayerNorm(3)};
+  model.to(kFloat64);
+  Tensor x = randn({2, 1, 4, 4}, f64), r = randn({2, 3}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return model(in[0]); }, {x}));
+  EXPECT_TRUE(param_grads_match(model, [&] { return sum(model(x) * r); }));
+}
