@@ -3,16 +3,22 @@
 # Usage: scripts/install-deps.sh [bench]   ("bench" adds OpenBLAS, the reference the benchmarks compare with)
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build pkg-config libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
-      nlohmann-json3-dev dataset-fashion-mnist)
+      nlohmann-json3-dev dataset-fashion-mnist python3-numpy)
 if [ "${1:-}" = bench ]; then pkgs+=(libopenblas-dev libtorch-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
-echo "install-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Python's safetensors (PyPI only) lets the tests check that Python reads Ember's files; optional.
+if ! /usr/bin/python3 -c 'import safetensors' 2>/dev/null; then
+  $SUDO /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors 2>/dev/null ||
+    echo "install-deps: could not install Python safetensors; the Python interop test will be skipped"
+fi

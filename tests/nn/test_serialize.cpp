@@ -212,6 +212,8 @@ TEST_F(Serialize, TruncatedAndGarbageFilesThrow) {
              "size overflow");
   expect_bad(st_file(R"({"0.weight": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", std::string(4, '\0')),
              "offsets past the end");
+  nn::Chain other = make_model();
+  EXPECT_THROW(nn::load(other, dir_.string()), IOError);  // a directory
   // A good file still loads after all that.
   nn::Chain fresh = make_model();
   nn::load(fresh, p);
@@ -313,7 +315,7 @@ TEST_F(Serialize, PythonSafetensorsReadsAndWritesOurFiles) {
   const std::string cmd = "/usr/bin/python3 " + script + " " + src + " " + dst + " > " + path("py.log") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_EQ(rc, 0) << "python failed:\n" << read_bytes(path("py.log"));
-  EXPECT_EQ(read_bytes(path("py.log")), "ok " + std::to_string(m.state_dict().size()) + "\n");
+  EXPECT_NE(read_bytes(path("py.log")).find("ok " + std::to_string(m.state_dict().size()) + "\n"), std::string::npos);
 
   nn::Chain back = make_model();
   nn::load(back, dst);

@@ -10,7 +10,8 @@ namespace ember::nn {
 
 // logits [N, C], targets kInt64 [N] with values in [0, C).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
-// logits [N, C], targets [N, C] (rows of probabilities, e.g. onehotbatch(labels, C)).
+// logits [N, C], targets [N, C] (rows of probabilities, e.g. onehotbatch(labels, C)). As in PyTorch, soft
+// targets that require grad get a gradient too (here and in binary_cross_entropy_with_logits).
 Tensor logitcrossentropy(const Tensor& logits, const Tensor& targets);
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // mean of max(x, 0) - x t + log(1 + exp(-|x|)); targets in [0, 1], same shape as logits.

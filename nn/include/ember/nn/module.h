@@ -34,11 +34,12 @@ class Module {
   // How the module prints, e.g. "Dense(784 => 128, relu)".
   virtual std::string repr() const;
 
+  // Each tensor once, under its first name (a weight shared by two layers is stepped once), as PyTorch.
   std::vector<Tensor> parameters() const;
   NamedTensors named_parameters() const;
   std::vector<Tensor> buffers() const;
   NamedTensors named_buffers() const;
-  // Parameters then buffers, as a PyTorch state_dict (what save() writes).
+  // Parameters then buffers, as a PyTorch state_dict (what save() writes); shared tensors under every name.
   NamedTensors state_dict() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
 
@@ -53,6 +54,7 @@ class Module {
   Module& requires_grad_(bool on = true);  // freeze or unfreeze all parameters
 
  protected:
+  // Parameters, buffers and children share one namespace: a name taken by any of them throws ValueError.
   // Registers a parameter (requires grad unless told otherwise) and returns the same handle.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   Tensor register_buffer(const std::string& name, Tensor t);
