@@ -1,5 +1,5 @@
 # Ember's quick-start commands. Each installs missing Debian packages first (scripts/install-deps.sh).
-#   make demo      build and run the example on Fashion-MNIST
+#   make demo      build the example and train the MLP on Fashion-MNIST for 3 epochs (DEMO_ARGS to change)
 #   make test      build everything and run the whole test suite (ctest)
 #   make bench     build and run the benchmarks (also installs OpenBLAS for the comparison)
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
@@ -22,15 +22,19 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
+DEMO_ARGS ?= --model mlp --epochs 3
+
 demo: configure
-	cmake --build $(BUILD) -j$(JOBS) --target ember_demo
-	./$(BUILD)/examples/ember_demo
+	cmake --build $(BUILD) -j$(JOBS) --target ember_mnist
+	./$(BUILD)/examples/ember_mnist $(DEMO_ARGS)
 
 bench:
 	@bash scripts/install-deps.sh bench
 	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target ember_bench
 	./$(BUILD)/bench/ember_bench --benchmark_counters_tabular=true
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd
+	./$(BUILD)/bench/ember_bench_autograd
 
 sanitize: deps
 	@cmake -S . -B build-asan -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null

@@ -1,6 +1,6 @@
-// A first look at Ember on real data, before autograd lands: classify Fashion-MNIST with
-//  (1) nearest class mean and (2) 1-nearest-neighbour, both written with tensor ops only.
-// Usage: ember_demo [--data DIR] [--knn-test N] [--threads T]
+// Fashion-MNIST classified with tensor ops alone (no training): nearest class mean and 1-nearest-neighbour
+// by one big distance GEMM.
+// Usage: ember_knn [--data DIR] [--knn-test N] [--threads T]
 #include <ember/ember.h>
 
 #include <chrono>
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     std::cout << "first predictions: " << index_select(ytr, 0, nn).slice(0, 0, 10) << "\n";
     std::cout << cpu_memory_summary();
   } catch (const Error& e) {
-    std::cerr << "ember_demo: " << e.what() << "\n";
+    std::cerr << "ember_knn: " << e.what() << "\n";
     return 1;
   }
   return 0;
