@@ -22,3 +22,13 @@ inline Tensor reduce_to(const Tensor& g, const InputInfo& in) {
 }
 
 }  // namespace ember::autograd
+
+namespace ember {
+// The op files of autograd are written in namespace ember with these names at hand.
+using autograd::Grads;
+using autograd::InputInfo;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::reduce_to;
+using autograd::save;
+}  // namespace ember

@@ -7,12 +7,6 @@
 #include "grad_utils.h"
 
 namespace ember {
-using autograd::Grads;
-using autograd::InputInfo;
-using autograd::needs_grad;
-using autograd::record;
-using autograd::reduce_to;
-using autograd::save;
 
 namespace {
 Tensor zeros_like_grad(const Tensor& g) { return zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()}); }

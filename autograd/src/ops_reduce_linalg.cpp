@@ -6,12 +6,6 @@
 #include "grad_utils.h"
 
 namespace ember {
-using autograd::Grads;
-using autograd::InputInfo;
-using autograd::needs_grad;
-using autograd::record;
-using autograd::reduce_to;
-using autograd::save;
 
 namespace {
 // The dims a reduction used, normalised and sorted (empty = all).

@@ -10,12 +10,6 @@
 #include "grad_utils.h"
 
 namespace ember {
-using autograd::Grads;
-using autograd::InputInfo;
-using autograd::needs_grad;
-using autograd::record;
-using autograd::reduce_to;
-using autograd::save;
 
 namespace {
 // Records a view op: its gradient maps back through `back`. `is_view` is false for the ops here that copy

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "idx_files.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -20,19 +21,9 @@ fs::path tmpdir() {
   fs::create_directories(d);
   return d;
 }
-std::string header(uint8_t type, const std::vector<uint32_t>& dims) {
-  std::string h = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims)
-    for (int s = 24; s >= 0; s -= 8) h.push_back(static_cast<char>((d >> s) & 0xff));
-  return h;
-}
-void write_plain(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-void write_gz(const fs::path& p, const std::string& bytes) {
-  gzFile f = gzopen(p.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
-  gzclose(f);
-}
+std::string header(uint8_t type, const std::vector<uint32_t>& dims) { return test::idx_header(type, dims); }
+using test::write_gz;
+using test::write_plain;
 }  // namespace
 
 TEST(ReadIdx, Uint8PlainAndGzip) {

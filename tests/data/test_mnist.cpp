@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "idx_files.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -18,19 +19,9 @@ fs::path tmpdir(const std::string& tag) {
   fs::create_directories(d);
   return d;
 }
-std::string header(uint8_t type, const std::vector<uint32_t>& dims) {
-  std::string h = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims)
-    for (int s = 24; s >= 0; s -= 8) h.push_back(static_cast<char>((d >> s) & 0xff));
-  return h;
-}
-void write_plain(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-void write_gz(const fs::path& p, const std::string& bytes) {
-  gzFile f = gzopen(p.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
-  gzclose(f);
-}
+std::string header(uint8_t type, const std::vector<uint32_t>& dims) { return test::idx_header(type, dims); }
+using test::write_gz;
+using test::write_plain;
 // n fake 28x28 images: pixel p of image i is (i * 7 + p) % 256; labels i % 10.
 std::string images(uint32_t n) {
   std::string b = header(0x08, {n, 28, 28});
