@@ -52,3 +52,11 @@ int64_t load_checkpoint(const std::string& path, Module& module, Optimizer& opt)
 }
 
 }  // namespace ember::nn
+
+namespace ember {
+// API.md spells these without the nn:: prefix.
+using nn::load;
+using nn::load_checkpoint;
+using nn::save;
+using nn::save_checkpoint;
+}  // namespace ember
