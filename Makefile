@@ -33,8 +33,9 @@ bench:
 	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target ember_bench
 	./$(BUILD)/bench/ember_bench --benchmark_counters_tabular=true
-	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd ember_bench_train
 	./$(BUILD)/bench/ember_bench_autograd
+	bash bench/train_table.sh $(BUILD)
 
 sanitize: deps
 	@cmake -S . -B build-asan -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs bench/bench_train.cpp for Ember and libtorch alternately (REPS rounds, medians) on mlp-b64, mlp-b256,
+# mlp-big and cnn-b64 at 1 and 2 threads, and writes the table into docs/benchmarks.md between the
+# train-table markers. libtorch gets its best setting per thread count: OpenBLAS on one thread, or two
+# OpenBLAS threads with passive OpenMP waiting (otherwise its threads spin against each other on 2 cores).
+# Usage: bench/train_table.sh BUILD_DIR [REPS]
+set -euo pipefail
+build=${1:-build}
+reps=${2:-3}
+bin=$build/bench/ember_bench_train
+doc=docs/benchmarks.md
+[ -x "$bin" ] || { echo "train_table: $bin not built" >&2; exit 1; }
+have_torch=1
+"$bin" --framework torch --config mlp-b64 --threads 1 > /dev/null 2>&1 || have_torch=0
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+run() {  # framework config threads [env...] -> "rate rss"
+  local fw=$1 cfg=$2 th=$3; shift 3
+  env "$@" "$bin" --framework "$fw" --config "$cfg" --threads "$th" | awk '{print $4, $5}'
+}
+
+rows=""
+for cfg in mlp-b64 mlp-b256 mlp-big cnn-b64; do
+  for th in 1 2; do
+    er=(); es=(); tr=(); ts=()
+    for ((r = 0; r < reps; ++r)); do
+      read -r rate rss < <(run ember "$cfg" "$th" OMP_WAIT_POLICY=passive)
+      er+=("$rate"); es+=("$rss")
+      if [ $have_torch = 1 ]; then
+        if [ "$th" = 1 ]; then
+          read -r rate rss < <(run torch "$cfg" 1 OPENBLAS_NUM_THREADS=1)
+        else
+          read -r r1 s1 < <(run torch "$cfg" 2 OPENBLAS_NUM_THREADS=1)
+          read -r r2 s2 < <(run torch "$cfg" 2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE)
+          if awk "BEGIN {exit !($r1 >= $r2)}"; then rate=$r1; rss=$s1; else rate=$r2; rss=$s2; fi
+        fi
+        tr+=("$rate"); ts+=("$rss")
+      fi
+    done
+    e=$(printf '%s\n' "${er[@]}" | median); erss=$(printf '%s\n' "${es[@]}" | median)
+    if [ $have_torch = 1 ]; then
+      t=$(printf '%s\n' "${tr[@]}" | median); trss=$(printf '%s\n' "${ts[@]}" | median)
+      ratio=$(awk "BEGIN {printf \"%.2f\", $e / $t}")
+    else
+      t="-"; trss="-"; ratio="-"
+    fi
+    rows+="| $cfg | $th | $e | $t | $ratio | $erss | $trss |"$'\n'
+    echo "$cfg threads=$th ember=$e torch=$t ratio=$ratio rss ember=$erss torch=$trss"
+  done
+done
+
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+torch_v=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo "not installed")
+table="<!-- train-table:begin -->
+Measured $(date -u +%Y-%m-%d) on $cpu ($(nproc) cores), Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?),
+libtorch $torch_v; samples/s are medians of $reps alternating runs; peak RSS in MiB of the whole process.
+
+| config | threads | Ember samples/s | libtorch samples/s | Ember/libtorch | Ember RSS | libtorch RSS |
+| --- | --- | --- | --- | --- | --- | --- |
+${rows}<!-- train-table:end -->"
+if grep -q "train-table:begin" "$doc"; then
+  python3 - "$doc" "$table" <<'PY'
+import re, sys
+p, table = sys.argv[1], sys.argv[2]
+s = open(p).read()
+s = re.sub(r"<!-- train-table:begin -->.*?<!-- train-table:end -->", lambda m: table, s, flags=re.S)
+open(p, "w").write(s)
+PY
+else
+  printf '\n## Training throughput against libtorch (bench/bench_train.cpp, bench/train_table.sh)\n\n%s\n' "$table" >> "$doc"
+fi
+echo "train_table: wrote the table into $doc"
