@@ -8,15 +8,18 @@ set -euo pipefail
 build=${1:-build}
 reps=${2:-3}
 bin=$build/bench/ember_bench_train
+tbin=$build/bench/ember_bench_train_torch   # built only when libtorch is installed
 doc=docs/benchmarks.md
 [ -x "$bin" ] || { echo "train_table: $bin not built" >&2; exit 1; }
 have_torch=1
-"$bin" --framework torch --config mlp-b64 --threads 1 > /dev/null 2>&1 || have_torch=0
+[ -x "$tbin" ] || have_torch=0
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 run() {  # framework config threads [env...] -> "rate rss"
   local fw=$1 cfg=$2 th=$3; shift 3
-  env "$@" "$bin" --framework "$fw" --config "$cfg" --threads "$th" | awk '{print $4, $5}'
+  local b=$bin
+  [ "$fw" = torch ] && b=$tbin
+  env "$@" "$b" --framework "$fw" --config "$cfg" --threads "$th" | awk '{print $4, $5}'
 }
 
 rows=""

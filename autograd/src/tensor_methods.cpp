@@ -202,8 +202,8 @@ Tensor& Tensor::fill_(Scalar v) {
   return inplace("fill_", *this, {}, false, false, [&] { raw::fill_(*this, v); },
                  [](const Tensor&, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor()}; });
 }
-Tensor& Tensor::copy_(const Tensor& src, bool) {
-  return inplace("copy_", *this, src, false, false, [&] { raw::copy_(*this, src); },
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
+  return inplace("copy_", *this, src, false, false, [&] { raw::copy_(*this, src, non_blocking); },
                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor(), g}; });
 }
 

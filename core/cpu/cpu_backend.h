@@ -71,7 +71,7 @@ class CpuBackend final : public Backend {
   DeviceType type() const override { return DeviceType::CPU; }
   Allocator& allocator(int) override { return cpu_allocator(); }
   void synchronize(int) override {}
-  void copy(const Tensor& dst, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) override;  // non_blocking: ignored
   void fill(const Tensor& dst, double v) override;
   void unary(UnaryOp op, const Tensor& out, const Tensor& x) override;
   void clamp(const Tensor& out, const Tensor& x, double lo, double hi) override;

@@ -139,7 +139,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
 
 }  // namespace
 
-void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+void CpuBackend::copy(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
   visit_dtype(dst.dtype(), [&]<class D>() {
     visit_dtype(src.dtype(), [&]<class S>() { unary_loop<D, S>(dst, src, [](S v) { return convert<D>(v); }); });
   });

@@ -3,13 +3,9 @@
 // would drop a registrar object silently).
 #include "ember/config.h"
 #include "ember/core/backend.h"
+#include "ember/cuda/cuda.h"
 #include "../cpu/cpu_backend.h"
-
-#if EMBER_WITH_CUDA
-namespace ember::cuda::detail {
-Backend* backend_or_null(int device_index, std::string* why);  // cuda/src: null + a reason when unusable
-}
-#endif
+#include "cuda_hooks.h"
 
 namespace ember {
 
@@ -27,7 +23,7 @@ Backend& backend_for(Device d) {
   if (Backend* b = cuda::detail::backend_or_null(d.index(), &why)) return *b;
   throw DeviceError(detail::str("cannot use ", d, ": ", why));
 #else
-  throw DeviceError(detail::str("cannot use ", d, ": ember was built without CUDA support (EMBER_CUDA=OFF or no nvcc)"));
+  throw DeviceError(detail::str("cannot use ", d, ": ", cuda::unavailable_reason()));
 #endif
 }
 

@@ -163,7 +163,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 // --- copies
 
-Tensor& copy_(Tensor& dst, const Tensor& src_in) {
+Tensor& copy_(Tensor& dst, const Tensor& src_in, bool non_blocking) {
   detail::check_defined("copy_", dst, "dst");
   detail::check_defined("copy_", src_in, "src");
   Shape shape = broadcast_shapes(dst.shape(), src_in.shape(), "copy_");
@@ -174,7 +174,7 @@ Tensor& copy_(Tensor& dst, const Tensor& src_in) {
   Tensor src = (detail::shares_storage(dst, src_in) && !detail::same_view(dst, src_in)) ? clone(src_in) : src_in;
   // A copy between devices is done by the non-CPU side's backend (it owns the transfer calls).
   Device dev = dst.device().is_cpu() ? src.device() : dst.device();
-  backend_for(dev).copy(dst, expand(src, shape));
+  backend_for(dev).copy(dst, expand(src, shape), non_blocking);
   dst.impl()->bump_version();
   return dst;
 }
@@ -207,11 +207,11 @@ Tensor clone(const Tensor& x) {
   return out;
 }
 
-Tensor to_device(const Tensor& x, Device device, bool /*non_blocking*/) {
+Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
   detail::check_defined("to", x, "x");
   if (x.device() == device) return x;
   Tensor out = detail::new_tensor(x.shape(), x.dtype(), device);  // throws DeviceError if device is unusable
-  if (x.numel()) backend_for(device.is_cpu() ? x.device() : device).copy(out, x);
+  if (x.numel()) backend_for(device.is_cpu() ? x.device() : device).copy(out, x, non_blocking);
   return out;
 }
 

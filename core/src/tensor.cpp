@@ -1,6 +1,9 @@
 // defines: the Tensor members that need no autograd (metadata, element access, pinning) and copy_to_host_as.
 #include <cstring>
 
+#include "cuda_hooks.h"
+#include "ember/config.h"
+#include "ember/cuda/cuda.h"
 #include "op_utils.h"
 
 namespace ember {
@@ -45,10 +48,15 @@ void copy_to_host_as(const Tensor& src, DType want, void* dst) {
 
 Tensor Tensor::pin_memory() const {
   EMBER_CHECK_DEVICE(is_cpu(), "pin_memory: only CPU tensors can be pinned, got ", describe(*this));
-  // Pinned memory comes from the CUDA host allocator: backend_for throws a DeviceError saying why CUDA is
-  // unusable here; with CUDA present, pinning arrives with the CUDA runtime issue.
-  backend_for(Device::cuda());
-  throw DeviceError("pin_memory: pinned host memory is not implemented in this build yet");
+  if (is_pinned()) return *this;
+  // Pinned memory comes from the CUDA host allocator (cudaHostAlloc), which needs a usable device.
+  EMBER_CHECK_DEVICE(cuda::is_available(), "pin_memory: pinned host memory needs a usable CUDA device, but "
+                     "cuda::is_available() is false: ", cuda::unavailable_reason());
+#if EMBER_WITH_CUDA
+  return cuda::detail::pin(*this);
+#else
+  throw InternalError("pin_memory: a build without CUDA reported a usable CUDA device");
+#endif
 }
 void Tensor::set_data(const Tensor& src) {
   TensorImpl* t = checked();

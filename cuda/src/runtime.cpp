@@ -1,14 +1,18 @@
-// defines: the CUDA runtime entry points (device discovery and selection) for a build with CUDA. Links the
-// runtime only, never the driver library: on a machine without a GPU or driver, cudaGetDeviceCount fails,
-// is_available() is false, and nothing aborts. The compute backend (kernels, allocator) is not built yet:
-// backend_or_null says so instead of pretending.
+// defines: the CUDA runtime entry points (device discovery and selection) for a build with CUDA, the
+// device-index checks (runtime_internal.h), and backend_or_null, the one place the CUDA backend is handed
+// to core's backend_for. Links the runtime only, never the driver library: on a machine without a GPU or
+// driver, cudaGetDeviceCount fails, is_available() is false, and nothing aborts or throws.
 #include <cuda_runtime.h>
 
-#include <mutex>
+#include <memory>
+#include <vector>
 
+#include "check.h"
+#include "cuda_backend.h"
 #include "ember/core/backend.h"
 #include "ember/core/error.h"
 #include "ember/cuda/cuda.h"
+#include "runtime_internal.h"
 
 namespace ember::cuda {
 namespace {
@@ -16,15 +20,16 @@ struct Probe {
   int count = 0;
   std::string why;
 };
+// Asked once per process, on first use (never at static-init time).
 const Probe& probe() {
   static const Probe p = [] {
     Probe r;
-    int n = 0;
+    int n = 0;  // left untouched when the call fails (no driver): read any error as "no devices"
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-      r.why = detail::str("no usable CUDA device (cudaGetDeviceCount: ", cudaGetErrorName(e), ": ",
-                          cudaGetErrorString(e), ")");
-      (void)cudaGetLastError();  // clear the sticky error
+      r.why = ember::detail::str("no usable CUDA device (cudaGetDeviceCount: ", cudaGetErrorName(e), ": ",
+                                 cudaGetErrorString(e), ")");
+      (void)cudaGetLastError();  // clear the error slot
     } else if (n == 0) {
       r.why = "no CUDA device found";
     } else {
@@ -34,43 +39,47 @@ const Probe& probe() {
   }();
   return p;
 }
-void check(cudaError_t e, const char* call) {
-  EMBER_CHECK_DEVICE(e == cudaSuccess, "CUDA error: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e), " in `", call,
-                     "`");
-}
-void require(const char* op) { EMBER_CHECK_DEVICE(is_available(), op, ": ", probe().why); }
-void require_index(const char* op, int i) {
-  require(op);
-  EMBER_CHECK_DEVICE(i >= 0 && i < device_count(), op, ": device index ", i, " is out of range (", device_count(),
-                     " CUDA device(s))");
-}
 }  // namespace
+
+namespace detail {
+void require_device(const char* op, int device) {
+  EMBER_CHECK_DEVICE(is_available(), op, ": ", probe().why);
+  EMBER_CHECK_DEVICE(device >= 0 && device < device_count(), op, ": device index ", device, " is out of range (",
+                     device_count(), " CUDA device(s))");
+}
+int resolve_device(const char* op, int device) {
+  if (device == -1) {
+    EMBER_CHECK_DEVICE(is_available(), op, ": ", probe().why);
+    EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  }
+  require_device(op, device);
+  return device;
+}
+}  // namespace detail
 
 bool is_available() { return probe().count > 0; }
 int device_count() { return probe().count; }
 std::string unavailable_reason() { return probe().why; }
-int current_device() {
-  require("cuda::current_device");
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  return d;
-}
+int current_device() { return detail::resolve_device("cuda::current_device", -1); }
 void set_device(int index) {
-  require_index("cuda::set_device", index);
-  check(cudaSetDevice(index), "cudaSetDevice");
+  detail::require_device("cuda::set_device", index);
+  EMBER_CUDA_CHECK(cudaSetDevice(index));
 }
 std::string get_device_name(int index) {
-  require_index("cuda::get_device_name", index);
+  detail::require_device("cuda::get_device_name", index);
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return prop.name;
 }
+// Waits for all work on the current device (every stream).
 void synchronize() {
-  require("cuda::synchronize");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  detail::resolve_device("cuda::synchronize", -1);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 namespace detail {
+// Declared in core/src/cuda_hooks.h. One CudaBackend per device, created on first use and never destroyed
+// (storages freed during static destruction may still reach it). Constructing one makes no CUDA call.
 Backend* backend_or_null(int device_index, std::string* why) {
   if (!is_available()) {
     *why = probe().why;
@@ -80,8 +89,12 @@ Backend* backend_or_null(int device_index, std::string* why) {
     *why = ember::detail::str("device index ", device_index, " is out of range (", device_count(), " CUDA device(s))");
     return nullptr;
   }
-  *why = "the CUDA compute backend (allocator and kernels) is not implemented in this version of ember";
-  return nullptr;
+  static const std::vector<CudaBackend*>* backends = [] {
+    auto* v = new std::vector<CudaBackend*>();
+    for (int i = 0; i < device_count(); ++i) v->push_back(new CudaBackend(i));
+    return v;
+  }();
+  return (*backends)[static_cast<size_t>(device_index)];
 }
 }  // namespace detail
 }  // namespace ember::cuda

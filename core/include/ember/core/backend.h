@@ -56,8 +56,11 @@ class Backend {
   // requires (all below): tensors on this backend's device; `out` is freshly allocated and contiguous unless
   // stated; inputs may be strided or broadcast (stride 0); inputs never alias `out` unless stated.
 
-  // dst = src with dtype conversion; dst may be any view (strided) of the right shape; same device.
-  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // dst = src with dtype conversion; dst may be any view (strided) of the right shape. Same device, or (the
+  // one exception) a transfer between the CPU and this backend's device, in either direction. non_blocking
+  // lets a transfer return before it completes where the device allows it (CUDA: pinned host memory; see
+  // docs/cuda.md); the CPU backend ignores it.
+  virtual void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) = 0;
   // dst (any view) = v converted to dst's dtype.
   virtual void fill(const Tensor& dst, double v) = 0;
   // out = op(x); x has out's shape and dtype; out may alias x exactly (in-place).

@@ -87,7 +87,8 @@ Tensor contiguous(const Tensor& x);  // x itself when already contiguous
 Tensor clone(const Tensor& x);       // always a fresh contiguous copy
 Tensor cast(const Tensor& x, DType dtype);  // x itself when dtype matches
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
-Tensor& copy_(Tensor& dst, const Tensor& src);  // src broadcasts to dst; dtype converts
+// src broadcasts to dst; dtype converts; non_blocking as Tensor::copy_ (docs/cuda.md).
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking = false);
 Tensor& fill_(Tensor& dst, Scalar v);
 
 }  // namespace ember::raw

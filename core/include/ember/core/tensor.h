@@ -42,6 +42,7 @@ struct Scalar {
 
 namespace cuda {
 bool allow_scalar();  // cuda/: whether element access to CUDA memory is allowed
+class Stream;         // ember/cuda/stream.h
 }
 
 class Tensor {
@@ -94,8 +95,12 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor cuda() const { return to(Device::cuda()); }
   Tensor cpu() const { return to(Device::cpu()); }
-  Tensor pin_memory() const;
+  Tensor pin_memory() const;  // a copy in pinned host memory (itself when already pinned); needs CUDA
   bool is_pinned() const;
+  // Tells the CUDA caching allocator that work queued on `stream` uses this tensor's memory, so that once
+  // freed it is not reused before that work is done (needed when a tensor allocated on one stream is used
+  // on another). Throws DeviceError for a CPU tensor or a stream of another device. Defined in cuda/.
+  void record_stream(const cuda::Stream& stream) const;
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor detach() const;

@@ -1,0 +1,365 @@
+// defines: the CUDA caching allocator (DeviceCachingAllocator, see caching_allocator.h), one instance per
+// device, and the allocator entry points of allocator_internal.h for device memory (device_allocator,
+// record_stream).
+//
+// Life of a block: malloc takes the best fit on the caller's stream from the pool (or cudaMallocs a new
+// segment), splits off what it does not need, and marks it allocated. free puts it back and merges it with
+// its free neighbours — unless other streams used it (record_stream), in which case an event is recorded on
+// each of them and the block waits, "pending", until all events completed (polled at every malloc).
+#include "caching_allocator.h"
+
+#include <cstdio>
+#include <iomanip>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "allocator_internal.h"
+#include "check.h"
+#include "device_guard.h"
+#include "ember/core/error.h"
+#include "ember/cuda/cuda.h"
+#include "runtime_internal.h"
+#include "stream_internal.h"
+
+namespace ember::cuda::detail {
+
+size_t round_size(size_t nbytes) {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+size_t segment_size(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+std::string format_bytes(size_t bytes, int precision) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u ? precision : 0) << v << ' ' << units[u];
+  return os.str();
+}
+
+// Requests above this are refused without asking the driver: rounding them up would overflow size_t.
+static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
+
+// --- allocation
+
+void* DeviceCachingAllocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  return malloc(nbytes, current_stream_handle(device_));
+}
+
+void DeviceCachingAllocator::deallocate(void* ptr, size_t /*nbytes*/) { free(ptr); }
+
+void* DeviceCachingAllocator::malloc(size_t nbytes, cudaStream_t stream) {
+  if (nbytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nbytes > kMaxRequest) throw_oom_locked(nbytes);
+  const size_t size = round_size(nbytes);
+  BlockPool& pool = size <= kSmallSize ? small_ : large_;
+
+  process_events_locked();  // pending frees whose streams are done become reusable first
+  Block* block = find_free_block_locked(pool, stream, size);
+  if (block) {
+    ++cache_hits_;
+  } else {
+    block = new_segment_locked(pool, stream, size);  // frees the cache and retries once; then throws OOM
+  }
+  // From here on nothing throws but std::bad_alloc: the allocator state stays consistent.
+  split_locked(block, size);
+  block->allocated = true;
+  allocated_.emplace(block->ptr, block);
+  allocated_bytes_.increase(static_cast<int64_t>(block->size));
+  active_blocks_.increase(1);
+  ++num_allocs_;
+  return block->ptr;
+}
+
+// Best fit: the smallest free block on `stream` that holds `size` bytes (ties: the lowest address).
+Block* DeviceCachingAllocator::find_free_block_locked(BlockPool& pool, cudaStream_t stream, size_t size) {
+  Block key(device_, stream, size, &pool, nullptr);
+  auto it = pool.blocks.lower_bound(&key);
+  if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  pool.blocks.erase(it);
+  return block;
+}
+
+Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size) {
+  const size_t bytes = segment_size(size);
+  auto block = std::make_unique<Block>(device_, stream, bytes, &pool, nullptr);  // before cudaMalloc: no leak
+  DeviceGuard guard(device_);
+  cudaError_t err = cudaMalloc(&block->ptr, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    // Out of memory: give every unused cached segment back to the driver and try once more. (The cache
+    // may hold enough memory, just on other streams or in pieces too small for this request.)
+    (void)cudaGetLastError();  // clear the error slot so later launch checks do not see it
+    ++num_alloc_retries_;
+    synchronize_and_free_events_locked();
+    release_cached_locked();
+    err = cudaMalloc(&block->ptr, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw_oom_locked(size);
+    }
+  }
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc(&ptr, bytes)", __FILE__, __LINE__);
+  ++num_cuda_mallocs_;
+  reserved_bytes_.increase(static_cast<int64_t>(bytes));
+  segments_.increase(1);
+  return block.release();
+}
+
+void DeviceCachingAllocator::throw_oom_locked(size_t size) {
+  ++num_ooms_;
+  size_t free_bytes = 0, total_bytes = 0;
+  try {
+    DeviceGuard guard(device_);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+  } catch (const Error&) {  // the message is still useful without the driver's numbers
+  }
+  throw OutOfMemoryError(ember::detail::str(
+      "CUDA out of memory: tried to allocate ", format_bytes(size, 2), " on cuda:", device_, " (",
+      format_bytes(total_bytes, 1), " total, ", format_bytes(free_bytes, 1), " free, ",
+      format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
+      format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
+}
+
+// Splits `block` into [size | rest] when the rest is worth keeping: any leftover in the small pool; in the
+// large pool only more than 1 MiB (smaller pieces of a large segment would only fragment it).
+void DeviceCachingAllocator::split_locked(Block* block, size_t size) {
+  const size_t rest_size = block->size - size;
+  const bool worth = block->pool->is_small ? rest_size >= kMinBlockSize : rest_size > kSmallSize;
+  if (!worth) return;
+  auto* rest = new Block(device_, block->stream, rest_size, block->pool, static_cast<char*>(block->ptr) + size);
+  rest->prev = block;
+  rest->next = block->next;
+  if (rest->next) rest->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  // `block` was free, so its old next neighbour is not: `rest` has no free neighbour to merge with.
+  block->pool->blocks.insert(rest);
+}
+
+// --- freeing
+
+void DeviceCachingAllocator::free(void* ptr) noexcept {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) {
+    std::fprintf(stderr, "ember: warning: CUDA caching allocator on cuda:%d: free of unknown pointer %p\n", device_,
+                 ptr);
+    return;
+  }
+  Block* block = it->second;
+  allocated_.erase(it);
+  block->allocated = false;
+  allocated_bytes_.decrease(static_cast<int64_t>(block->size));
+  active_blocks_.decrease(1);
+  ++num_frees_;
+  if (block->stream_uses.empty()) {
+    free_block_locked(block);
+  } else {
+    insert_events_locked(block);
+  }
+}
+
+void DeviceCachingAllocator::free_block_locked(Block* block) {
+  merge_locked(block, block->prev);
+  merge_locked(block, block->next);
+  block->pool->blocks.insert(block);
+}
+
+// Absorbs the neighbour `src` into `dst` if `src` is free (not allocated, not pending).
+void DeviceCachingAllocator::merge_locked(Block* dst, Block* src) {
+  if (!src || src->allocated || src->event_count > 0) return;
+  src->pool->blocks.erase(src);  // erase before anything changes: the set is ordered by (stream, size, ptr)
+  if (dst->prev == src) {
+    dst->ptr = src->ptr;
+    dst->prev = src->prev;
+    if (dst->prev) dst->prev->next = dst;
+  } else {
+    dst->next = src->next;
+    if (dst->next) dst->next->prev = dst;
+  }
+  dst->size += src->size;
+  delete src;
+}
+
+// A freed block that other streams used: record an event on each; the block becomes free when all completed.
+void DeviceCachingAllocator::insert_events_locked(Block* block) noexcept {
+  try {
+    DeviceGuard guard(device_);  // the legacy default stream (nullptr) means the current device's
+    for (cudaStream_t s : block->stream_uses) {
+      cudaEvent_t ev = get_event_locked();
+      const cudaError_t err = cudaEventRecord(ev, s);
+      if (err != cudaSuccess) {
+        free_events_.push_back(ev);
+        throw_cuda_error(err, "cudaEventRecord(ev, stream)", __FILE__, __LINE__);
+      }
+      pending_.emplace_back(ev, block);
+      ++block->event_count;
+    }
+  } catch (const std::exception& e) {
+    // Cannot order the reuse after those streams (e.g. a stream was destroyed): wait for the whole device.
+    std::fprintf(stderr, "ember: warning: CUDA caching allocator: %s; synchronizing cuda:%d instead\n", e.what(),
+                 device_);
+    int prev = 0;
+    if (cudaGetDevice(&prev) == cudaSuccess) {
+      EMBER_CUDA_WARN(cudaSetDevice(device_));
+      EMBER_CUDA_WARN(cudaDeviceSynchronize());
+      EMBER_CUDA_WARN(cudaSetDevice(prev));
+    }
+  }
+  block->stream_uses.clear();
+  if (block->event_count == 0) {
+    free_block_locked(block);
+  } else {
+    ++pending_blocks_;
+  }
+}
+
+cudaEvent_t DeviceCachingAllocator::get_event_locked() {
+  if (!free_events_.empty()) {
+    cudaEvent_t ev = free_events_.back();
+    free_events_.pop_back();
+    return ev;
+  }
+  cudaEvent_t ev = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));  // caller holds a DeviceGuard
+  return ev;
+}
+
+void DeviceCachingAllocator::process_events_locked() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const cudaError_t err = cudaEventQuery(it->first);
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not ready" is an answer, not an error: keep it out of the error slot
+      ++it;
+      continue;
+    }
+    if (err != cudaSuccess) throw_cuda_error(err, "cudaEventQuery(ev)", __FILE__, __LINE__);
+    Block* block = it->second;
+    free_events_.push_back(it->first);
+    it = pending_.erase(it);
+    if (--block->event_count == 0) {
+      --pending_blocks_;
+      free_block_locked(block);
+    }
+  }
+}
+
+void DeviceCachingAllocator::synchronize_and_free_events_locked() {
+  while (!pending_.empty()) {
+    auto [ev, block] = pending_.front();
+    EMBER_CUDA_CHECK(cudaEventSynchronize(ev));
+    free_events_.push_back(ev);
+    pending_.pop_front();
+    if (--block->event_count == 0) {
+      --pending_blocks_;
+      free_block_locked(block);
+    }
+  }
+}
+
+// Gives every segment that is a single free block back to the driver (on every stream, in both pools).
+void DeviceCachingAllocator::release_cached_locked() {
+  DeviceGuard guard(device_);
+  for (BlockPool* pool : {&small_, &large_}) {
+    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+      Block* block = *it;
+      if (block->is_split()) {
+        ++it;
+        continue;
+      }
+      EMBER_CUDA_CHECK(cudaFree(block->ptr));
+      ++num_cuda_frees_;
+      reserved_bytes_.decrease(static_cast<int64_t>(block->size));
+      segments_.decrease(1);
+      it = pool->blocks.erase(it);
+      delete block;
+    }
+  }
+}
+
+// --- queries
+
+bool DeviceCachingAllocator::record_stream(void* ptr, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) return false;
+  if (stream != it->second->stream) it->second->stream_uses.insert(stream);
+  return true;
+}
+
+void DeviceCachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  synchronize_and_free_events_locked();
+  release_cached_locked();
+}
+
+MemoryStats DeviceCachingAllocator::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  MemoryStats s;
+  s.allocated_bytes = static_cast<size_t>(allocated_bytes_.current);
+  s.peak_allocated_bytes = static_cast<size_t>(allocated_bytes_.peak);
+  s.reserved_bytes = static_cast<size_t>(reserved_bytes_.current);
+  s.peak_reserved_bytes = static_cast<size_t>(reserved_bytes_.peak);
+  s.active_blocks = static_cast<size_t>(active_blocks_.current);
+  s.segments = static_cast<size_t>(segments_.current);
+  s.peak_segments = static_cast<size_t>(segments_.peak);
+  s.pending_free_blocks = pending_blocks_;
+  s.num_allocs = num_allocs_;
+  s.num_frees = num_frees_;
+  s.cache_hits = cache_hits_;
+  s.num_cuda_mallocs = num_cuda_mallocs_;
+  s.num_cuda_frees = num_cuda_frees_;
+  s.num_alloc_retries = num_alloc_retries_;
+  s.num_ooms = num_ooms_;
+  return s;
+}
+
+void DeviceCachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  allocated_bytes_.reset_peak();
+  reserved_bytes_.reset_peak();
+  segments_.reset_peak();
+  active_blocks_.reset_peak();
+}
+
+// --- instances
+
+const std::vector<DeviceCachingAllocator*>& all_caching_allocators() {
+  // Never destroyed: storages freed during static destruction must still find their allocator.
+  static const std::vector<DeviceCachingAllocator*>* all = [] {
+    auto* v = new std::vector<DeviceCachingAllocator*>();
+    for (int i = 0; i < device_count(); ++i) v->push_back(new DeviceCachingAllocator(i));
+    return v;
+  }();
+  return *all;
+}
+
+DeviceCachingAllocator& caching_allocator(int device) {
+  require_device("cuda: caching allocator", device);
+  return *all_caching_allocators()[static_cast<size_t>(device)];
+}
+
+ember::Allocator& device_allocator(int device) { return caching_allocator(device); }
+
+void record_stream(void* ptr, CUstream_st* stream) {
+  if (!ptr || !is_available()) return;
+  for (DeviceCachingAllocator* a : all_caching_allocators())
+    if (a->record_stream(ptr, stream)) return;
+}
+
+}  // namespace ember::cuda::detail

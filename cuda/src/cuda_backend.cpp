@@ -1,0 +1,247 @@
+// defines: CudaBackend's members (allocator, synchronize, copy, fill, and the not-yet-implemented compute
+// ops) and detail::pin, the pinned host copy behind Tensor::pin_memory().
+//
+// Note [CUDA copies]: every copy has three steps — pack, move, unpack:
+//   1. pack: the bytes to move are one contiguous run in the source's dtype: the source itself when it is
+//      contiguous, else a contiguous copy made on the source's side (on the host for host -> device, by the
+//      copy kernel on the device for device -> host);
+//   2. move: one cudaMemcpyAsync (cudaMemcpyPeerAsync between GPUs) on the current stream of the CUDA
+//      device, straight into the destination when it is contiguous and of the source's dtype, else into a
+//      contiguous landing buffer on the destination's side;
+//   3. unpack: the landing buffer is converted into the destination's dtype and layout, on the destination's
+//      side (the copy kernel on a GPU, the CPU backend on the host).
+// When each call returns (docs/cuda.md, "Copies and non_blocking"):
+//   - device -> same device: queued on the current stream, never waits (like every op);
+//   - host -> device: waits until the transfer is done, except with non_blocking from pinned memory (the
+//     pinned block is then kept from reuse until the stream has read it: host_record_use);
+//   - device -> host: waits, except with non_blocking into pinned memory that needs no unpacking;
+//   - device -> another device: waits.
+#include "cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "../../core/src/cuda_hooks.h"
+#include "allocator_internal.h"
+#include "check.h"
+#include "device_guard.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+#include "kernels/launch.h"
+#include "stream_internal.h"
+
+namespace ember::cuda {
+namespace {
+
+using kernels::ScalarType;
+static_assert(static_cast<int>(ScalarType::Float32) == static_cast<int>(DType::kFloat32));
+static_assert(static_cast<int>(ScalarType::Float64) == static_cast<int>(DType::kFloat64));
+static_assert(static_cast<int>(ScalarType::Float16) == static_cast<int>(DType::kFloat16));
+static_assert(static_cast<int>(ScalarType::BFloat16) == static_cast<int>(DType::kBFloat16));
+static_assert(static_cast<int>(ScalarType::Int64) == static_cast<int>(DType::kInt64));
+static_assert(static_cast<int>(ScalarType::Int32) == static_cast<int>(DType::kInt32));
+static_assert(static_cast<int>(ScalarType::UInt8) == static_cast<int>(DType::kUInt8));
+static_assert(static_cast<int>(ScalarType::Bool) == static_cast<int>(DType::kBool));
+static_assert(sizeof(bool) == 1, "kernels store bool as one byte, as the CPU backend does");
+
+[[noreturn]] void not_implemented(const char* op) {
+  throw DeviceError(ember::detail::str(op, ": not implemented on CUDA yet (the CUDA compute issue adds the kernels)"));
+}
+
+size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
+
+// --- kernel arguments
+
+struct KernelArgs {
+  kernels::Layout layout;
+  kernels::Operand operands[2];
+};
+
+// Describes one or two tensors of one shape for a kernel. Size-1 dims are dropped and neighbouring dims
+// that every tensor walks as one (stride[d] == stride[d + 1] * size[d + 1]) are merged, so a contiguous
+// tensor becomes 1-D and a transposed matrix stays 2-D.
+KernelArgs kernel_args(const char* op, const Tensor& a, const Tensor* b) {
+  const Tensor* tensors[2] = {&a, b};
+  const int n = b ? 2 : 1;
+  const Shape& shape = a.shape();
+  // Built innermost dim first, reversed at the end.
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides[2];
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    bool merge = !sizes.empty();
+    for (int k = 0; k < n && merge; ++k) merge = tensors[k]->strides()[d] == strides[k].back() * sizes.back();
+    if (merge) {
+      sizes.back() *= shape[d];
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    for (int k = 0; k < n; ++k) strides[k].push_back(tensors[k]->strides()[d]);
+  }
+  EMBER_CHECK_DEVICE(sizes.size() <= static_cast<size_t>(kernels::kMaxDims), op, ": ", a.dtype(), a.shape(),
+                     " has ", sizes.size(), " dims that cannot be merged; CUDA kernels take at most ",
+                     kernels::kMaxDims, " (make it contiguous first)");
+  KernelArgs args;
+  args.layout.ndim = static_cast<int>(sizes.size());
+  args.layout.numel = a.numel();
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    const size_t d = sizes.size() - 1 - j;  // back to outermost first
+    args.layout.sizes[d] = sizes[j];
+    for (int k = 0; k < n; ++k) args.operands[k].strides[d] = strides[k][j];
+  }
+  for (int k = 0; k < n; ++k) {
+    args.operands[k].data = tensors[k]->data_ptr();
+    args.operands[k].type = static_cast<ScalarType>(static_cast<int>(tensors[k]->dtype()));
+  }
+  return args;
+}
+
+// --- the four copy directions (see Note [CUDA copies])
+
+// dst and src on one device.
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+  const int device = dst.device().index();
+  detail::DeviceGuard guard(device);
+  cudaStream_t stream = detail::current_stream_handle(device);
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    if (dst.data_ptr() != src.data_ptr())
+      EMBER_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes(dst), cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  KernelArgs k = kernel_args("copy", dst, &src);
+  kernels::launch_copy_cast(k.operands[0], k.operands[1], k.layout, stream);
+}
+
+// dst on a GPU, src on the host.
+void copy_host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const int device = dst.device().index();
+  detail::DeviceGuard guard(device);
+  cudaStream_t stream = detail::current_stream_handle(device);
+  const Tensor packed = raw::contiguous(src);  // a host copy only when src is strided or broadcast
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  const Tensor landing = direct ? dst : empty(src.shape(), {.dtype = src.dtype(), .device = dst.device()});
+  const bool async = non_blocking && packed.is_pinned();
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(landing.data_ptr(), packed.data_ptr(), nbytes(packed), cudaMemcpyHostToDevice, stream));
+  // The pinned block must not be handed out again before the stream has read it.
+  if (async) detail::host_record_use(packed.impl()->storage->data, stream);
+  if (!direct) copy_on_device(dst, landing);
+  // Pageable memory (or a blocking copy): return only once the data is on the device.
+  if (!async) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// dst on the host, src on a GPU.
+void copy_device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const int device = src.device().index();
+  detail::DeviceGuard guard(device);
+  cudaStream_t stream = detail::current_stream_handle(device);
+  const Tensor packed = raw::contiguous(src);  // a device copy (the copy kernel) only when strided or broadcast
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  const Tensor landing = direct ? dst : empty(src.shape(), {.dtype = src.dtype()});
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(landing.data_ptr(), packed.data_ptr(), nbytes(packed), cudaMemcpyDeviceToHost, stream));
+  if (direct && non_blocking && dst.is_pinned()) {
+    // The user synchronizes before reading dst; until then its pinned block must not be reused.
+    detail::host_record_use(dst.impl()->storage->data, stream);
+    return;
+  }
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!direct) backend_for(Device::cpu()).copy(dst, landing);
+}
+
+// dst and src on two GPUs. Synchronous: the source's stream is drained before the peer copy reads it, and
+// the destination's after it, so that the packed source can be freed and reused on its device at once.
+void copy_between_devices(const Tensor& dst, const Tensor& src) {
+  const int src_device = src.device().index(), dst_device = dst.device().index();
+  const Tensor packed = raw::contiguous(src);  // queued on the source device's current stream
+  {
+    detail::DeviceGuard guard(src_device);
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(detail::current_stream_handle(src_device)));
+  }
+  detail::DeviceGuard guard(dst_device);
+  cudaStream_t stream = detail::current_stream_handle(dst_device);
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  const Tensor landing = direct ? dst : empty(src.shape(), {.dtype = src.dtype(), .device = dst.device()});
+  EMBER_CUDA_CHECK(
+      cudaMemcpyPeerAsync(landing.data_ptr(), dst_device, packed.data_ptr(), src_device, nbytes(packed), stream));
+  if (!direct) copy_on_device(dst, landing);
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+Allocator& CudaBackend::allocator(int device_index) { return detail::device_allocator(device_index); }
+
+void CudaBackend::synchronize(int device_index) {
+  detail::DeviceGuard guard(device_index);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  if (dst.numel() == 0) return;
+  const Device d = dst.device(), s = src.device();
+  if (d.is_cuda() && s.is_cuda()) {
+    if (d == s) copy_on_device(dst, src);
+    else copy_between_devices(dst, src);
+  } else if (d.is_cuda()) {
+    copy_host_to_device(dst, src, non_blocking);
+  } else {
+    copy_device_to_host(dst, src, non_blocking);
+  }
+}
+
+void CudaBackend::fill(const Tensor& dst, double v) {
+  if (dst.numel() == 0) return;
+  const int device = dst.device().index();
+  detail::DeviceGuard guard(device);
+  KernelArgs k = kernel_args("fill", dst, nullptr);
+  kernels::launch_fill(k.operands[0], v, k.layout, detail::current_stream_handle(device));
+}
+
+void CudaBackend::unary(UnaryOp op, const Tensor&, const Tensor&) { not_implemented(name(op)); }
+void CudaBackend::clamp(const Tensor&, const Tensor&, double, double) { not_implemented("clamp"); }
+void CudaBackend::binary(BinaryOp op, const Tensor&, const Tensor&, const Tensor&) { not_implemented(name(op)); }
+void CudaBackend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { not_implemented("where"); }
+void CudaBackend::reduce(ReduceOp, const Tensor&, const Tensor&, const std::vector<int64_t>&) {
+  not_implemented("reduce");
+}
+void CudaBackend::matmul(const Tensor&, const Tensor&, const Tensor&) { not_implemented("matmul"); }
+void CudaBackend::softmax(const Tensor&, const Tensor&, int64_t, bool log) {
+  not_implemented(log ? "log_softmax" : "softmax");
+}
+void CudaBackend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  not_implemented("conv2d");
+}
+void CudaBackend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, const Conv2dParams&) {
+  not_implemented("conv2d_backward");
+}
+void CudaBackend::pool2d(PoolKind kind, const Tensor&, const Tensor&, const Pool2dParams&) {
+  not_implemented(kind == PoolKind::Max ? "max_pool2d" : "avg_pool2d");
+}
+void CudaBackend::pool2d_backward(PoolKind kind, const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) {
+  not_implemented(kind == PoolKind::Max ? "max_pool2d_backward" : "avg_pool2d_backward");
+}
+void CudaBackend::index_select(const Tensor&, const Tensor&, int64_t, const Tensor&) {
+  not_implemented("index_select");
+}
+void CudaBackend::index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("index_add"); }
+void CudaBackend::random(RandomKind, const Tensor&, double, double, PhiloxState) { not_implemented("random"); }
+void CudaBackend::sgd_step(const SgdStepArgs&) { not_implemented("sgd_step"); }
+void CudaBackend::adam_step(const AdamStepArgs&) { not_implemented("adam_step"); }
+
+namespace detail {
+// Declared in core/src/cuda_hooks.h. requires: t is a CPU tensor and CUDA is usable (pin_memory checks).
+Tensor pin(const Tensor& t) {
+  auto storage = std::make_shared<StorageImpl>(nbytes(t), host_allocator());
+  storage->pinned = true;
+  Tensor out(std::make_shared<TensorImpl>(std::move(storage), 0, t.shape(), contiguous_strides(t.shape()), t.dtype()));
+  EMBER_INTERNAL_ASSERT(out.is_cpu(), "the pinned host allocator must report the CPU device");
+  if (t.numel()) backend_for(Device::cpu()).copy(out, t);
+  return out;
+}
+}  // namespace detail
+
+}  // namespace ember::cuda

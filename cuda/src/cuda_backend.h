@@ -1,0 +1,46 @@
+// defines: CudaBackend, ember::Backend for one CUDA device: its allocator (the caching allocator), copies
+// (on the device, host <-> device, device <-> device; rules in docs/cuda.md) and fill. The compute ops
+// throw DeviceError until the CUDA compute issue adds their kernels. Private to cuda/src; one instance per
+// device, handed out by detail::backend_or_null (runtime.cpp).
+#pragma once
+#include "ember/core/backend.h"
+
+namespace ember::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}  // makes no CUDA call
+  DeviceType type() const override { return DeviceType::CUDA; }
+  int device() const { return device_; }
+  Allocator& allocator(int device_index) override;
+  void synchronize(int device_index) override;
+
+  // Work is queued on the current stream of the CUDA device involved (see Note [Default stream]).
+  void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) override;
+  void fill(const Tensor& dst, double v) override;
+
+  // --- not implemented yet: each throws DeviceError("<op>: not implemented on CUDA yet ...")
+  void unary(UnaryOp op, const Tensor& out, const Tensor& x) override;
+  void clamp(const Tensor& out, const Tensor& x, double lo, double hi) override;
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) override;
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
+  void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;
+  void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                       const Tensor& gb, const Conv2dParams& p) override;
+  void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) override;
+  void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                       const Pool2dParams& p) override;
+  void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
+  void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
+  void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
+  void sgd_step(const SgdStepArgs& a) override;
+  void adam_step(const AdamStepArgs& a) override;
+
+ private:
+  int device_;
+};
+
+}  // namespace ember::cuda
