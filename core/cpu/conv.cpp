@@ -2,6 +2,7 @@
 //   forward:  col = im2col(x[n]) [C*KH*KW, OH*OW];  y[n] = W[OC, CKK] @ col (+ b)
 //   backward: gW += gy[n] @ col^T;  gcol = W^T @ gy[n];  gx[n] = col2im(gcol);  gb = sum of gy over n, oh, ow
 #include <cstring>
+#include <utility>
 
 #include "cpu_backend.h"
 #include "gemm.h"
@@ -22,22 +23,36 @@ struct ConvGeom {
   }
 };
 
-// col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image.
+// The output columns ow whose input column ow*sw - pw + kw lies inside [0, W): [lo, hi).
+inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw, int64_t pw, int64_t kw) {
+  // ow*sw >= pw - kw  and  ow*sw <= W - 1 + pw - kw
+  int64_t lo = pw - kw <= 0 ? 0 : (pw - kw + sw - 1) / sw;
+  int64_t hi = W - 1 + pw - kw < 0 ? 0 : (W - 1 + pw - kw) / sw + 1;
+  return {std::min(lo, OW), std::min(std::max(hi, lo), OW)};
+}
+
+// col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image. The valid columns
+// of each row are found once, so the inner loop is a plain (for stride 1: contiguous) copy.
 template <class T>
 void im2col(const ConvGeom& g, const T* x, T* col) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
+        const int64_t shift = kw - g.p.pad_w;  // input column = ow * sw + shift
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
           T* r = row + oh * g.OW;
           if (ih < 0 || ih >= g.H) { std::fill(r, r + g.OW, T(0)); continue; }
           const T* xr = x + (c * g.H + ih) * g.W;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            const int64_t iw = ow * g.p.stride_w - g.p.pad_w + kw;
-            r[ow] = (iw >= 0 && iw < g.W) ? xr[iw] : T(0);
+          std::fill(r, r + lo, T(0));
+          if (g.p.stride_w == 1) {
+            std::copy(xr + lo + shift, xr + hi + shift, r + lo);
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.p.stride_w + shift];
           }
+          std::fill(r + hi, r + g.OW, T(0));
         }
       }
 }
@@ -50,15 +65,14 @@ void col2im(const ConvGeom& g, const T* col, T* x) {
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
+        const int64_t shift = kw - g.p.pad_w;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
           if (ih < 0 || ih >= g.H) continue;
           T* xr = x + (c * g.H + ih) * g.W;
           const T* r = row + oh * g.OW;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            const int64_t iw = ow * g.p.stride_w - g.p.pad_w + kw;
-            if (iw >= 0 && iw < g.W) xr[iw] += r[ow];
-          }
+          for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += r[ow];
         }
       }
 }
