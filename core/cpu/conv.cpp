@@ -1,6 +1,10 @@
-// defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs, one image per thread.
-//   forward:  col = im2col(x[n]) [C*KH*KW, OH*OW];  y[n] = W[OC, CKK] @ col (+ b)
-//   backward: gW += gy[n] @ col^T;  gcol = W^T @ gy[n];  gx[n] = col2im(gcol);  gb = sum of gy over n, oh, ow
+// defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs. Images are taken in
+// chunks of nb whose columns sit side by side, so each GEMM covers a whole chunk (L = nb*OH*OW columns)
+// instead of one image: the weights are packed once per chunk, not once per image, and the products are
+// large enough for every thread.
+//   forward:  col = im2col(x[chunk]) [CKK, L];  yT = W[OC, CKK] @ col;  y[n] = yT[:, n's columns] (+ b)
+//   backward: gyT = gy[chunk] as [OC, L];  gW += gyT @ col^T;  gcol = W^T @ gyT;  gx[n] = col2im(gcol[n])
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -16,10 +20,11 @@ struct ConvGeom {
   Conv2dParams p;
   int64_t ckk() const { return C * KH * KW; }
   int64_t ohw() const { return OH * OW; }
-  // Images per thread at least: tiny convolutions stay on one thread (a fork/join costs more than they do,
-  // and far more when the cores are oversubscribed).
+  // Images per chunk: the chunk's column buffer stays under 4 Mi elements.
+  int64_t chunk() const { return std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(ckk() * ohw(), 1), 1, N); }
+  // Images per thread in the per-image loops (im2col, col2im, copies): small images stay on one thread.
   int64_t image_grain() const {
-    return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(OC * ckk() * ohw(), 1));
+    return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(ckk() * ohw(), 1));
   }
 };
 
@@ -34,11 +39,11 @@ inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw,
 // col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image. The valid columns
 // of each row are found once, so the inner loop is a plain (for stride 1: contiguous) copy.
 template <class T>
-void im2col(const ConvGeom& g, const T* x, T* col) {
+void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row stride of col
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
-        T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
         const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
         const int64_t shift = kw - g.p.pad_w;  // input column = ow * sw + shift
         for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -59,12 +64,12 @@ void im2col(const ConvGeom& g, const T* x, T* col) {
 
 // The adjoint of im2col: x[c, ih, iw] += col[...] for every (kh, kw, oh, ow) that read it.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, T* x) {
+void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
   std::fill(x, x + g.C * g.H * g.W, T(0));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const T* row = col + ((c * g.KH + kh) * g.KW + kw) * g.ohw();
+        const T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
         const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
         const int64_t shift = kw - g.p.pad_w;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -75,6 +80,17 @@ void col2im(const ConvGeom& g, const T* col, T* x) {
           for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += r[ow];
         }
       }
+}
+
+// C (+)= A @ B with every thread: our kernel for float, Eigen (which threads by itself) for double.
+void gemm_threads(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
+                  int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool acc) {
+  if (!sgemm(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc, num_threads()))
+    gemm_serial(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc);
+}
+void gemm_threads(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs, const double* B,
+                  int64_t b_rs, int64_t b_cs, double* C, int64_t ldc, bool acc) {
+  gemm_serial(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc);
 }
 
 ConvGeom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, const Conv2dParams& p) {
@@ -102,17 +118,25 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
       T* yp = static_cast<T*>(out.data_ptr());
-      parallel_for(0, g.N, g.image_grain(), [&](int64_t n0, int64_t n1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * g.ohw()));
-        for (int64_t n = n0; n < n1; ++n) {
-          im2col(g, xp + n * g.C * g.H * g.W, col.as<T>());
-          T* yn = yp + n * g.OC * g.ohw();
-          gemm_serial(g.OC, g.ohw(), g.ckk(), wp, g.ckk(), 1, col.as<T>(), g.ohw(), 1, yn, g.ohw(), false);
-          if (bp)
-            for (int64_t oc = 0; oc < g.OC; ++oc)
-              for (int64_t i = 0; i < g.ohw(); ++i) yn[oc * g.ohw() + i] += bp[oc];
-        }
-      });
+      const int64_t ohw = g.ohw(), nb = g.chunk();
+      for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+        const int64_t nc = std::min(nb, g.N - n0), L = nc * ohw;
+        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * L)), yT(sizeof(T) * static_cast<size_t>(g.OC * L));
+        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) im2col(g, xp + (n0 + i) * g.C * g.H * g.W, col.as<T>() + i * ohw, L);
+        });
+        gemm_threads(g.OC, L, g.ckk(), wp, g.ckk(), 1, col.as<T>(), L, 1, yT.as<T>(), L, false);
+        // yT[oc, i*ohw + j] -> y[n0 + i, oc, j], adding the bias on the way
+        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t oc = 0; oc < g.OC; ++oc) {
+              const T* src = yT.as<T>() + oc * L + i * ohw;
+              T* dst = yp + ((n0 + i) * g.OC + oc) * ohw;
+              const T bv = bp ? bp[oc] : T(0);
+              for (int64_t j = 0; j < ohw; ++j) dst[j] = src[j] + bv;
+            }
+        });
+      }
     }
   });
 }
@@ -149,34 +173,29 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
         }
       }
       if (!gx.defined() && !gw.defined()) return;
-      const int64_t wsize = g.OC * g.ckk();
-      // Each thread sums its images' weight gradients into a private buffer; the buffers are added after.
-      const int nt = std::max<int>(1, std::min<int64_t>(num_threads(), (g.N + g.image_grain() - 1) / g.image_grain()));
-      Scratch partial(gw.defined() ? sizeof(T) * static_cast<size_t>(wsize * nt) : 0);
-      if (gw.defined()) std::fill(partial.as<T>(), partial.as<T>() + wsize * nt, T(0));
-      const int64_t per = (g.N + nt - 1) / nt;
-      parallel_for(0, nt, 1, [&](int64_t t0, int64_t t1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * g.ohw()));
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t n = t * per; n < std::min(g.N, (t + 1) * per); ++n) {
-            const T* gyn = gyp + n * g.OC * g.ohw();
-            if (gw.defined()) {  // gW[OC, CKK] += gy[n][OC, OHW] @ col^T
-              im2col(g, xp + n * g.C * g.H * g.W, col.as<T>());
-              gemm_serial(g.OC, g.ckk(), g.ohw(), gyn, g.ohw(), 1, col.as<T>(), 1, g.ohw(), partial.as<T>() + t * wsize,
-                          g.ckk(), true);
-            }
-            if (gx.defined()) {  // gcol[CKK, OHW] = W^T @ gy[n]; gx[n] = col2im(gcol)
-              gemm_serial(g.ckk(), g.ohw(), g.OC, wp, 1, g.ckk(), gyn, g.ohw(), 1, col.as<T>(), g.ohw(), false);
-              col2im(g, col.as<T>(), static_cast<T*>(gx.data_ptr()) + n * g.C * g.H * g.W);
-            }
-          }
-      });
-      if (gw.defined()) {
-        T* gwp = static_cast<T*>(gw.data_ptr());
-        for (int64_t i = 0; i < wsize; ++i) {
-          T s = 0;
-          for (int t = 0; t < nt; ++t) s += partial.as<T>()[t * wsize + i];
-          gwp[i] = s;
+      const int64_t ohw = g.ohw(), nb = g.chunk();
+      T* gwp = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
+      T* gxp = gx.defined() ? static_cast<T*>(gx.data_ptr()) : nullptr;
+      for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+        const int64_t nc = std::min(nb, g.N - n0), L = nc * ohw;
+        Scratch gyT(sizeof(T) * static_cast<size_t>(g.OC * L)), col(sizeof(T) * static_cast<size_t>(g.ckk() * L));
+        // gy[n0 + i, oc, j] -> gyT[oc, i*ohw + j]
+        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t oc = 0; oc < g.OC; ++oc)
+              std::copy_n(gyp + ((n0 + i) * g.OC + oc) * ohw, ohw, gyT.as<T>() + oc * L + i * ohw);
+        });
+        if (gwp) {  // gW[OC, CKK] (+)= gyT[OC, L] @ col^T
+          parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) im2col(g, xp + (n0 + i) * g.C * g.H * g.W, col.as<T>() + i * ohw, L);
+          });
+          gemm_threads(g.OC, g.ckk(), L, gyT.as<T>(), L, 1, col.as<T>(), 1, L, gwp, g.ckk(), n0 > 0);
+        }
+        if (gxp) {  // gcol[CKK, L] = W^T @ gyT (reusing the column buffer), then gx[n] = col2im(gcol[n])
+          gemm_threads(g.ckk(), L, g.OC, wp, 1, g.ckk(), gyT.as<T>(), L, 1, col.as<T>(), L, false);
+          parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) col2im(g, col.as<T>() + i * ohw, L, gxp + (n0 + i) * g.C * g.H * g.W);
+          });
         }
       }
     }
