@@ -300,3 +300,16 @@ TEST(Module, LambdaAndCustomActivationInChain) {
   EXPECT_TENSOR_NEAR(c(x), Shape({3}), ref, 1e-6);
   EXPECT_TRUE(c.parameters().empty());
 }
+
+// A layer reached through chain[i] (a Module&) keeps its type when put into another Chain or registered as a
+// child: the new container shares the same layer instead of a sliced-down bare Module.
+TEST(Module, ReusingChainElementsKeepsTheirType) {
+  manual_seed(5);
+  nn::Chain a{nn::Dense(4, 3, nn::relu), nn::Dense(3, 2)};
+  nn::Chain b{a[0], a[1]};
+  Tensor x = randn({5, 4});
+  EXPECT_TENSOR_NEAR(b(x), Shape({5, 2}), test::values(a(x)), 1e-6);
+  ASSERT_EQ(b.parameters().size(), 4u);
+  EXPECT_EQ(b.parameters()[0].data_ptr(), a.parameters()[0].data_ptr());  // shared, not copied
+  EXPECT_EQ(b[0].repr(), "Dense(4 => 3, relu)");
+}

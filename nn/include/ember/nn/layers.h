@@ -48,7 +48,7 @@ class Lambda : public Module {
 class ChainItem {
  public:
   template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
-  ChainItem(const M& m) : m_(std::make_shared<M>(m)) {}  // NOLINT: implicit on purpose
+  ChainItem(const M& m) : m_(Module::share_handle(m)) {}  // NOLINT: implicit on purpose
   ChainItem(Activation f);                               // NOLINT
   std::shared_ptr<Module> module() const { return m_; }
 

@@ -20,7 +20,7 @@ namespace ember::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-class Module {
+class Module : public std::enable_shared_from_this<Module> {
  public:
   Module();
   virtual ~Module() = default;
@@ -62,10 +62,21 @@ class Module {
   template <class M>
   M register_module(const std::string& name, const M& m) {
     static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from nn::Module");
-    add_child(name, std::make_shared<M>(m));
+    add_child(name, share_handle(m));
     return m;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+ public:
+  // A shared, polymorphic handle for m. A module reached through a base reference (chain[i]) is already owned
+  // by a shared_ptr of its real type: reuse that one, so that it is not sliced down to a bare Module.
+  template <class M>
+  static std::shared_ptr<Module> share_handle(const M& m) {
+    if constexpr (std::is_same_v<M, Module>) {
+      if (auto owner = std::const_pointer_cast<Module>(m.weak_from_this().lock())) return owner;
+    }
+    return std::make_shared<M>(m);
+  }
 
  private:
   struct State;
