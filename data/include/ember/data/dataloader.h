@@ -10,9 +10,10 @@
 //   for (int epoch = 0; epoch < 10; ++epoch)
 //     for (auto [xb, yb] : loader) { /* xb: [64, ...] */ }
 //
-// pin_memory: CUDA is not implemented yet, so pin_memory = true is accepted and does nothing (batches are not
-// pinned; Tensor::is_pinned() stays false). A .device other than the CPU throws DeviceError at construction
-// while the CUDA backend is unavailable; when it is available, batches are moved there with .to(device).
+// pin_memory: the loader does not pin batches yet (the CUDA compute issue adds pinning and side-stream
+// copies), so pin_memory = true is accepted and does nothing: Tensor::is_pinned() stays false. A .device other
+// than the CPU throws DeviceError at construction when CUDA is unavailable; when it is available, batches are
+// moved there with a plain synchronous .to(device).
 #pragma once
 #include <algorithm>
 #include <condition_variable>
@@ -40,7 +41,7 @@ struct DataLoaderOptions {
   bool shuffle = false;           // a new permutation each epoch, from (seed, epoch)
   bool drop_last = false;         // drop a last batch smaller than batch_size
   int num_workers = 0;            // 0: batches are built on the consumer thread
-  bool pin_memory = false;        // no-op until CUDA lands: batches are not pinned
+  bool pin_memory = false;        // accepted, not yet acted on: batches are not pinned
   Device device = Device::cpu();  // where batches are delivered
   int prefetch = 2;               // ready or in-flight batches per worker (>= 1)
   uint64_t seed = 0;              // shuffle seed
