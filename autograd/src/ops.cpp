@@ -199,8 +199,8 @@ Tensor sign(const Tensor& x) {
   return unary_op(UnaryOp::Sign, "sign", x, true, false, [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
 }
 Tensor relu(const Tensor& x) {
-  return unary_op(UnaryOp::Relu, "relu", x, false, true,
-                  [](const Tensor&, const Tensor& y) { return gt(y, 0).to(y.dtype()); });
+  // y >= 0 or NaN, so sign(y) is the 0/1 mask (0 at NaN, as y > 0 would give) in one pass, without a bool tensor.
+  return unary_op(UnaryOp::Relu, "relu", x, false, true, [](const Tensor&, const Tensor& y) { return sign(y); });
 }
 Tensor sigmoid(const Tensor& x) {
   return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true, [](const Tensor&, const Tensor& y) { return y * (1 - y); });

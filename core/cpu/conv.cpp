@@ -36,10 +36,43 @@ inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw,
   return {std::min(lo, OW), std::min(std::max(hi, lo), OW)};
 }
 
+// im2col for stride 1 with OW == W (e.g. "same" padding): col[(c, kh, kw), oh*W + ow] is x[c] read at the
+// flat offset oh*W + ow + (kh - ph)*W + (kw - pw), so each row is one contiguous copy over its valid output
+// rows; only the |kw - pw| columns per output row that fall off the left or right edge are then zeroed.
+template <class T>
+void im2col_same_width(const ConvGeom& g, const T* x, T* col, int64_t ld) {
+  const int64_t W = g.W, OHW = g.OH * g.OW;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      // output rows whose input row oh - ph + kh lies in [0, H)
+      const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
+      const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* __restrict r = col + ((c * g.KH + kh) * g.KW + kw) * ld;
+        const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
+        const T* xc = x + c * g.H * W;
+        for (int64_t i = 0; i < oh_lo * W; ++i) r[i] = T(0);
+        std::memcpy(r + oh_lo * W, xc + oh_lo * W + shift, sizeof(T) * static_cast<size_t>((oh_hi - oh_lo) * W));
+        for (int64_t i = oh_hi * W; i < OHW; ++i) r[i] = T(0);
+        const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
+        // column by column (at most pw of them on each side): a row-wise loop would become a memset call per row
+        for (int64_t ow = 0; ow < lo; ++ow)
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+        for (int64_t ow = hi; ow < W; ++ow)
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+      }
+    }
+}
+
 // col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image. The valid columns
-// of each row are found once, so the inner loop is a plain (for stride 1: contiguous) copy.
+// of each row are found once, so the inner loop is a plain (for stride 1: contiguous) copy. Rows are short
+// (OW values), so the copies are inline loops rather than memcpy/fill calls.
 template <class T>
 void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row stride of col
+  if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
+    im2col_same_width(g, x, col, ld);
+    return;
+  }
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
@@ -48,16 +81,19 @@ void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row str
         const int64_t shift = kw - g.p.pad_w;  // input column = ow * sw + shift
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
-          T* r = row + oh * g.OW;
-          if (ih < 0 || ih >= g.H) { std::fill(r, r + g.OW, T(0)); continue; }
-          const T* xr = x + (c * g.H + ih) * g.W;
-          std::fill(r, r + lo, T(0));
+          T* __restrict r = row + oh * g.OW;
+          if (ih < 0 || ih >= g.H) {
+            for (int64_t ow = 0; ow < g.OW; ++ow) r[ow] = T(0);
+            continue;
+          }
+          const T* __restrict xr = x + (c * g.H + ih) * g.W;
+          for (int64_t ow = 0; ow < lo; ++ow) r[ow] = T(0);
           if (g.p.stride_w == 1) {
-            std::copy(xr + lo + shift, xr + hi + shift, r + lo);
+            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow + shift];
           } else {
             for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.p.stride_w + shift];
           }
-          std::fill(r + hi, r + g.OW, T(0));
+          for (int64_t ow = hi; ow < g.OW; ++ow) r[ow] = T(0);
         }
       }
 }
@@ -75,9 +111,13 @@ void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
           if (ih < 0 || ih >= g.H) continue;
-          T* xr = x + (c * g.H + ih) * g.W;
-          const T* r = row + oh * g.OW;
-          for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += r[ow];
+          T* __restrict xr = x + (c * g.H + ih) * g.W;
+          const T* __restrict r = row + oh * g.OW;
+          if (g.p.stride_w == 1) {  // contiguous: vectorises
+            for (int64_t ow = lo; ow < hi; ++ow) xr[ow + shift] += r[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += r[ow];
+          }
         }
       }
 }

@@ -1,13 +1,169 @@
 // defines: the CPU pooling (max / average, NCHW) and its backward, index_select / index_add, and
 // Philox-based random fills.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 #include <limits>
 
 #include "cpu_backend.h"
 #include "parallel.h"
 
 namespace ember::cpu {
+
+namespace {
+
+// Windows that tile the input (kernel == stride, no padding: the usual MaxPool2d(2)). Every input element lies
+// in at most one window, so these paths need no bounds per window, and the backward writes each gradient
+// element once instead of zero-filling and accumulating.
+bool tiles(const Pool2dParams& p) {
+  return p.kernel_h == p.stride_h && p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0;
+}
+
+// The position (within xc, row length W) and value of the first maximum of the kh x kw window at w0, where a
+// NaN counts as the maximum (so it propagates), as the general path below decides it.
+template <class T>
+inline int64_t first_max(const T* xc, int64_t W, int64_t kh, int64_t kw, T& m) {
+  int64_t best = 0;
+  m = xc[0];
+  for (int64_t h = 0; h < kh; ++h)
+    for (int64_t w = 0; w < kw; ++w) {
+      const T v = xc[h * W + w];
+      if (v > m || (v != v && m == m)) { m = v; best = h * W + w; }
+    }
+  return best;
+}
+
+template <class T>
+void pool_tiles_forward(PoolKind kind, const T* xc, T* oc, int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t kw) {
+  const double inv_area = 1.0 / static_cast<double>(kh * kw);
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const T* row = xc + oh * kh * W;
+    T* o = oc + oh * OW;
+    if (kind == PoolKind::Max && kh == 2 && kw == 2) {  // the common case, written out so it vectorises
+      const T* r1 = row + W;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const T a = row[2 * ow], b = row[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        const T ab = (b > a || b != b) ? b : a, cd = (d > c || d != d) ? d : c;
+        o[ow] = (cd > ab || (cd != cd && ab == ab)) ? cd : ab;
+      }
+    } else if (kind == PoolKind::Max) {
+      for (int64_t ow = 0; ow < OW; ++ow) first_max(row + ow * kw, W, kh, kw, o[ow]);
+    } else {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double s = 0;
+        for (int64_t h = 0; h < kh; ++h)
+          for (int64_t w = 0; w < kw; ++w) s += row[h * W + ow * kw + w];
+        o[ow] = static_cast<T>(s * inv_area);
+      }
+    }
+  }
+}
+
+// One output row of the 2x2 max-pool backward: for window ow (x rows r0/r1, columns 2ow and 2ow+1) the
+// gradient g[ow] goes to the first maximum (a NaN counts as the maximum), zeros to the other three.
+template <class T>
+void max2x2_backward_scalar(const T* r0, const T* r1, const T* g, T* o0, T* o1, int64_t ow, int64_t OW) {
+  for (; ow < OW; ++ow) {
+    const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+    // selects, not branches: which element wins is data, not predictable
+    const bool tb = b > a || (b != b && a == a);
+    const T m1 = tb ? b : a;
+    const bool tc = c > m1 || (c != c && m1 == m1);
+    const T m2 = tc ? c : m1;
+    const bool td = d > m2 || (d != d && m2 == m2);
+    o0[2 * ow] = !(tb || tc || td) ? g[ow] : T(0);
+    o0[2 * ow + 1] = tb && !(tc || td) ? g[ow] : T(0);
+    o1[2 * ow] = tc && !td ? g[ow] : T(0);
+    o1[2 * ow + 1] = td ? g[ow] : T(0);
+  }
+}
+
+#ifdef __AVX2__
+// The same for float, 8 windows at a time: even/odd columns are split apart, the three "later element wins"
+// masks computed as above, and the four gradient planes interleaved back. Returns the windows done.
+int64_t max2x2_backward_avx2(const float* r0, const float* r1, const float* g, float* o0, float* o1, int64_t OW) {
+  // Lane order after _mm256_shuffle_ps(lo, hi, ...) is [lo 0..3 | hi 0..3] per 128-bit half; this fixes it.
+  const auto split = [](const float* p, __m256& even, __m256& odd) {
+    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+  };
+  // later v wins over the running maximum m: v > m, or v is the first NaN
+  const auto wins = [](__m256 v, __m256 m) {
+    return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ),
+                        _mm256_andnot_ps(_mm256_cmp_ps(m, m, _CMP_UNORD_Q), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  };
+  // interleave even/odd planes back into 16 consecutive columns
+  const auto store = [](float* p, __m256 even, __m256 odd) {
+    const __m256 l = _mm256_unpacklo_ps(even, odd), h = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(p, _mm256_permute2f128_ps(l, h, 0x20));
+    _mm256_storeu_ps(p + 8, _mm256_permute2f128_ps(l, h, 0x31));
+  };
+  int64_t ow = 0;
+  for (; ow + 8 <= OW; ow += 8) {
+    __m256 a, b, c, d;
+    split(r0 + 2 * ow, a, b);
+    split(r1 + 2 * ow, c, d);
+    const __m256 gv = _mm256_loadu_ps(g + ow);
+    const __m256 tb = wins(b, a);
+    const __m256 m1 = _mm256_blendv_ps(a, b, tb);
+    const __m256 tc = wins(c, m1);
+    const __m256 m2 = _mm256_blendv_ps(m1, c, tc);
+    const __m256 td = wins(d, m2);
+    const __m256 later_cd = _mm256_or_ps(tc, td);
+    const __m256 ga = _mm256_andnot_ps(_mm256_or_ps(tb, later_cd), gv);
+    const __m256 gb = _mm256_and_ps(_mm256_andnot_ps(later_cd, tb), gv);
+    const __m256 gc = _mm256_and_ps(_mm256_andnot_ps(td, tc), gv);
+    const __m256 gd = _mm256_and_ps(td, gv);
+    store(o0 + 2 * ow, ga, gb);
+    store(o1 + 2 * ow, gc, gd);
+  }
+  return ow;
+}
+#endif
+
+template <class T>
+void max2x2_backward_row(const T* r0, const T* r1, const T* g, T* o0, T* o1, int64_t OW) {
+  int64_t done = 0;
+#ifdef __AVX2__
+  if constexpr (std::is_same_v<T, float>) done = max2x2_backward_avx2(r0, r1, g, o0, o1, OW);
+#endif
+  max2x2_backward_scalar(r0, r1, g, o0, o1, done, OW);
+}
+
+template <class T>
+void pool_tiles_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                         int64_t kh, int64_t kw) {
+  // Rows and columns past the last whole window get no gradient.
+  if (OH * kh != H || OW * kw != W) std::fill(gxc, gxc + H * W, T(0));
+  const T inv_area = static_cast<T>(1.0 / static_cast<double>(kh * kw));
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t base = oh * kh * W;
+    if (kind == PoolKind::Max && kh == 2 && kw == 2) {
+      max2x2_backward_row(xc + base, xc + base + W, gc + oh * OW, gxc + base, gxc + base + W, OW);
+      continue;
+    }
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t w0 = base + ow * kw;
+      const T g = gc[oh * OW + ow];
+      if (kind == PoolKind::Max) {
+        T m;
+        const int64_t best = first_max(xc + w0, W, kh, kw, m);
+        for (int64_t h = 0; h < kh; ++h)
+          for (int64_t w = 0; w < kw; ++w) gxc[w0 + h * W + w] = h * W + w == best ? g : T(0);
+      } else {
+        for (int64_t h = 0; h < kh; ++h)
+          for (int64_t w = 0; w < kw; ++w) gxc[w0 + h * W + w] = g * inv_area;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
   if (is_reduced_float(out.dtype())) {
@@ -29,6 +185,10 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
         for (int64_t c = c0; c < c1; ++c) {
           const T* xc = xp + c * H * W;
           T* oc = op + c * OH * OW;
+          if (tiles(p)) {
+            pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
+            continue;
+          }
           for (int64_t oh = 0; oh < OH; ++oh)
             for (int64_t ow = 0; ow < OW; ++ow) {
               const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
@@ -79,6 +239,10 @@ void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& 
           const T* xc = xp + c * H * W;
           const T* gc = gyp + c * OH * OW;
           T* gxc = gxp + c * H * W;
+          if (tiles(p)) {
+            pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
+            continue;
+          }
           std::fill(gxc, gxc + H * W, T(0));
           for (int64_t oh = 0; oh < OH; ++oh)
             for (int64_t ow = 0; ow < OW; ++ow) {
