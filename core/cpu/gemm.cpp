@@ -20,7 +20,7 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t MR = 6, NR = 16;          // micro-tile of C
-constexpr int64_t KC = 256, MC = 144, NC = 3072;  // cache blocks (MC a multiple of MR, NC of NR)
+constexpr int64_t KC = 384, MC = 144, NC = 3072;  // cache blocks (MC a multiple of MR, NC of NR)
 
 // Packs rows [0, mc) x cols [0, kc) of A into MR-row slivers: sliver s holds, for each p, MR values
 // A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count.
@@ -35,12 +35,49 @@ void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, floa
   }
 }
 
-// Packs rows [0, kc) x cols [0, nc) of B into NR-column slivers, zero-padded past nc.
+// out[p, 0..8) = in[0..8, p] for p in [0, 8): an 8 x 8 transpose from rows `ld` floats apart into rows of
+// NR floats (one half of a packed B sliver).
+inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
+  __m256 r0 = _mm256_loadu_ps(in + 0 * ld), r1 = _mm256_loadu_ps(in + 1 * ld), r2 = _mm256_loadu_ps(in + 2 * ld),
+         r3 = _mm256_loadu_ps(in + 3 * ld), r4 = _mm256_loadu_ps(in + 4 * ld), r5 = _mm256_loadu_ps(in + 5 * ld),
+         r6 = _mm256_loadu_ps(in + 6 * ld), r7 = _mm256_loadu_ps(in + 7 * ld);
+  // pairs of rows interleaved, then quads, then the 128-bit halves swapped into place
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  r0 = _mm256_shuffle_ps(t0, t2, 0x44); r1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  r2 = _mm256_shuffle_ps(t1, t3, 0x44); r3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  r4 = _mm256_shuffle_ps(t4, t6, 0x44); r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  r6 = _mm256_shuffle_ps(t5, t7, 0x44); r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(out + 0 * NR, _mm256_permute2f128_ps(r0, r4, 0x20));
+  _mm256_storeu_ps(out + 1 * NR, _mm256_permute2f128_ps(r1, r5, 0x20));
+  _mm256_storeu_ps(out + 2 * NR, _mm256_permute2f128_ps(r2, r6, 0x20));
+  _mm256_storeu_ps(out + 3 * NR, _mm256_permute2f128_ps(r3, r7, 0x20));
+  _mm256_storeu_ps(out + 4 * NR, _mm256_permute2f128_ps(r0, r4, 0x31));
+  _mm256_storeu_ps(out + 5 * NR, _mm256_permute2f128_ps(r1, r5, 0x31));
+  _mm256_storeu_ps(out + 6 * NR, _mm256_permute2f128_ps(r2, r6, 0x31));
+  _mm256_storeu_ps(out + 7 * NR, _mm256_permute2f128_ps(r3, r7, 0x31));
+}
+
+// Packs rows [0, kc) x cols [0, nc) of B into NR-column slivers, zero-padded past nc. Two layouts are fast:
+// row-major B (cs == 1: two vector copies per row) and column-major B (rs == 1, e.g. a transposed view, as in
+// conv2d's weight gradient: 8 x 8 transposes); anything else goes element by element.
 void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, float* out) {
   for (int64_t j = 0; j < nc; j += NR) {
     const int64_t cols = std::min(NR, nc - j);
     if (cs == 1 && cols == NR) {
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * rs + j, NR * sizeof(float));
+      for (int64_t p = 0; p < kc; ++p) {
+        _mm256_storeu_ps(out + p * NR, _mm256_loadu_ps(B + p * rs + j));
+        _mm256_storeu_ps(out + p * NR + 8, _mm256_loadu_ps(B + p * rs + j + 8));
+      }
+    } else if (rs == 1 && cols == NR) {
+      int64_t p = 0;
+      for (; p + 8 <= kc; p += 8) {
+        transpose8x8_into_sliver(B + p + j * cs, cs, out + p * NR);
+        transpose8x8_into_sliver(B + p + (j + 8) * cs, cs, out + p * NR + 8);
+      }
+      for (; p < kc; ++p)
+        for (int64_t c = 0; c < NR; ++c) out[p * NR + c] = B[p + (j + c) * cs];
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         for (int64_t c = 0; c < cols; ++c) out[p * NR + c] = B[p * rs + (j + c) * cs];
@@ -84,7 +121,17 @@ void micro_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_
     }
     return;
   }
-  // An edge tile: go through a buffer and write only the valid part.
+  if (n == NR) {  // a bottom edge tile: whole rows, fewer of them
+    for (int64_t r = 0; r < m; ++r) {
+      float* cr = C + r * ldc;
+      __m256 v0 = rows[r][0], v1 = rows[r][1];
+      if (acc) { v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cr)); v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cr + 8)); }
+      _mm256_storeu_ps(cr, v0);
+      _mm256_storeu_ps(cr + 8, v1);
+    }
+    return;
+  }
+  // A right edge tile: go through a buffer and write only the valid part.
   alignas(32) float buf[MR][NR];
   for (int64_t r = 0; r < MR; ++r) { _mm256_store_ps(buf[r], rows[r][0]); _mm256_store_ps(buf[r] + 8, rows[r][1]); }
   for (int64_t r = 0; r < m; ++r)
@@ -94,7 +141,9 @@ void micro_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem.
 void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
                   int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
-  const int64_t nc_max = std::min(NC, (N + NR - 1) / NR * NR), kc_max = std::min(KC, K);
+  // K slices of equal depth (K = 800 -> 4 x 200, not 3 x 256 + 32: a thin last slice costs a whole pass over C)
+  const int64_t k_slices = (K + KC - 1) / KC, kc_step = (K + k_slices - 1) / k_slices;
+  const int64_t nc_max = std::min(NC, (N + NR - 1) / NR * NR), kc_max = kc_step;
   const int64_t mc_max = std::min(MC, (M + MR - 1) / MR * MR);
   Scratch bpack(sizeof(float) * static_cast<size_t>(nc_max * kc_max));
   Scratch apack(sizeof(float) * static_cast<size_t>(mc_max * kc_max));
@@ -102,8 +151,8 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
   float* Ap = apack.as<float>();
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
+    for (int64_t pc = 0; pc < K; pc += kc_step) {
+      const int64_t kc = std::min(kc_step, K - pc);
       const bool acc = accumulate || pc > 0;  // later K slices add to what the first wrote
       pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, Bp);
       for (int64_t ic = 0; ic < M; ic += MC) {

@@ -21,7 +21,8 @@ std::vector<double> ref_mm(const Tensor& a, const Tensor& b) {
 TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
   struct Case { int64_t M, N, K; };
   const Case cases[] = {{1, 1, 1},   {5, 7, 3},     {6, 16, 256}, {7, 17, 257}, {13, 33, 600},
-                        {145, 20, 9}, {300, 50, 40}, {2, 3100, 5}, {64, 128, 784}, {3, 0, 4}, {0, 3, 4}};
+                        {145, 20, 9}, {300, 50, 40}, {2, 3100, 5}, {64, 128, 784}, {19, 40, 1000},
+                        {70, 35, 813}, {3, 0, 4}, {0, 3, 4}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : cases) {
