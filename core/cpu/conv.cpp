@@ -1,9 +1,12 @@
-// defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs. Images are taken in
-// chunks of nb whose columns sit side by side, so each GEMM covers a whole chunk (L = nb*OH*OW columns)
-// instead of one image: the weights are packed once per chunk, not once per image, and the products are
-// large enough for every thread.
-//   forward:  col = im2col(x[chunk]) [CKK, L];  yT = W[OC, CKK] @ col;  y[n] = yT[:, n's columns] (+ b)
+// defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs.
+// Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"), and each
+// thread walks its run in chunks of nb images whose columns sit side by side in one column buffer sized to
+// stay in that core's L2 (~1 MB): im2col writes it and the GEMM reads it while it is still cached. All
+// per-chunk work (im2col, GEMMs, copies, col2im) is serial inside a thread, so there is one fork/join per
+// call, not several per chunk; the weight gradient is summed per part and the parts added at the end.
+//   forward:  col = im2col(x[chunk]) [CKK, L = nb*OH*OW];  yT = W[OC, CKK] @ col;  y[n] = yT[:, n's columns] (+ b)
 //   backward: gyT = gy[chunk] as [OC, L];  gW += gyT @ col^T;  gcol = W^T @ gyT;  gx[n] = col2im(gcol[n])
+// With nb == 1 (large images), yT and gyT are y[n] and gy[n] themselves: no copies.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -20,11 +23,20 @@ struct ConvGeom {
   Conv2dParams p;
   int64_t ckk() const { return C * KH * KW; }
   int64_t ohw() const { return OH * OW; }
-  // Images per chunk: the chunk's column buffer stays under 4 Mi elements.
-  int64_t chunk() const { return std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(ckk() * ohw(), 1), 1, N); }
-  // Images per thread in the per-image loops (im2col, col2im, copies): small images stay on one thread.
-  int64_t image_grain() const {
-    return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(ckk() * ohw(), 1));
+};
+
+// How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, ...), chunks of nb.
+struct ConvSplit {
+  int64_t parts, per, nb;
+  ConvSplit(const ConvGeom& g, int threads) {
+    const int64_t flops = 2 * g.N * g.OC * g.ckk() * g.ohw();
+    // below ~2 MFLOP per thread the fork costs more than it saves
+    parts = std::clamp<int64_t>(std::min<int64_t>(threads, flops >> 21), 1, std::max<int64_t>(g.N, 1));
+    per = (g.N + parts - 1) / parts;
+    parts = (g.N + per - 1) / per;  // none left empty (N = 5 on 4 threads: 3 parts of 2, 2, 1)
+    const int64_t fit = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(g.ckk() * g.ohw(), 1));
+    const int64_t chunks = (per + fit - 1) / fit;  // equal chunks: 13 images as 7 + 6, not 12 + 1
+    nb = std::max<int64_t>(1, (per + chunks - 1) / chunks);
   }
 };
 
@@ -122,15 +134,16 @@ void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
       }
 }
 
-// C (+)= A @ B with every thread: our kernel for float, Eigen (which threads by itself) for double.
-void gemm_threads(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
-                  int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool acc) {
-  if (!sgemm(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc, num_threads()))
-    gemm_serial(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc);
-}
-void gemm_threads(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs, const double* B,
-                  int64_t b_rs, int64_t b_cs, double* C, int64_t ldc, bool acc) {
-  gemm_serial(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, acc);
+// sum of x[0, n) accumulated in double (the bias gradient sums up to N*OH*OW values). Four independent
+// partial sums, so the loop is not one long chain of dependent additions.
+template <class T>
+double sum_as_double(const T* x, int64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(x[i + k]);
+  for (; i < n; ++i) s[0] += static_cast<double>(x[i]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 ConvGeom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, const Conv2dParams& p) {
@@ -150,6 +163,7 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
   if (out.numel() == 0) return;
   Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
   const ConvGeom g = geometry(x, w, out.size(2), out.size(3), p);
+  const ConvSplit sp(g, num_threads());
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (!std::is_floating_point_v<T>) {
       throw InternalError("cpu conv2d: floating dtype expected");
@@ -158,25 +172,26 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
       T* yp = static_cast<T*>(out.data_ptr());
-      const int64_t ohw = g.ohw(), nb = g.chunk();
-      for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-        const int64_t nc = std::min(nb, g.N - n0), L = nc * ohw;
-        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * L)), yT(sizeof(T) * static_cast<size_t>(g.OC * L));
-        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) im2col(g, xp + (n0 + i) * g.C * g.H * g.W, col.as<T>() + i * ohw, L);
-        });
-        gemm_threads(g.OC, L, g.ckk(), wp, g.ckk(), 1, col.as<T>(), L, 1, yT.as<T>(), L, false);
-        // yT[oc, i*ohw + j] -> y[n0 + i, oc, j], adding the bias on the way
-        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i)
+      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W;
+      // (a thread normally gets one part; all of them when called from inside a parallel region)
+      parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
+        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * sp.nb * ohw));
+        Scratch yT(sp.nb > 1 ? sizeof(T) * static_cast<size_t>(g.OC * sp.nb * ohw) : 0);
+        for (int64_t n0 = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n0 < end; n0 += sp.nb) {
+          const int64_t nc = std::min(sp.nb, end - n0), L = nc * ohw;
+          for (int64_t i = 0; i < nc; ++i) im2col(g, xp + (n0 + i) * chw, col.as<T>() + i * ohw, L);
+          T* dst = nc == 1 ? yp + n0 * g.OC * ohw : yT.as<T>();
+          gemm_serial(g.OC, L, g.ckk(), wp, g.ckk(), 1, col.as<T>(), L, 1, dst, L, false);
+          // yT[oc, i*ohw + j] -> y[n0 + i, oc, j], adding the bias on the way
+          for (int64_t i = 0; i < nc; ++i)
             for (int64_t oc = 0; oc < g.OC; ++oc) {
-              const T* src = yT.as<T>() + oc * L + i * ohw;
-              T* dst = yp + ((n0 + i) * g.OC + oc) * ohw;
+              const T* src = dst + oc * L + i * ohw;
+              T* y = yp + ((n0 + i) * g.OC + oc) * ohw;
               const T bv = bp ? bp[oc] : T(0);
-              for (int64_t j = 0; j < ohw; ++j) dst[j] = src[j] + bv;
+              for (int64_t j = 0; j < ohw; ++j) y[j] = src[j] + bv;  // in place when nc == 1
             }
-        });
-      }
+        }
+      });
     }
   });
 }
@@ -194,6 +209,7 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
   }
   Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
   const ConvGeom g = geometry(x, w, gy.size(2), gy.size(3), p);
+  const ConvSplit sp(g, num_threads());
   visit_dtype(x.dtype(), [&]<class T>() {
     if constexpr (!std::is_floating_point_v<T>) {
       throw InternalError("cpu conv2d_backward: floating dtype expected");
@@ -205,38 +221,47 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
         T* gbp = static_cast<T*>(gb.data_ptr());
         for (int64_t oc = 0; oc < g.OC; ++oc) {
           double s = 0;
-          for (int64_t n = 0; n < g.N; ++n) {
-            const T* r = gyp + (n * g.OC + oc) * g.ohw();
-            for (int64_t i = 0; i < g.ohw(); ++i) s += r[i];
-          }
+          for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gyp + (n * g.OC + oc) * g.ohw(), g.ohw());
           gbp[oc] = static_cast<T>(s);
         }
       }
       if (!gx.defined() && !gw.defined()) return;
-      const int64_t ohw = g.ohw(), nb = g.chunk();
+      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, wsize = g.OC * g.ckk();
       T* gwp = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
       T* gxp = gx.defined() ? static_cast<T*>(gx.data_ptr()) : nullptr;
-      for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-        const int64_t nc = std::min(nb, g.N - n0), L = nc * ohw;
-        Scratch gyT(sizeof(T) * static_cast<size_t>(g.OC * L)), col(sizeof(T) * static_cast<size_t>(g.ckk() * L));
-        // gy[n0 + i, oc, j] -> gyT[oc, i*ohw + j]
-        parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i)
-            for (int64_t oc = 0; oc < g.OC; ++oc)
-              std::copy_n(gyp + ((n0 + i) * g.OC + oc) * ohw, ohw, gyT.as<T>() + oc * L + i * ohw);
-        });
-        if (gwp) {  // gW[OC, CKK] (+)= gyT[OC, L] @ col^T
-          parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) im2col(g, xp + (n0 + i) * g.C * g.H * g.W, col.as<T>() + i * ohw, L);
-          });
-          gemm_threads(g.OC, g.ckk(), L, gyT.as<T>(), L, 1, col.as<T>(), 1, L, gwp, g.ckk(), n0 > 0);
+      // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
+      Tensor gw_parts = gwp && sp.parts > 1 ? empty({sp.parts - 1, wsize}, {.dtype = x.dtype()}) : Tensor();
+      parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
+        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * sp.nb * ohw));
+        Scratch gyT(sp.nb > 1 ? sizeof(T) * static_cast<size_t>(g.OC * sp.nb * ohw) : 0);
+        for (int64_t part = part0; part < part1; ++part) {
+          T* gw_mine = !gwp ? nullptr : part == 0 ? gwp : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * wsize;
+          const int64_t start = part * sp.per, end = std::min(g.N, start + sp.per);
+          for (int64_t n0 = start; n0 < end; n0 += sp.nb) {
+            const int64_t nc = std::min(sp.nb, end - n0), L = nc * ohw;
+            // gy[n0 + i, oc, j] -> gyT[oc, i*ohw + j] (gy[n0] itself for one image)
+            const T* gyt = gyp + n0 * g.OC * ohw;
+            if (nc > 1) {
+              for (int64_t i = 0; i < nc; ++i)
+                for (int64_t oc = 0; oc < g.OC; ++oc)
+                  std::copy_n(gyp + ((n0 + i) * g.OC + oc) * ohw, ohw, gyT.as<T>() + oc * L + i * ohw);
+              gyt = gyT.as<T>();
+            }
+            if (gw_mine) {  // gW[OC, CKK] (+)= gyT[OC, L] @ col^T
+              for (int64_t i = 0; i < nc; ++i) im2col(g, xp + (n0 + i) * chw, col.as<T>() + i * ohw, L);
+              gemm_serial(g.OC, g.ckk(), L, gyt, L, 1, col.as<T>(), 1, L, gw_mine, g.ckk(), n0 > start);
+            }
+            if (gxp) {  // gcol[CKK, L] = W^T @ gyT (reusing the column buffer), then gx[n] = col2im(gcol[n])
+              gemm_serial(g.ckk(), L, g.OC, wp, 1, g.ckk(), gyt, L, 1, col.as<T>(), L, false);
+              for (int64_t i = 0; i < nc; ++i) col2im(g, col.as<T>() + i * ohw, L, gxp + (n0 + i) * chw);
+            }
+          }
         }
-        if (gxp) {  // gcol[CKK, L] = W^T @ gyT (reusing the column buffer), then gx[n] = col2im(gcol[n])
-          gemm_threads(g.ckk(), L, g.OC, wp, 1, g.ckk(), gyT.as<T>(), L, 1, col.as<T>(), L, false);
-          parallel_for(0, nc, g.image_grain(), [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) col2im(g, col.as<T>() + i * ohw, L, gxp + (n0 + i) * g.C * g.H * g.W);
-          });
-        }
+      });
+      if (gw_parts.defined()) {  // the parts' sums, in part order (the same result for the same thread count)
+        const T* parts = static_cast<const T*>(gw_parts.data_ptr());
+        for (int64_t q = 0; q < sp.parts - 1; ++q)
+          for (int64_t i = 0; i < wsize; ++i) gwp[i] += parts[q * wsize + i];
       }
     }
   });

@@ -356,6 +356,35 @@ TEST(Conv2d, BatchLargerThanThreadsAndStridedInputs) {
   EXPECT_EQ(conv2d(zeros({0, 3, 8, 8}), ones({2, 3, 3, 3})).shape(), Shape({0, 2, 6, 6}));
 }
 
+// The backward splits the batch into per-thread parts walked in chunks (core/cpu/conv.cpp, Note [Conv work
+// split]); the weight gradient is summed per part. Shapes big enough for several parts, with chunks of several
+// images (small images) and of one image (large ones), a last part shorter than the others, on 3 threads
+// against 1 thread (one part, a different chunking) in float64 and float32.
+TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
+  struct Case { Shape x, w; int64_t pad; };
+  const Case cases[] = {{{7, 16, 16, 16}, {32, 16, 3, 3}, 1}, {{5, 16, 32, 32}, {8, 16, 5, 5}, 2}};
+  for (DType dt : {kFloat64, kFloat32})
+    for (const Case& c : cases) {
+      manual_seed(23);
+      const Tensor x0 = randn(c.x, {.dtype = dt}), w0 = randn(c.w, {.dtype = dt}), b0 = randn({c.w[0]}, {.dtype = dt});
+      auto grads = [&](int threads) {
+        ThreadsGuard g(threads);
+        Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+        Tensor y = conv2d(x, w, b, {1}, {c.pad});
+        manual_seed(24);
+        sum(y * randn(y.shape(), {.dtype = dt})).backward();
+        return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+      };
+      const std::vector<Tensor> one = grads(1), three = grads(3);
+      const double tol = dt == kFloat64 ? 1e-9 : 2e-3;
+      const char* what[] = {"y", "x.grad", "w.grad", "b.grad"};
+      for (size_t i = 0; i < one.size(); ++i) {
+        SCOPED_TRACE(testing::Message() << name(dt) << " " << c.x << " " << what[i]);
+        EXPECT_TENSOR_NEAR(three[i], one[i].shape(), test::values(one[i]), tol, tol);
+      }
+    }
+}
+
 TEST(Conv2d, Errors) {
   EXPECT_THROW_MSG(conv2d(ones({2, 3, 5, 5}), ones({4, 2, 3, 3})), ShapeError,
                    "conv2d: input [2, 3, 5, 5] has 3 channels but weight [4, 2, 3, 3] expects 2");
