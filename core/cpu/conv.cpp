@@ -110,9 +110,42 @@ void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row str
       }
 }
 
-// The adjoint of im2col: x[c, ih, iw] += col[...] for every (kh, kw, oh, ow) that read it.
+// col2im for stride 1 with OW == W, the adjoint of im2col_same_width: the entries of each col row that fall
+// off the left or right edge are zeroed first (the column buffer is scratch), so that the row can be added
+// to x[c] as one contiguous run at the constant flat offset (those entries then add 0 to a neighbour row).
+// The run is clipped to x[c] itself, so nothing outside this image is touched.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, int64_t ld, T* x) {
+void col2im_same_width(const ConvGeom& g, T* col, int64_t ld, T* x) {
+  const int64_t W = g.W, HW = g.H * W;
+  std::fill(x, x + g.C * HW, T(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
+      const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        T* r = col + ((c * g.KH + kh) * g.KW + kw) * ld;
+        const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
+        const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
+        for (int64_t ow = 0; ow < lo; ++ow)
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+        for (int64_t ow = hi; ow < W; ++ow)
+          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+        const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, HW - shift);
+        T* __restrict xc = x + c * HW + shift;
+        const T* __restrict rr = r;
+        for (int64_t i = i0; i < i1; ++i) xc[i] += rr[i];
+      }
+    }
+}
+
+// The adjoint of im2col: x[c, ih, iw] += col[...] for every (kh, kw, oh, ow) that read it. May overwrite
+// entries of col that no input element reads (the same-width path zeroes them).
+template <class T>
+void col2im(const ConvGeom& g, T* col, int64_t ld, T* x) {
+  if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
+    col2im_same_width(g, col, ld, x);
+    return;
+  }
   std::fill(x, x + g.C * g.H * g.W, T(0));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)

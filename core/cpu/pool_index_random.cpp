@@ -1,6 +1,7 @@
 // defines: the CPU pooling (max / average, NCHW) and its backward, index_select / index_add, and
 // Philox-based random fills.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -8,6 +9,7 @@
 #include <immintrin.h>
 #endif
 #include <limits>
+#include <type_traits>
 
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -65,20 +67,36 @@ void pool_tiles_forward(PoolKind kind, const T* xc, T* oc, int64_t W, int64_t OH
 
 // One output row of the 2x2 max-pool backward: for window ow (x rows r0/r1, columns 2ow and 2ow+1) the
 // gradient g[ow] goes to the first maximum (a NaN counts as the maximum), zeros to the other three.
+// x where keep, else exactly 0, by masking the bits: a select the compiler cannot turn into a branch (which
+// element of a window wins is data, not predictable) and, unlike g * keep, exact for NaN and infinite g.
+template <class T>
+inline T keep_or_zero(bool keep, T x) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  return std::bit_cast<T>(static_cast<U>(std::bit_cast<U>(x) & (U{0} - static_cast<U>(keep))));
+}
+
+template <class T>
+inline T pick(bool first, T x, T y) {  // first ? x : y, by the same bit masking
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U m = U{0} - static_cast<U>(first);
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(x) & m) | (std::bit_cast<U>(y) & ~m)));
+}
+
 template <class T>
 void max2x2_backward_scalar(const T* r0, const T* r1, const T* g, T* o0, T* o1, int64_t ow, int64_t OW) {
   for (; ow < OW; ++ow) {
     const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-    // selects, not branches: which element wins is data, not predictable
-    const bool tb = b > a || (b != b && a == a);
-    const T m1 = tb ? b : a;
-    const bool tc = c > m1 || (c != c && m1 == m1);
-    const T m2 = tc ? c : m1;
-    const bool td = d > m2 || (d != d && m2 == m2);
-    o0[2 * ow] = !(tb || tc || td) ? g[ow] : T(0);
-    o0[2 * ow + 1] = tb && !(tc || td) ? g[ow] : T(0);
-    o1[2 * ow] = tc && !td ? g[ow] : T(0);
-    o1[2 * ow + 1] = td ? g[ow] : T(0);
+    // a later element wins over the running maximum when greater, or when it is the first NaN
+    // (bitwise | and & on purpose: short-circuit operators would compile to branches)
+    const bool tb = (b > a) | ((b != b) & (a == a));
+    const T m1 = pick(tb, b, a);
+    const bool tc = (c > m1) | ((c != c) & (m1 == m1));
+    const T m2 = pick(tc, c, m1);
+    const bool td = (d > m2) | ((d != d) & (m2 == m2));
+    o0[2 * ow] = keep_or_zero(!(tb | tc | td), g[ow]);
+    o0[2 * ow + 1] = keep_or_zero(tb & !(tc | td), g[ow]);
+    o1[2 * ow] = keep_or_zero(tc & !td, g[ow]);
+    o1[2 * ow + 1] = keep_or_zero(td, g[ow]);
   }
 }
 

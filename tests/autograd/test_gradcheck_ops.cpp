@@ -331,6 +331,11 @@ void add_conv_pool(std::vector<OpCase>& cs) {
                              rn({6}, 525).slice(0, 0, 6, 2)};
                  },
                  [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {1}); }));
+  // "same" convolutions (stride 1, OW == W): im2col/col2im take the one-run-per-row path there
+  cs.push_back(C("conv2d_k5_same", [] { return TV{rn({2, 2, 6, 7}, 526), rn({3, 2, 5, 5}, 527), rn({3}, 528)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {2}); }));
+  cs.push_back(C("conv2d_k35_same_width", [] { return TV{rn({1, 2, 4, 6}, 529), rn({2, 2, 3, 5}, 5290)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], Tensor(), {1}, {0, 2}); }));
 
   cs.push_back(C("max_pool2d_k2", [] { return TV{distinct({2, 2, 4, 4}, 530)}; },
                  F1([](const Tensor& x) { return max_pool2d(x, {2}); })));
