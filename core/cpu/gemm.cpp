@@ -138,6 +138,44 @@ void micro_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_
     for (int64_t c = 0; c < n; ++c) C[r * ldc + c] = acc ? C[r * ldc + c] + buf[r][c] : buf[r][c];
 }
 
+// A narrower kernel for edge tiles of at most R rows and 8*V columns (R = 4 or 6, V = 1 or 2), reading the
+// same packed slivers: for N = 196 the last 4 columns cost 8 lanes of work, not 16, and for M = 64 the last
+// 4 rows cost 4 broadcasts, not 6.
+template <int R, int V>
+void edge_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+  __m256 c[R][V];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) c[r][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) b[v] = _mm256_loadu_ps(Bp + 8 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(Ap + r);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) c[r][v] = _mm256_fmadd_ps(a, b[v], c[r][v]);
+    }
+    Ap += MR;
+    Bp += NR;
+  }
+  alignas(32) float buf[R][8 * V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) _mm256_store_ps(buf[r] + 8 * v, c[r][v]);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = acc ? C[r * ldc + j] + buf[r][j] : buf[r][j];
+}
+
+// C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
+inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+  if (m > 4 && n > 8) micro_kernel(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (m > 4) edge_kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (n > 8) edge_kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else edge_kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+}
+
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem.
 void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
                   int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
@@ -160,8 +198,8 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
         pack_a(mc, kc, A + ic * a_rs + pc * a_cs, a_rs, a_cs, Ap);
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
-            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, acc,
-                         std::min(MR, mc - ir), std::min(NR, nc - jr));
+            tile(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, acc, std::min(MR, mc - ir),
+                 std::min(NR, nc - jr));
       }
     }
   }
