@@ -5,6 +5,10 @@
 #include <mutex>
 #include <thread>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "../cpu/parallel.h"
 #include "op_utils.h"
 
