@@ -27,7 +27,7 @@ for cfg in mlp-b64 mlp-b256 mlp-big cnn-b64; do
   for th in 1 2; do
     er=(); es=(); tr=(); ts=()
     for ((r = 0; r < reps; ++r)); do
-      read -r rate rss < <(run ember "$cfg" "$th")  # OpenMP defaults, as a user gets them
+      read -r rate rss < <(run ember "$cfg" "$th")  # no settings, as a user gets it
       er+=("$rate"); es+=("$rss")
       if [ $have_torch = 1 ]; then
         if [ "$th" = 1 ]; then

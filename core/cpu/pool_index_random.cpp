@@ -104,9 +104,14 @@ void max2x2_backward_scalar(const T* r0, const T* r1, const T* g, T* o0, T* o1, 
 // The same for float, 8 windows at a time: even/odd columns are split apart, the three "later element wins"
 // masks computed as above, and the four gradient planes interleaved back. Returns the windows done.
 int64_t max2x2_backward_avx2(const float* r0, const float* r1, const float* g, float* o0, float* o1, int64_t OW) {
+  // k = 8 windows use whole vectors; a last group of k < 8 (all of them when OW < 8, e.g. 14x14 -> 7x7) uses
+  // masked loads and stores of the first 2k columns, so no window is left to a scalar loop.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto first = [&](int64_t n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane); };
   // Lane order after _mm256_shuffle_ps(lo, hi, ...) is [lo 0..3 | hi 0..3] per 128-bit half; this fixes it.
-  const auto split = [](const float* p, __m256& even, __m256& odd) {
-    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  const auto split = [&](const float* p, int64_t k, __m256& even, __m256& odd) {
+    const __m256 lo = k == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first(2 * k));
+    const __m256 hi = k == 8 ? _mm256_loadu_ps(p + 8) : _mm256_maskload_ps(p + 8, first(2 * k - 8));
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   };
@@ -115,18 +120,24 @@ int64_t max2x2_backward_avx2(const float* r0, const float* r1, const float* g, f
     return _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ),
                         _mm256_andnot_ps(_mm256_cmp_ps(m, m, _CMP_UNORD_Q), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   };
-  // interleave even/odd planes back into 16 consecutive columns
-  const auto store = [](float* p, __m256 even, __m256 odd) {
+  // interleave even/odd planes back into 2k consecutive columns
+  const auto store = [&](float* p, int64_t k, __m256 even, __m256 odd) {
     const __m256 l = _mm256_unpacklo_ps(even, odd), h = _mm256_unpackhi_ps(even, odd);
-    _mm256_storeu_ps(p, _mm256_permute2f128_ps(l, h, 0x20));
-    _mm256_storeu_ps(p + 8, _mm256_permute2f128_ps(l, h, 0x31));
+    const __m256 lo = _mm256_permute2f128_ps(l, h, 0x20), hi = _mm256_permute2f128_ps(l, h, 0x31);
+    if (k == 8) {
+      _mm256_storeu_ps(p, lo);
+      _mm256_storeu_ps(p + 8, hi);
+    } else {
+      _mm256_maskstore_ps(p, first(2 * k), lo);
+      _mm256_maskstore_ps(p + 8, first(2 * k - 8), hi);
+    }
   };
-  int64_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8) {
+  for (int64_t ow = 0; ow < OW; ow += 8) {
+    const int64_t k = std::min<int64_t>(8, OW - ow);
     __m256 a, b, c, d;
-    split(r0 + 2 * ow, a, b);
-    split(r1 + 2 * ow, c, d);
-    const __m256 gv = _mm256_loadu_ps(g + ow);
+    split(r0 + 2 * ow, k, a, b);
+    split(r1 + 2 * ow, k, c, d);
+    const __m256 gv = k == 8 ? _mm256_loadu_ps(g + ow) : _mm256_maskload_ps(g + ow, first(k));
     const __m256 tb = wins(b, a);
     const __m256 m1 = _mm256_blendv_ps(a, b, tb);
     const __m256 tc = wins(c, m1);
@@ -137,10 +148,10 @@ int64_t max2x2_backward_avx2(const float* r0, const float* r1, const float* g, f
     const __m256 gb = _mm256_and_ps(_mm256_andnot_ps(later_cd, tb), gv);
     const __m256 gc = _mm256_and_ps(_mm256_andnot_ps(td, tc), gv);
     const __m256 gd = _mm256_and_ps(td, gv);
-    store(o0 + 2 * ow, ga, gb);
-    store(o1 + 2 * ow, gc, gd);
+    store(o0 + 2 * ow, k, ga, gb);
+    store(o1 + 2 * ow, k, gc, gd);
   }
-  return ow;
+  return OW;
 }
 #endif
 
