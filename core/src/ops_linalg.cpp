@@ -203,8 +203,9 @@ Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Te
   Pool2dParams p = pool_params(op, x, kernel, stride, padding);
   EMBER_CHECK_SHAPE(gy.shape() == pool_out_shape(x, p), op, "_backward: gradient ", gy.shape(),
                     " does not match the output ", pool_out_shape(x, p));
-  Tensor gx = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  Tensor gx = detail::new_tensor(x.shape(), x.dtype(), x.device());  // the backend writes every element
   if (gy.numel()) backend_for(x.device()).pool2d_backward(kind, gx, cast(gy, x.dtype()), x, p);
+  else if (gx.numel()) backend_for(x.device()).fill(gx, 0);
   return gx;
 }
 }  // namespace

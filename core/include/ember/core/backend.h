@@ -85,7 +85,8 @@ class Backend {
                                const Tensor& gb, const Conv2dParams& p) = 0;
   // NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default).
   virtual void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) = 0;
-  // gx (zeroed here) = the gradient of pool2d: max routes each gy to the first maximum of its window.
+  // gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each
+  // gy to the first maximum of its window.
   virtual void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                                const Pool2dParams& p) = 0;
   // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
