@@ -111,7 +111,8 @@ Key key_for(Direction d, int device, const Tensor& x, const Tensor& w, const Con
   return {device, static_cast<int>(x.dtype()), allow_tf32(), static_cast<int>(d), std::move(v)};
 }
 
-// The first deterministic usable entry of cuDNN's ranked list, else the first usable one.
+// The first deterministic usable entry of cuDNN's ranked list, else the first usable one. (The workspace
+// size is then asked of cuDNN for that algorithm, rather than trusting the heuristic's estimate.)
 template <class Perf>
 Choice pick(const char* op, const Perf* perf, int n) {
   const Perf* any = nullptr;
@@ -139,14 +140,20 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
+                                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
   } else if (dir == Direction::BackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
   }
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_cache.emplace(key, c);
