@@ -1,7 +1,7 @@
 // tests: training on CUDA — an MLP (SGD with Nesterov momentum and weight decay, Adam, AdamW) and a CNN
 // (conv, max and average pooling; Adam) moved with Module::to: the loss goes down, and the per-step losses
-// and final parameters match the same run on the CPU; optimiser state lives on the parameters' device and
-// load_state_dict moves it there. Each test also runs with the CPU standing in for the GPU (the *OnCpu
+// and early parameters match the same run on the CPU; optimiser state lives on the parameters' device,
+// follows a model moved after some steps, and load_state_dict moves it there. Each test also runs with the CPU standing in for the GPU (the *OnCpu
 // suite), so the test code and its thresholds are exercised on every machine. Also: the TF32 switch.
 #include <gtest/gtest.h>
 
@@ -142,18 +142,74 @@ TRAINING_TEST(OptimiserStateLivesWithTheParameters) {
   nn::cross_entropy(model(d.x.to(g_dev)), d.y.to(g_dev)).backward();
   opt.step();
   optim::StateDict sd = opt.state_dict();
-  for (const auto& [name, t] : sd)
-    if (name.find("exp_avg") != std::string::npos) EXPECT_EQ(t.device(), g_dev) << name;
+  {
+    int seen = 0;
+    for (const auto& [name, t] : sd)
+      if (name.find("exp_avg") != std::string::npos) {
+        ++seen;
+        EXPECT_EQ(t.device(), g_dev) << name;
+      }
+    EXPECT_GT(seen, 0) << "no exp_avg state";
+  }
   // loaded into an optimiser of CPU parameters, the state lands on the CPU (and back on the device again)
   nn::Chain cpu_model = mlp();
   optim::Adam cpu_opt(cpu_model.parameters(), {.lr = 1e-2});
   cpu_opt.load_state_dict(sd);
-  for (const auto& [name, t] : cpu_opt.state_dict())
-    if (name.find("exp_avg") != std::string::npos) EXPECT_TRUE(t.is_cpu()) << name;
+  {
+    int seen = 0;
+    for (const auto& [name, t] : cpu_opt.state_dict())
+      if (name.find("exp_avg") != std::string::npos) {
+        ++seen;
+        EXPECT_TRUE(t.is_cpu()) << name;
+      }
+    EXPECT_GT(seen, 0) << "no exp_avg state";
+  }
   optim::Adam dev_opt(model.parameters(), {.lr = 1e-2});
   dev_opt.load_state_dict(cpu_opt.state_dict());
-  for (const auto& [name, t] : dev_opt.state_dict())
-    if (name.find("exp_avg") != std::string::npos) EXPECT_EQ(t.device(), g_dev) << name;
+  {
+    int seen = 0;
+    for (const auto& [name, t] : dev_opt.state_dict())
+      if (name.find("exp_avg") != std::string::npos) {
+        ++seen;
+        EXPECT_EQ(t.device(), g_dev) << name;
+      }
+    EXPECT_GT(seen, 0) << "no exp_avg state";
+  }
+}
+
+TRAINING_TEST(OptimiserStateFollowsAModelMovedAfterSomeSteps) {
+  const Data d = mlp_data();
+  auto step = [&](nn::Chain& model, optim::Optimizer& opt, Device dev) {
+    opt.zero_grad();
+    nn::cross_entropy(model(d.x.to(dev)), d.y.to(dev)).backward();
+    opt.step();
+  };
+  manual_seed(11);
+  nn::Chain moved = mlp();
+  // SGD with momentum: its buffer is state, and (unlike Adam) its update is not sensitive to the sign of
+  // gradients that are ~0 up to rounding, so the two devices' results stay close
+  optim::SGD opt(moved.parameters(), {.lr = 0.1, .momentum = 0.9});
+  step(moved, opt, Device::cpu());  // state created on the CPU
+  moved.to(g_dev);
+  step(moved, opt, g_dev);  // ... and moved to the device with the parameters
+  {
+    int seen = 0;
+    for (const auto& [name, t] : opt.state_dict())
+      if (name.find("momentum_buffer") != std::string::npos) {
+        ++seen;
+        EXPECT_EQ(t.device(), g_dev) << name;
+      }
+    EXPECT_GT(seen, 0) << "no momentum_buffer state";
+  }
+  // the same two steps on the CPU alone
+  manual_seed(11);
+  nn::Chain ref = mlp();
+  optim::SGD ref_opt(ref.parameters(), {.lr = 0.1, .momentum = 0.9});
+  step(ref, ref_opt, Device::cpu());
+  step(ref, ref_opt, Device::cpu());
+  const std::vector<Tensor> got = moved.parameters(), want = ref.parameters();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TENSOR_NEAR(got[i], want[i].shape(), test::values(want[i]), 1e-5, 1e-4) << "parameter " << i;
 }
 
 TEST(CudaSettings, Tf32IsOffByDefaultAndSwitchable) {
