@@ -38,11 +38,17 @@ cublasHandle_t handle_for(int device) {
   return h;
 }
 
-// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before.
+// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before (asked once per device and thread).
 size_t workspace_bytes(int device) {
-  int major = 0;
-  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9 ? (size_t{32} << 20) : (size_t{4} << 20);
+  thread_local std::vector<size_t> bytes;
+  if (bytes.size() <= static_cast<size_t>(device)) bytes.resize(static_cast<size_t>(device) + 1, 0);
+  size_t& b = bytes[static_cast<size_t>(device)];
+  if (b == 0) {
+    int major = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    b = major >= 9 ? (size_t{32} << 20) : (size_t{4} << 20);
+  }
+  return b;
 }
 
 // How cuBLAS sees the transpose of a row-major rows x cols matrix with strides (rs, cs): see Note
