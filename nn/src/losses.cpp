@@ -4,6 +4,7 @@
 #include "ember/nn/losses.h"
 
 #include <cmath>
+#include <vector>
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
@@ -57,8 +58,9 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
   EMBER_CHECK_DTYPE(!is_floating(labels.dtype()), "onehotbatch: labels must be integers, got ", desc(labels));
   EMBER_CHECK_SHAPE(labels.dim() == 1, "onehotbatch: labels must be 1-D [N], got ", labels.shape());
   if (labels.numel()) {
-    // .cpu(): a deliberate host read (one sync), allowed on CUDA where item() is guarded
-    const double lo = raw::min(labels).cpu().item(), hi = raw::max(labels).cpu().item();
+    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
+    const std::vector<double> range = raw::stack({raw::min(labels), raw::max(labels)}, 0).to_vector<double>();
+    const double lo = range[0], hi = range[1];
     EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(num_classes), "onehotbatch: labels must be in [0, ",
                       num_classes, "), got values from ", lo, " to ", hi);
   }
@@ -77,8 +79,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   EMBER_CHECK_DEVICE(targets.device() == logits.device(), "cross_entropy: expected all tensors on the same device, got ",
                      logits.device(), " and ", targets.device());
   if (targets.numel()) {
-    // .cpu(): a deliberate host read (one sync), allowed on CUDA where item() is guarded
-    const double lo = raw::min(targets).cpu().item(), hi = raw::max(targets).cpu().item();
+    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
+    const std::vector<double> range = raw::stack({raw::min(targets), raw::max(targets)}, 0).to_vector<double>();
+    const double lo = range[0], hi = range[1];
     EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(logits.size(1)),
                       "cross_entropy: targets must be class indices in [0, ", logits.size(1), ") for logits ",
                       logits.shape(), ", got values from ", lo, " to ", hi);
