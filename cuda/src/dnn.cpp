@@ -100,6 +100,7 @@ using Key = std::tuple<int, int, bool, int, std::vector<int64_t>>;  // device, d
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // what cuDNN ranked the algorithm with
 };
 std::mutex g_cache_mu;
 std::map<Key, Choice> g_cache;
@@ -118,12 +119,25 @@ Choice pick(const char* op, const Perf* perf, int n) {
   const Perf* any = nullptr;
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) return {static_cast<int>(perf[i].algo), perf[i].memory};
+    if (perf[i].determinism == CUDNN_DETERMINISTIC)
+      return {static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType};
     if (!any) any = &perf[i];
   }
   EMBER_CHECK_DEVICE(any, op, ": cuDNN offers no algorithm for this convolution within ", kMaxWorkspace >> 20,
                      " MiB of workspace");
-  return {static_cast<int>(any->algo), any->memory};
+  return {static_cast<int>(any->algo), any->memory, any->mathType};
+}
+
+// With TF32 allowed, run the algorithm with the math type cuDNN ranked it with (it may need tensor ops);
+// otherwise the descriptor stays on CUDNN_FMA_MATH, whatever the ranking said.
+void use_math(const Descriptors& d, const Choice& c, DType dt) {
+  if (dt == kFloat32 && allow_tf32()) EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+}
+
+// The math type a convolution descriptor starts from (Descriptors' constructor); set again before ranking,
+// because a backward pass ranks twice with one descriptor.
+void base_math(const Descriptors& d, DType dt) {
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 }
 
 Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d, int device, const Tensor& x,
@@ -136,22 +150,26 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
   }
   Choice c;
   int n = 0;
+  base_math(d, x.dtype());
   if (dir == Direction::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
     EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
                                                               static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
   } else if (dir == Direction::BackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
   }
@@ -159,6 +177,7 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
   g_cache.emplace(key, c);
   return c;
 }
+
 
 // Scratch from the caching allocator on the current stream (freed back to it after the call is queued).
 Tensor workspace(size_t bytes, Device dev) {
@@ -177,6 +196,7 @@ void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Con
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
   Descriptors d("conv2d", x, w, out, p);
   const Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
+  use_math(d, c, x.dtype());
   Tensor ws = workspace(c.workspace, out.device());
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
@@ -203,6 +223,7 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
   if (gx.defined() && gx.numel() > 0) {
     const Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
+    use_math(d, c, x.dtype());
     Tensor ws = workspace(c.workspace, gy.device());
     EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, one, d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
                                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
@@ -210,6 +231,7 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   }
   if (gw.defined() && gw.numel() > 0) {
     const Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
+    use_math(d, c, x.dtype());
     Tensor ws = workspace(c.workspace, gy.device());
     EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, one, d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
                                                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
