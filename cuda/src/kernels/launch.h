@@ -40,7 +40,7 @@ void launch_copy_cast(const Operand& dst, const Operand& src, const Layout& layo
 void launch_fill(const Operand& dst, double value, const Layout& layout, CUstream_st* stream);
 
 // --- elementwise.cu. float16/bfloat16 compute in float; integers wrap; rules as core/cpu/elementwise.cpp.
-// Numbered as ember::UnaryOp / ember::BinaryOp (cuda_backend.cpp static_asserts that they agree).
+// Numbered as ember::UnaryOp / ember::BinaryOp (compute_ops.cpp static_asserts that they agree).
 enum class UnaryKind : int { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
 enum class BinaryKind : int { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
 
@@ -64,7 +64,7 @@ struct Walk {
   int64_t sizes[kMaxDims] = {};
   int64_t strides[kMaxDims] = {};
 };
-// Numbered as ember::ReduceOp.
+// Numbered as ember::ReduceOp (compute_ops.cpp static_asserts it).
 enum class ReduceKind : int { Sum, Prod, Max, Min, ArgMax, ArgMin };
 // Bytes of scratch launch_reduce needs for x's type and these sizes (0: none); the caller allocates it on
 // the stream's device. Depends on the sizes only, so the summation order is the same on every run.
@@ -119,7 +119,7 @@ void launch_adam(ScalarType type, void* param, const void* grad, void* exp_avg, 
                  const AdamArgs& a, CUstream_st* stream);
 
 // --- matmul_int.cu: out[b] = a[b] @ b[b] for integer types (wrapping), any strides (cuBLAS has no integer
-// GEMM that matches); sa/sb/so are {batch, row, col} strides in elements.
+// GEMM that matches); sa/sb are {batch, row, col} strides in elements, out is contiguous.
 void launch_matmul_int(ScalarType type, void* out, const void* a, const void* b, int64_t batch, int64_t m,
                        int64_t n, int64_t k, const int64_t sa[3], const int64_t sb[3], CUstream_st* stream);
 
