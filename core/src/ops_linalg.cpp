@@ -141,6 +141,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
 
 Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, std::vector<int64_t> stride,
                             std::vector<int64_t> padding, bool need_x, bool need_w, bool need_b) {
+  detail::check_same_device("conv2d_backward", gy, x);
+  detail::check_same_device("conv2d_backward", x, w);
   Conv2dParams p = conv_params(x, w, stride, padding);
   EMBER_CHECK_SHAPE(gy.dim() == 4 && gy.size(0) == x.size(0) && gy.size(1) == w.size(0) &&
                         gy.size(2) == out_size(x.size(2), w.size(2), p.stride_h, p.pad_h) &&
@@ -200,6 +202,7 @@ Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<
 Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Tensor& x,
                        const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                        const std::vector<int64_t>& padding) {
+  detail::check_same_device(op, gy, x);
   Pool2dParams p = pool_params(op, x, kernel, stride, padding);
   EMBER_CHECK_SHAPE(gy.shape() == pool_out_shape(x, p), op, "_backward: gradient ", gy.shape(),
                     " does not match the output ", pool_out_shape(x, p));

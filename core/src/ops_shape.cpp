@@ -76,6 +76,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_same_device("index_add", src, index);
   Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
   if (shape.empty()) return binary(BinaryOp::Add, out, sum(src));  // a 0-dim input: every index read it
   const int64_t d = normalize_dim(dim, static_cast<int64_t>(shape.size()), "index_add");

@@ -28,6 +28,13 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
   throw DeviceError(message(err, expr, file, line));
 }
 
+void throw_library_error(const char* library, const char* status, bool out_of_memory, const char* expr,
+                         const char* file, int line) {
+  std::string msg = ember::detail::str(library, " error: ", status, " in `", expr, "` (", base_name(file), ":", line, ")");
+  if (out_of_memory) throw OutOfMemoryError(msg);
+  throw DeviceError(msg);
+}
+
 void warn_cuda_error(cudaError_t err, const char* expr, const char* file, int line) noexcept {
   (void)cudaGetLastError();
   // The runtime is being torn down at process exit (objects freed during static destruction): nothing to

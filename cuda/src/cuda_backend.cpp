@@ -1,5 +1,5 @@
-// defines: CudaBackend's members (allocator, synchronize, copy, fill, and the not-yet-implemented compute
-// ops) and detail::pin, the pinned host copy behind Tensor::pin_memory().
+// defines: CudaBackend's allocator, synchronize, copies and fill (the compute ops are in compute_ops.cpp),
+// detail::kernel_args (kernel_args.h), and detail::pin, the pinned host copy behind Tensor::pin_memory().
 //
 // Note [CUDA copies]: every copy has three steps — pack, move, unpack:
 //   1. pack: the bytes to move are one contiguous run in the source's dtype: the source itself when it is
@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "device_guard.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
+#include "kernel_args.h"
 #include "kernels/launch.h"
 #include "stream_internal.h"
 
@@ -36,6 +38,8 @@ namespace ember::cuda {
 namespace {
 
 using kernels::ScalarType;
+using detail::kernel_args;
+using detail::KernelArgs;
 static_assert(static_cast<int>(ScalarType::Float32) == static_cast<int>(DType::kFloat32));
 static_assert(static_cast<int>(ScalarType::Float64) == static_cast<int>(DType::kFloat64));
 static_assert(static_cast<int>(ScalarType::Float16) == static_cast<int>(DType::kFloat16));
@@ -46,57 +50,7 @@ static_assert(static_cast<int>(ScalarType::UInt8) == static_cast<int>(DType::kUI
 static_assert(static_cast<int>(ScalarType::Bool) == static_cast<int>(DType::kBool));
 static_assert(sizeof(bool) == 1, "kernels store bool as one byte, as the CPU backend does");
 
-[[noreturn]] void not_implemented(const char* op) {
-  throw DeviceError(ember::detail::str(op, ": not implemented on CUDA yet (the CUDA compute issue adds the kernels)"));
-}
-
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
-
-// --- kernel arguments
-
-struct KernelArgs {
-  kernels::Layout layout;
-  kernels::Operand operands[2];
-};
-
-// Describes one or two tensors of one shape for a kernel. Size-1 dims are dropped and neighbouring dims
-// that every tensor walks as one (stride[d] == stride[d + 1] * size[d + 1]) are merged, so a contiguous
-// tensor becomes 1-D and a transposed matrix stays 2-D.
-KernelArgs kernel_args(const char* op, const Tensor& a, const Tensor* b) {
-  const Tensor* tensors[2] = {&a, b};
-  const int n = b ? 2 : 1;
-  const Shape& shape = a.shape();
-  // Built innermost dim first, reversed at the end.
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides[2];
-  for (size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] == 1) continue;
-    bool merge = !sizes.empty();
-    for (int k = 0; k < n && merge; ++k) merge = tensors[k]->strides()[d] == strides[k].back() * sizes.back();
-    if (merge) {
-      sizes.back() *= shape[d];
-      continue;
-    }
-    sizes.push_back(shape[d]);
-    for (int k = 0; k < n; ++k) strides[k].push_back(tensors[k]->strides()[d]);
-  }
-  EMBER_CHECK_DEVICE(sizes.size() <= static_cast<size_t>(kernels::kMaxDims), op, ": ", a.dtype(), a.shape(),
-                     " has ", sizes.size(), " dims that cannot be merged; CUDA kernels take at most ",
-                     kernels::kMaxDims, " (make it contiguous first)");
-  KernelArgs args;
-  args.layout.ndim = static_cast<int>(sizes.size());
-  args.layout.numel = a.numel();
-  for (size_t j = 0; j < sizes.size(); ++j) {
-    const size_t d = sizes.size() - 1 - j;  // back to outermost first
-    args.layout.sizes[d] = sizes[j];
-    for (int k = 0; k < n; ++k) args.operands[k].strides[d] = strides[k][j];
-  }
-  for (int k = 0; k < n; ++k) {
-    args.operands[k].data = tensors[k]->data_ptr();
-    args.operands[k].type = static_cast<ScalarType>(static_cast<int>(tensors[k]->dtype()));
-  }
-  return args;
-}
 
 // --- the four copy directions (see Note [CUDA copies])
 
@@ -110,7 +64,7 @@ void copy_on_device(const Tensor& dst, const Tensor& src) {
       EMBER_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes(dst), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  KernelArgs k = kernel_args("copy", dst, &src);
+  KernelArgs k = kernel_args("copy", {&dst, &src});
   kernels::launch_copy_cast(k.operands[0], k.operands[1], k.layout, stream);
 }
 
@@ -172,6 +126,46 @@ void copy_between_devices(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+namespace detail {
+KernelArgs kernel_args(const char* op, std::initializer_list<const Tensor*> list) {
+  const Tensor* tensors[4] = {};
+  int n = 0;
+  for (const Tensor* t : list) tensors[n++] = t;
+  const Tensor& a = *tensors[0];
+  const Shape& shape = a.shape();
+  // Built innermost dim first, reversed at the end.
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides[4];
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    bool merge = !sizes.empty();
+    for (int k = 0; k < n && merge; ++k) merge = tensors[k]->strides()[d] == strides[k].back() * sizes.back();
+    if (merge) {
+      sizes.back() *= shape[d];
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    for (int k = 0; k < n; ++k) strides[k].push_back(tensors[k]->strides()[d]);
+  }
+  EMBER_CHECK_DEVICE(sizes.size() <= static_cast<size_t>(kernels::kMaxDims), op, ": ", a.dtype(), a.shape(),
+                     " has ", sizes.size(), " dims that cannot be merged; CUDA kernels take at most ",
+                     kernels::kMaxDims, " (make it contiguous first)");
+  KernelArgs args;
+  args.layout.ndim = static_cast<int>(sizes.size());
+  args.layout.numel = a.numel();
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    const size_t d = sizes.size() - 1 - j;  // back to outermost first
+    args.layout.sizes[d] = sizes[j];
+    for (int k = 0; k < n; ++k) args.operands[k].strides[d] = strides[k][j];
+  }
+  for (int k = 0; k < n; ++k) {
+    args.operands[k].data = tensors[k]->data_ptr();
+    args.operands[k].type = scalar_type(tensors[k]->dtype());
+  }
+  return args;
+}
+}  // namespace detail
+
 Allocator& CudaBackend::allocator(int device_index) { return detail::device_allocator(device_index); }
 
 void CudaBackend::synchronize(int device_index) {
@@ -196,41 +190,9 @@ void CudaBackend::fill(const Tensor& dst, double v) {
   if (dst.numel() == 0) return;
   const int device = dst.device().index();
   detail::DeviceGuard guard(device);
-  KernelArgs k = kernel_args("fill", dst, nullptr);
+  KernelArgs k = kernel_args("fill", {&dst});
   kernels::launch_fill(k.operands[0], v, k.layout, detail::current_stream_handle(device));
 }
-
-void CudaBackend::unary(UnaryOp op, const Tensor&, const Tensor&) { not_implemented(name(op)); }
-void CudaBackend::clamp(const Tensor&, const Tensor&, double, double) { not_implemented("clamp"); }
-void CudaBackend::binary(BinaryOp op, const Tensor&, const Tensor&, const Tensor&) { not_implemented(name(op)); }
-void CudaBackend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { not_implemented("where"); }
-void CudaBackend::reduce(ReduceOp, const Tensor&, const Tensor&, const std::vector<int64_t>&) {
-  not_implemented("reduce");
-}
-void CudaBackend::matmul(const Tensor&, const Tensor&, const Tensor&) { not_implemented("matmul"); }
-void CudaBackend::softmax(const Tensor&, const Tensor&, int64_t, bool log) {
-  not_implemented(log ? "log_softmax" : "softmax");
-}
-void CudaBackend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
-  not_implemented("conv2d");
-}
-void CudaBackend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  const Tensor&, const Conv2dParams&) {
-  not_implemented("conv2d_backward");
-}
-void CudaBackend::pool2d(PoolKind kind, const Tensor&, const Tensor&, const Pool2dParams&) {
-  not_implemented(kind == PoolKind::Max ? "max_pool2d" : "avg_pool2d");
-}
-void CudaBackend::pool2d_backward(PoolKind kind, const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) {
-  not_implemented(kind == PoolKind::Max ? "max_pool2d_backward" : "avg_pool2d_backward");
-}
-void CudaBackend::index_select(const Tensor&, const Tensor&, int64_t, const Tensor&) {
-  not_implemented("index_select");
-}
-void CudaBackend::index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { not_implemented("index_add"); }
-void CudaBackend::random(RandomKind, const Tensor&, double, double, PhiloxState) { not_implemented("random"); }
-void CudaBackend::sgd_step(const SgdStepArgs&) { not_implemented("sgd_step"); }
-void CudaBackend::adam_step(const AdamStepArgs&) { not_implemented("adam_step"); }
 
 namespace detail {
 // Declared in core/src/cuda_hooks.h. requires: t is a CPU tensor and CUDA is usable (pin_memory checks).

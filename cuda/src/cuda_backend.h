@@ -1,7 +1,7 @@
 // defines: CudaBackend, ember::Backend for one CUDA device: its allocator (the caching allocator), copies
-// (on the device, host <-> device, device <-> device; rules in docs/cuda.md) and fill. The compute ops
-// throw DeviceError until the CUDA compute issue adds their kernels. Private to cuda/src; one instance per
-// device, handed out by detail::backend_or_null (runtime.cpp).
+// (on the device, host <-> device, device <-> device; rules in docs/cuda.md), fill and the compute ops
+// (own kernels in kernels/, cuBLAS matmul, cuDNN conv2d; docs/cuda.md "Compute ops"). Private to cuda/src;
+// one instance per device, handed out by detail::backend_or_null (runtime.cpp).
 #pragma once
 #include "ember/core/backend.h"
 
@@ -19,7 +19,7 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) override;
   void fill(const Tensor& dst, double v) override;
 
-  // --- not implemented yet: each throws DeviceError("<op>: not implemented on CUDA yet ...")
+  // Compute ops: argument contracts in ember/core/backend.h.
   void unary(UnaryOp op, const Tensor& out, const Tensor& x) override;
   void clamp(const Tensor& out, const Tensor& x, double lo, double hi) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;

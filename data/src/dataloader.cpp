@@ -1,8 +1,10 @@
-// defines: the non-template parts of DataLoader: option checks, collating one field, delivery to the device.
+// defines: the non-template parts of DataLoader: option checks, collating one field, pinning, delivery to
+// the device (plain, or on a side stream: DeviceFeeder).
 #include "ember/data/dataloader.h"
 
 #include "ember/autograd/ops.h"
 #include "ember/core/backend.h"
+#include "ember/cuda/cuda.h"
 
 namespace ember::data::detail {
 
@@ -19,7 +21,7 @@ void check_loader_options(const DataLoaderOptions& o) {
                                            " because CUDA is unavailable: ", e.what()));
     }
   }
-  // pin_memory: nothing to check; it is a documented no-op until the CUDA backend exists.
+  // pin_memory: nothing to check; without CUDA it is a documented no-op.
 }
 
 Tensor collate_field(const std::vector<Tensor>& ts, const char* field) {
@@ -41,6 +43,35 @@ Batch deliver(Batch b, const DataLoaderOptions& o) {
   if (b.x.defined()) b.x = b.x.to(o.device);
   if (b.y.defined()) b.y = b.y.to(o.device);
   return b;
+}
+
+bool pinning(const DataLoaderOptions& o) { return o.pin_memory && cuda::is_available(); }
+
+Batch pin(Batch b) {
+  if (b.x.defined()) b.x = b.x.pin_memory();
+  if (b.y.defined()) b.y = b.y.pin_memory();
+  return b;
+}
+
+DeviceFeeder::DeviceFeeder(Device device) : device_(device), side_(cuda::Stream::create(device.index())) {}
+
+void DeviceFeeder::start(const Batch& host) {
+  cuda::StreamGuard guard(side_);  // the device memory is allocated on, and the copy queued on, the side stream
+  batch_.x = host.x.defined() ? host.x.to(device_, /*non_blocking=*/true) : Tensor();
+  batch_.y = host.y.defined() ? host.y.to(device_, /*non_blocking=*/true) : Tensor();
+  ready_.record(side_);
+  busy_ = true;
+}
+
+Batch DeviceFeeder::finish() {
+  const cuda::Stream cur = cuda::current_stream(device_.index());
+  ready_.block(cur);  // the caller's later work waits for the copy, the host does not
+  // The memory was allocated on the side stream: without this, freeing the batch would let the side
+  // stream's next allocation reuse it while the caller's work may still be reading it.
+  if (batch_.x.defined()) batch_.x.record_stream(cur);
+  if (batch_.y.defined()) batch_.y.record_stream(cur);
+  busy_ = false;
+  return std::exchange(batch_, Batch{});
 }
 
 }  // namespace ember::data::detail

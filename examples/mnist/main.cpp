@@ -82,7 +82,7 @@ double accuracy(nn::Module& model, const Tensor& images, const Tensor& labels, D
   for (int64_t i = 0; i < n; i += 1000) {
     const int64_t e = std::min(n, i + 1000);
     Tensor logits = model(images.slice(0, i, e).to(dev));
-    correct += sum(eq(argmax(logits, 1), labels.slice(0, i, e).to(dev))).item<int64_t>();
+    correct += sum(eq(argmax(logits, 1), labels.slice(0, i, e).to(dev))).cpu().item<int64_t>();
   }
   model.train();
   return static_cast<double>(correct) / static_cast<double>(n);
@@ -103,8 +103,10 @@ int main(int argc, char** argv) {
     nn::Chain model = make_model(args.model);
     model.to(dev);
     optim::Adam opt(model.parameters(), {.lr = args.lr});
+    // On a GPU: batches built in pinned memory and delivered on the device, the next one's copy overlapping
+    // this one's compute (see DataLoader).
     data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .num_workers = args.workers,
-                                    .seed = args.seed});
+                                    .pin_memory = dev.is_cuda(), .device = dev, .seed = args.seed});
     std::cout << model << "\n"
               << args.model << " on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size
               << ", Adam lr " << args.lr << ", " << train.size() << " training images\n";
@@ -113,19 +115,23 @@ int main(int argc, char** argv) {
     const int64_t nb = static_cast<int64_t>(loader.size());
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       auto t0 = Clock::now();
+      // The loss is summed on the device and read back only when printed: reading it every step would make
+      // the host wait for the GPU each time.
+      Tensor running_sum = zeros({}, {.device = dev});
       double running = 0;
       int64_t done = 0, seen = 0;
       for (auto [x, y] : loader) {
-        Tensor loss = nn::cross_entropy(model(x.to(dev)), y.to(dev));
+        Tensor loss = nn::cross_entropy(model(x), y);
         opt.zero_grad();
         loss.backward();
         opt.step();
-        running += loss.item();
+        running_sum = running_sum + loss.detach();
         ++done;
         seen += x.size(0);
         // A live progress bar: redrawn in place on a terminal, every 25% in a log.
         const bool last = done == nb;
         if ((tty && (done % 10 == 0 || last)) || (!tty && (done % std::max<int64_t>(1, nb / 4) == 0 || last))) {
+          running = running_sum.cpu().item<float>();
           const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
           const int width = 30, filled = static_cast<int>(width * done / nb);
           std::printf("%sepoch %d [%s%s] %lld/%lld  %.0f samples/s  loss %.4f  ETA %s%s", tty ? "\r" : "", epoch,
@@ -141,6 +147,7 @@ int main(int argc, char** argv) {
       std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "", epoch,
                   running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
     }
+    if (dev.is_cuda()) std::cout << cuda::memory_summary(dev);
     if (!args.save.empty()) {
       nn::save(model, args.save);
       std::cout << "saved " << args.save << "\n";

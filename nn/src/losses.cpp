@@ -4,6 +4,7 @@
 #include "ember/nn/losses.h"
 
 #include <cmath>
+#include <vector>
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
@@ -57,7 +58,9 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
   EMBER_CHECK_DTYPE(!is_floating(labels.dtype()), "onehotbatch: labels must be integers, got ", desc(labels));
   EMBER_CHECK_SHAPE(labels.dim() == 1, "onehotbatch: labels must be 1-D [N], got ", labels.shape());
   if (labels.numel()) {
-    const double lo = raw::min(labels).item(), hi = raw::max(labels).item();
+    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
+    const std::vector<double> range = raw::stack({raw::min(labels), raw::max(labels)}, 0).to_vector<double>();
+    const double lo = range[0], hi = range[1];
     EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(num_classes), "onehotbatch: labels must be in [0, ",
                       num_classes, "), got values from ", lo, " to ", hi);
   }
@@ -76,7 +79,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   EMBER_CHECK_DEVICE(targets.device() == logits.device(), "cross_entropy: expected all tensors on the same device, got ",
                      logits.device(), " and ", targets.device());
   if (targets.numel()) {
-    const double lo = raw::min(targets).item(), hi = raw::max(targets).item();
+    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
+    const std::vector<double> range = raw::stack({raw::min(targets), raw::max(targets)}, 0).to_vector<double>();
+    const double lo = range[0], hi = range[1];
     EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(logits.size(1)),
                       "cross_entropy: targets must be class indices in [0, ", logits.size(1), ") for logits ",
                       logits.shape(), ", got values from ", lo, " to ", hi);
@@ -148,7 +153,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   double sq = 0;
   for (const Tensor& p : params) {
     Tensor gr = p.grad();
-    if (gr.defined()) sq += raw::sum(raw::unary(UnaryOp::Square, raw::cast(gr, kFloat64))).item();
+    if (gr.defined()) sq += raw::sum(raw::unary(UnaryOp::Square, raw::cast(gr, kFloat64))).cpu().item();
   }
   const double norm = std::sqrt(sq);
   const double scale = max_norm / (norm + 1e-6);

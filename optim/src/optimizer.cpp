@@ -69,10 +69,14 @@ void Optimizer::update_each(const std::function<void(const Tensor&, const Tensor
                       ": parameter ", i, " is ", p.dtype(), p.shape(), " on ", p.device(), " but its grad is ",
                       grad.dtype(), grad.shape(), " on ", grad.device());
     ParamState& s = state_[i];
-    for (const Tensor& b : s.buffers)  // e.g. a model moved to another device after the optimiser was made
-      EMBER_CHECK(b.dtype() == p.dtype() && b.device() == p.device() && b.shape() == p.shape(), Error, name_,
-                  ": parameter ", i, " is now ", p.dtype(), p.shape(), " on ", p.device(), " but its state is ",
-                  b.dtype(), b.shape(), " on ", b.device(), "; create the optimiser after moving the model");
+    for (Tensor& b : s.buffers) {
+      EMBER_CHECK(b.dtype() == p.dtype() && b.shape() == p.shape(), Error, name_, ": parameter ", i, " is now ",
+                  p.dtype(), p.shape(), " but its state is ", b.dtype(), b.shape(),
+                  "; create the optimiser after converting the model");
+      // The state lives with its parameter: a model moved to another device after some steps (model.to)
+      // takes its optimiser state along at the next step.
+      if (b.device() != p.device()) b = raw::to_device(b, p.device());
+    }
     // The fused kernels take contiguous tensors: a strided parameter is updated in a copy, then copied back.
     Tensor pc = raw::contiguous(p);
     const Tensor gc = raw::contiguous(grad);

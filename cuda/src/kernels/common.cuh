@@ -124,3 +124,88 @@ __device__ inline int64_t element_offset(int64_t i, const Layout& layout, const 
 }
 
 }  // namespace ember::cuda::kernels
+
+namespace ember::cuda::kernels {
+
+// --- arithmetic shared by the compute kernels
+
+// The type a kernel computes in: float for float16/bfloat16 (as the CPU backend, which upcasts them), the
+// stored type otherwise.
+template <class T>
+using compute_t = typename std::conditional<IsReduced<T>::value, float, T>::type;
+
+template <class T>
+__device__ inline compute_t<T> load_c(T v) {
+  if constexpr (IsReduced<T>::value) return to_float(v);
+  else return v;
+}
+template <class T>
+__device__ inline T store_c(compute_t<T> v) {
+  if constexpr (IsReduced<T>::value) return from_float<T>(v);
+  else return v;
+}
+
+template <class T>
+__device__ inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point<T>::value) return v != v;
+  else return false;
+}
+
+// v < 0, spelled so that unsigned types and bool compile without a pointless-comparison warning.
+template <class T>
+__device__ inline bool is_neg(T v) {
+  if constexpr (std::is_unsigned<T>::value || std::is_same<T, bool>::value) return false;
+  else return v < T(0);
+}
+
+// +, -, * and negation that wrap for signed integers (done in the unsigned type: no undefined overflow),
+// plain for floats; bool goes through int and back (as the CPU backend).
+template <class T>
+__device__ inline T wrap_add(T a, T b) {
+  if constexpr (std::is_integral<T>::value && std::is_signed<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <class T>
+__device__ inline T wrap_sub(T a, T b) {
+  if constexpr (std::is_integral<T>::value && std::is_signed<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return static_cast<T>(a - b);
+  }
+}
+template <class T>
+__device__ inline T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral<T>::value && std::is_signed<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+template <class T>
+__device__ inline T wrap_neg(T a) {
+  return wrap_sub(T(0), a);
+}
+
+// A strided walk's element offset (Walk in launch.h), the same peeling as element_offset.
+__device__ inline int64_t walk_offset(int64_t i, const Walk& w) {
+  int64_t offset = 0;
+  for (int d = w.ndim - 1; d > 0; --d) {
+    offset += (i % w.sizes[d]) * w.strides[d];
+    i /= w.sizes[d];
+  }
+  if (w.ndim > 0) offset += i * w.strides[0];
+  return offset;
+}
+
+// Grid-stride loop over [0, n).
+#define EMBER_KERNEL_LOOP(i, n)                                                                    \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);          \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+}  // namespace ember::cuda::kernels

@@ -20,4 +20,10 @@ std::string unavailable_reason();
 void set_allow_scalar(bool allow);
 bool allow_scalar();
 
+// float32 matmul (cuBLAS) and conv2d (cuDNN) may use TF32 tensor cores: ~10 mantissa bits per product,
+// much faster on Ampere and later. Off by default, so CUDA float32 results match the CPU's to ~1e-6;
+// read at each op, so it can be switched between ops.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 }  // namespace ember::cuda

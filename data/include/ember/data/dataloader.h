@@ -10,10 +10,13 @@
 //   for (int epoch = 0; epoch < 10; ++epoch)
 //     for (auto [xb, yb] : loader) { /* xb: [64, ...] */ }
 //
-// pin_memory: the loader does not pin batches yet (the CUDA compute issue adds pinning and side-stream
-// copies), so pin_memory = true is accepted and does nothing: Tensor::is_pinned() stays false. A .device other
-// than the CPU throws DeviceError at construction when CUDA is unavailable; when it is available, batches are
-// moved there with a plain synchronous .to(device).
+// Devices: a .device other than the CPU throws DeviceError at construction when CUDA is unavailable. With
+// pin_memory (and a usable CUDA device) the batches are built in pinned host memory — by the workers, when
+// there are any. With a CUDA .device and pin_memory, batch k + 1 is copied to the GPU on a side stream
+// (non-blocking, from pinned memory) while the caller computes on batch k; the batch handed out is ready for
+// the caller's current stream (which waits on an event recorded after the copy, and is recorded on the
+// batch's memory, so the memory is not reused under it). Without pin_memory, batches are moved with a plain
+// .to(device). Without CUDA, pin_memory is accepted and does nothing (the batches are ordinary CPU tensors).
 #pragma once
 #include <algorithm>
 #include <condition_variable>
@@ -31,6 +34,8 @@
 
 #include "ember/core/device.h"
 #include "ember/core/tensor.h"
+#include "ember/cuda/event.h"
+#include "ember/cuda/stream.h"
 #include "ember/data/dataset.h"
 #include "ember/data/sampler.h"
 
@@ -41,7 +46,7 @@ struct DataLoaderOptions {
   bool shuffle = false;           // a new permutation each epoch, from (seed, epoch)
   bool drop_last = false;         // drop a last batch smaller than batch_size
   int num_workers = 0;            // 0: batches are built on the consumer thread
-  bool pin_memory = false;        // accepted, not yet acted on: batches are not pinned
+  bool pin_memory = false;        // build batches in pinned memory (needs CUDA; a no-op without it)
   Device device = Device::cpu();  // where batches are delivered
   int prefetch = 2;               // ready or in-flight batches per worker (>= 1)
   uint64_t seed = 0;              // shuffle seed
@@ -54,6 +59,27 @@ void check_loader_options(const DataLoaderOptions& o);
 Tensor collate_field(const std::vector<Tensor>& ts, const char* field);
 // Moves a batch to `device` (nothing to do on the CPU).
 Batch deliver(Batch b, const DataLoaderOptions& o);
+// The batch's tensors in pinned host memory.
+Batch pin(Batch b);
+// True when batches should be pinned: pin_memory is set and CUDA is usable.
+bool pinning(const DataLoaderOptions& o);
+
+// Copies one batch at a time to a CUDA device on a side stream: start() queues the copy and returns at
+// once (pinned sources), finish() hands the batch over to the caller's current stream.
+class DeviceFeeder {
+ public:
+  explicit DeviceFeeder(Device device);
+  void start(const Batch& host);
+  Batch finish();
+  bool busy() const { return busy_; }
+
+ private:
+  Device device_;
+  cuda::Stream side_;
+  cuda::Event ready_;
+  Batch batch_;
+  bool busy_ = false;
+};
 
 // One epoch: the order, the batch jobs, and (with workers) the threads and the reorder buffer.
 template <Dataset D>
@@ -61,7 +87,8 @@ class EpochRun {
  public:
   EpochRun(std::shared_ptr<D> ds, const DataLoaderOptions& o, std::vector<int64_t> order, int64_t num_batches)
       : ds_(std::move(ds)), opts_(o), order_(std::move(order)), num_batches_(num_batches),
-        capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers) {
+        capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers), pin_(pinning(o)) {
+    if (pin_ && o.device.is_cuda()) feeder_ = std::make_unique<DeviceFeeder>(o.device);
     workers_.reserve(static_cast<size_t>(o.num_workers));
     for (int w = 0; w < o.num_workers; ++w) workers_.emplace_back([this](std::stop_token st) { work(st); });
   }
@@ -75,12 +102,31 @@ class EpochRun {
 
   int64_t num_batches() const { return num_batches_; }
 
-  // The next batch in order; rethrows what building it threw (on a worker or here).
+  // The next batch in order, on the loader's device; rethrows what building it threw (on a worker or here).
   Batch next() {
+    if (!feeder_) return deliver(take(), opts_);
+    if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
+    if (!feeder_->busy()) feeder_->start(take());  // the first batch
+    Batch b = feeder_->finish();
+    // Start copying the next batch now, so that the copy overlaps the caller's work on this one. An error
+    // building it is kept and rethrown by the call that would have returned it.
+    if (taken_ < num_batches_) {
+      try {
+        feeder_->start(take());
+      } catch (...) {
+        pending_ = std::current_exception();
+      }
+    }
+    return b;
+  }
+
+ private:
+  // The next batch in order, on the host.
+  Batch take() {
     const int64_t k = taken_;
     if (workers_.empty()) {
       ++taken_;
-      return deliver(build(k), opts_);
+      return build(k);
     }
     Slot slot;
     {
@@ -92,17 +138,19 @@ class EpochRun {
     }
     job_cv_.notify_all();  // a place in the window opened
     if (slot.error) std::rethrow_exception(slot.error);
-    return deliver(std::move(slot.batch), opts_);
+    return std::move(slot.batch);
   }
 
- private:
   struct Slot {
     Batch batch;
     std::exception_ptr error;
   };
 
+  // Batch k, pinned when pinning.
+  Batch build(int64_t k) { return pin_ ? pin(build_plain(k)) : build_plain(k); }
+
   // Batch k: samples order_[k * batch_size, ...), gathered in one call when the dataset can, else collated.
-  Batch build(int64_t k) {
+  Batch build_plain(int64_t k) {
     const auto first = static_cast<size_t>(k * opts_.batch_size);
     const size_t last = std::min(order_.size(), first + static_cast<size_t>(opts_.batch_size));
     std::span<const int64_t> idx(order_.data() + first, last - first);
@@ -156,7 +204,10 @@ class EpochRun {
   std::condition_variable ready_cv_;
   int64_t next_job_ = 0;
   std::map<int64_t, Slot> ready_;  // finished batches by sequence number, waiting for their turn
-  std::vector<std::jthread> workers_;
+  bool pin_;
+  std::unique_ptr<DeviceFeeder> feeder_;  // with pinning and a CUDA device
+  std::exception_ptr pending_;            // building the prefetched batch failed
+  std::vector<std::jthread> workers_;     // last: joined first, while the members they use are alive
 };
 }  // namespace detail
 

@@ -1,0 +1,129 @@
+// defines: cublas_matmul (compute_internal.h), the cuBLAS side of CudaBackend::matmul, and the per-thread
+// cuBLAS handles.
+//
+// Note [Row-major GEMM on cuBLAS]: cuBLAS is column-major. A row-major [M, N] matrix with rows contiguous is,
+// read column-major, its own transpose ([N, M], leading dim = row stride). So C = A @ B is computed as
+// C^T = B^T @ A^T: cuBLAS gets (m, n, k) = (N, M, K), B first and A second, and writes C^T column-major,
+// which is C row-major — no copies. Each operand is passed as it lies: rows contiguous -> op N with
+// ld = row stride; columns contiguous (a transposed view) -> op T with ld = column stride. Only an operand
+// with neither dim contiguous is copied first. Batch strides pass through (0 for a broadcast batch).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <vector>
+
+#include "check.h"
+#include "compute_internal.h"
+#include "device_guard.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+#include "ember/cuda/cuda.h"
+#include "stream_internal.h"
+
+namespace ember::cuda::detail {
+namespace {
+
+// One handle per (thread, device), created on first use. Deliberately never destroyed: a thread_local
+// destructor would run during process teardown, racing the CUDA runtime's own shutdown.
+cublasHandle_t handle_for(int device) {
+  thread_local std::vector<cublasHandle_t> handles;
+  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  cublasHandle_t& h = handles[static_cast<size_t>(device)];
+  if (!h) {
+    EMBER_CUBLAS_CHECK(cublasCreate(&h));
+    // float16/bfloat16 GEMMs accumulate in float throughout (as the CPU backend, which upcasts them).
+    EMBER_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  }
+  return h;
+}
+
+// cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before (asked once per device and thread).
+size_t workspace_bytes(int device) {
+  thread_local std::vector<size_t> bytes;
+  if (bytes.size() <= static_cast<size_t>(device)) bytes.resize(static_cast<size_t>(device) + 1, 0);
+  size_t& b = bytes[static_cast<size_t>(device)];
+  if (b == 0) {
+    int major = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    b = major >= 9 ? (size_t{32} << 20) : (size_t{4} << 20);
+  }
+  return b;
+}
+
+// How cuBLAS sees the transpose of a row-major rows x cols matrix with strides (rs, cs): see Note
+// [Row-major GEMM on cuBLAS]. A size-1 dim's stride does not matter.
+struct Operand {
+  cublasOperation_t op = CUBLAS_OP_N;
+  int64_t ld = 0;
+  bool ok = false;
+};
+Operand transposed_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  const int64_t need_n = cols > 1 ? cols : 1, need_t = rows > 1 ? rows : 1;
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= need_n)) return {CUBLAS_OP_N, rows == 1 ? need_n : rs, true};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= need_t)) return {CUBLAS_OP_T, cols == 1 ? need_t : cs, true};
+  return {};
+}
+
+struct Types {
+  cudaDataType_t data;
+  cublasComputeType_t compute;
+};
+Types types_for(DType dt) {
+  switch (dt) {
+    case kFloat32: return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case kFloat64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case kFloat16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case kBFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    default: throw InternalError(ember::detail::str("cublas_matmul: no cuBLAS GEMM for ", dt));
+  }
+}
+
+void check_int(const char* what, int64_t v) {
+  EMBER_CHECK_DEVICE(v <= INT_MAX, "matmul: ", what, " ", v, " exceeds cuBLAS's 32-bit limit");
+}
+
+}  // namespace
+
+void cublas_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a_in.size(2);
+  if (out.numel() == 0) return;
+  const int device = out.device().index();
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream_handle(device);
+  Tensor a = a_in, b = b_in;
+  Operand ob = transposed_view(K, N, b.stride(1), b.stride(2));  // B^T: cuBLAS's first operand
+  if (!ob.ok) {
+    b = raw::contiguous(b);
+    ob = transposed_view(K, N, b.stride(1), b.stride(2));
+  }
+  Operand oa = transposed_view(M, K, a.stride(1), a.stride(2));  // A^T: the second
+  if (!oa.ok) {
+    a = raw::contiguous(a);
+    oa = transposed_view(M, K, a.stride(1), a.stride(2));
+  }
+  for (auto [what, v] : {std::pair{"M", M}, {"N", N}, {"K", K}, {"batch", B}, {"lda", oa.ld}, {"ldb", ob.ld}})
+    check_int(what, v);
+  const int64_t stride_a = B > 1 ? a.stride(0) : 0, stride_b = B > 1 ? b.stride(0) : 0;
+
+  cublasHandle_t h = handle_for(device);
+  EMBER_CUBLAS_CHECK(cublasSetStream(h, stream));
+  // The workspace comes from the caching allocator on this stream, so that GEMMs on other streams never
+  // share it (cublasSetStream resets any earlier one); it returns to the cache when this call ends, after
+  // the GEMM is queued, and stream order keeps its next user behind the GEMM.
+  const size_t ws_bytes = workspace_bytes(device);
+  Tensor ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = kUInt8, .device = out.device()});
+  EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), ws_bytes));
+
+  const Types t = types_for(out.dtype());
+  const double alpha_d = 1, beta_d = 0;
+  const float alpha_f = 1, beta_f = 0;
+  const bool dbl = out.dtype() == kFloat64;
+  EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, ob.op, oa.op, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+      dbl ? static_cast<const void*>(&alpha_d) : &alpha_f, b.data_ptr(), t.data, static_cast<int>(ob.ld), stride_b,
+      a.data_ptr(), t.data, static_cast<int>(oa.ld), stride_a, dbl ? static_cast<const void*>(&beta_d) : &beta_f,
+      out.data_ptr(), t.data, static_cast<int>(N), M * N, static_cast<int>(B), t.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace ember::cuda::detail

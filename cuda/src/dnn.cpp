@@ -1,0 +1,244 @@
+// defines: cudnn_conv2d / cudnn_conv2d_backward (compute_internal.h) on cuDNN's convolution API, the
+// per-thread cuDNN handles, and the per-shape algorithm cache. Without cuDNN in the build (EMBER_WITH_CUDNN
+// 0) the entry points throw DeviceError (pooling does not need cuDNN: pool.cu).
+//
+// Algorithms: cuDNN's heuristics (cudnnGet*Algorithm_v7, which run nothing) rank the algorithms for a
+// shape; the first deterministic one that works within the workspace limit is taken (any working one
+// when none is deterministic), and cached per (device, dtype, TF32, shapes, stride, padding, direction).
+// Heuristics instead of cudnnFind* (which times every algorithm): no warm-up cost on a new shape, no
+// large trial allocations, and the same algorithm on every run (reproducible results).
+#include "compute_internal.h"
+
+#if EMBER_WITH_CUDNN
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "check.h"
+#include "device_guard.h"
+#include "ember/core/factory.h"
+#include "ember/cuda/cuda.h"
+#include "stream_internal.h"
+#endif
+
+namespace ember::cuda::detail {
+
+#if !EMBER_WITH_CUDNN
+
+bool have_cudnn() { return false; }
+[[noreturn]] static void no_cudnn(const char* op) {
+  throw DeviceError(ember::detail::str(op, ": this build of ember has no cuDNN, which CUDA convolutions use "
+                                           "(reconfigure with -DCUDNN_ROOT=<cuDNN 9 install> ; see docs/cuda.md)"));
+}
+void cudnn_conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { no_cudnn("conv2d"); }
+void cudnn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Conv2dParams&) {
+  no_cudnn("conv2d_backward");
+}
+
+#else
+
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t{1} << 30;  // algorithms wanting more are skipped
+
+// One handle per (thread, device); never destroyed (see blas.cpp's handle_for).
+cudnnHandle_t handle_for(int device) {
+  thread_local std::vector<cudnnHandle_t> handles;
+  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
+  if (!h) EMBER_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
+}
+
+int as_int(const char* op, int64_t v) {
+  EMBER_CHECK_DEVICE(v <= INT_MAX, op, ": size ", v, " exceeds cuDNN's 32-bit limit");
+  return static_cast<int>(v);
+}
+
+cudnnDataType_t data_type(DType dt) { return dt == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+
+// The descriptors of one convolution, destroyed with it.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  Descriptors(const char* op, const Tensor& x_t, const Tensor& w_t, const Tensor& y_t, const Conv2dParams& p) {
+    const cudnnDataType_t dt = data_type(x_t.dtype());
+    auto dim = [&](const Tensor& t, int d) { return as_int(op, t.size(d)); };
+    EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, dim(x_t, 0), dim(x_t, 1), dim(x_t, 2), dim(x_t, 3)));
+    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dt, dim(y_t, 0), dim(y_t, 1), dim(y_t, 2), dim(y_t, 3)));
+    EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
+    EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, as_int(op, p.pad_h), as_int(op, p.pad_w),
+                                                      as_int(op, p.stride_h), as_int(op, p.stride_w), 1, 1,
+                                                      CUDNN_CROSS_CORRELATION, dt));
+    // CUDNN_FMA_MATH keeps float32 off TF32 tensor cores unless the user allowed it.
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(
+        conv, dt == CUDNN_DATA_FLOAT && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  }
+  ~Descriptors() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+enum class Direction { Forward, BackwardData, BackwardFilter };
+using Key = std::tuple<int, int, bool, int, std::vector<int64_t>>;  // device, dtype, tf32, direction, sizes+params
+struct Choice {
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // what cuDNN ranked the algorithm with
+};
+std::mutex g_cache_mu;
+std::map<Key, Choice> g_cache;
+
+Key key_for(Direction d, int device, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  std::vector<int64_t> v(x.shape().begin(), x.shape().end());
+  v.insert(v.end(), w.shape().begin(), w.shape().end());
+  v.insert(v.end(), {p.stride_h, p.stride_w, p.pad_h, p.pad_w});
+  return {device, static_cast<int>(x.dtype()), allow_tf32(), static_cast<int>(d), std::move(v)};
+}
+
+// The first deterministic usable entry of cuDNN's ranked list, else the first usable one. (The workspace
+// size is then asked of cuDNN for that algorithm, rather than trusting the heuristic's estimate.)
+template <class Perf>
+Choice pick(const char* op, const Perf* perf, int n) {
+  const Perf* any = nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
+    if (perf[i].determinism == CUDNN_DETERMINISTIC)
+      return {static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType};
+    if (!any) any = &perf[i];
+  }
+  EMBER_CHECK_DEVICE(any, op, ": cuDNN offers no algorithm for this convolution within ", kMaxWorkspace >> 20,
+                     " MiB of workspace");
+  return {static_cast<int>(any->algo), any->memory, any->mathType};
+}
+
+// With TF32 allowed, run the algorithm with the math type cuDNN ranked it with (it may need tensor ops);
+// otherwise the descriptor stays on CUDNN_FMA_MATH, whatever the ranking said.
+void use_math(const Descriptors& d, const Choice& c, DType dt) {
+  if (dt == kFloat32 && allow_tf32()) EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+}
+
+// The math type a convolution descriptor starts from (Descriptors' constructor); set again before ranking,
+// because a backward pass ranks twice with one descriptor.
+void base_math(const Descriptors& d, DType dt) {
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+}
+
+Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d, int device, const Tensor& x,
+              const Tensor& w, const Conv2dParams& p) {
+  const Key key = key_for(dir, device, x, w, p);
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
+  }
+  Choice c;
+  int n = 0;
+  base_math(d, x.dtype());
+  if (dir == Direction::Forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
+                                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
+  } else if (dir == Direction::BackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+    c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+    c = pick(op, perf, n);
+    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+  }
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  g_cache.emplace(key, c);
+  return c;
+}
+
+
+// Scratch from the caching allocator on the current stream (freed back to it after the call is queued).
+Tensor workspace(size_t bytes, Device dev) {
+  return empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, {.dtype = kUInt8, .device = dev});
+}
+
+}  // namespace
+
+bool have_cudnn() { return true; }
+
+void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  if (out.numel() == 0) return;
+  const int device = out.device().index();
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
+  Descriptors d("conv2d", x, w, out, p);
+  const Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
+  use_math(d, c, x.dtype());
+  Tensor ws = workspace(c.workspace, out.device());
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  const bool dbl = x.dtype() == kFloat64;
+  const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, one, d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(),
+                                            c.workspace, zero, d.y, out.data_ptr()));
+}
+
+void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                           const Conv2dParams& p) {
+  if (!gx.defined() && !gw.defined()) return;
+  const int device = gy.device().index();
+  DeviceGuard guard(device);
+  cudnnHandle_t h = handle_for(device);
+  EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
+  Descriptors d("conv2d_backward", x, w, gy, p);
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  const bool dbl = x.dtype() == kFloat64;
+  const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  if (gx.defined() && gx.numel() > 0) {
+    const Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
+    use_math(d, c, x.dtype());
+    Tensor ws = workspace(c.workspace, gy.device());
+    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, one, d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
+                                                   c.workspace, zero, d.x, gx.data_ptr()));
+  }
+  if (gw.defined() && gw.numel() > 0) {
+    const Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
+    use_math(d, c, x.dtype());
+    Tensor ws = workspace(c.workspace, gy.device());
+    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, one, d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+                                                     ws.data_ptr(), c.workspace, zero, d.w, gw.data_ptr()));
+  }
+}
+
+#endif
+
+}  // namespace ember::cuda::detail

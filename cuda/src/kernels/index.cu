@@ -1,0 +1,71 @@
+// defines: the gather / scatter-add kernels behind index_select and index_add, and their launchers
+// (launch.h). index_select copies whole elements by size (1, 2, 4 or 8 bytes: one kernel serves every
+// dtype). index_add adds with atomics, one thread per source element: repeated indices add up, but in an
+// order that varies from run to run, so float sums with repeated indices are not bitwise reproducible.
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace ember::cuda::kernels {
+namespace {
+
+template <class E>
+__global__ void index_select_kernel(E* out, const E* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
+                                    int64_t inner) {
+  EMBER_KERNEL_LOOP(e, outer * n * inner) {
+    const int64_t k = e % inner, r = e / inner;  // r = o * n + i
+    const int64_t o = r / n, i = r % n;
+    out[e] = x[(o * D + idx[i]) * inner + k];
+  }
+}
+
+__device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }  // sm_60+
+__device__ inline void atomic_add(int32_t* p, int32_t v) { atomicAdd(reinterpret_cast<int*>(p), static_cast<int>(v)); }
+// Two's complement: an unsigned add wraps exactly as the CPU's int64 add.
+__device__ inline void atomic_add(int64_t* p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+template <class T>
+__global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
+                                 int64_t inner) {
+  EMBER_KERNEL_LOOP(e, outer * n * inner) {
+    const int64_t k = e % inner, r = e / inner;
+    const int64_t o = r / n, i = r % n;
+    atomic_add(out + (o * D + idx[i]) * inner + k, src[e]);
+  }
+}
+
+}  // namespace
+
+void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
+                         int64_t inner, int itemsize, CUstream_st* stream) {
+  const int64_t total = outer * n * inner;
+  if (total == 0) return;
+  const unsigned grid = grid_size(total);
+  switch (itemsize) {
+    case 1: index_select_kernel<uint8_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(x), idx, outer, D, n, inner); break;
+    case 2: index_select_kernel<uint16_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(x), idx, outer, D, n, inner); break;
+    case 4: index_select_kernel<uint32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(x), idx, outer, D, n, inner); break;
+    default: index_select_kernel<uint64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(x), idx, outer, D, n, inner); break;
+  }
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_index_add(ScalarType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
+                      int64_t n, int64_t inner, CUstream_st* stream) {
+  const int64_t total = outer * n * inner;
+  if (total == 0) return;
+  const unsigned grid = grid_size(total);
+  switch (type) {
+    case ScalarType::Float32: index_add_kernel<float><<<grid, kBlockSize, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(src), idx, outer, D, n, inner); break;
+    case ScalarType::Float64: index_add_kernel<double><<<grid, kBlockSize, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(src), idx, outer, D, n, inner); break;
+    case ScalarType::Int32: index_add_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out), static_cast<const int32_t*>(src), idx, outer, D, n, inner); break;
+    case ScalarType::Int64: index_add_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out), static_cast<const int64_t*>(src), idx, outer, D, n, inner); break;
+    default: return;  // the backend widens the other types first
+  }
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ember::cuda::kernels

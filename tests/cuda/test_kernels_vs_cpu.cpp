@@ -1,0 +1,305 @@
+// tests: the CUDA kernels against the CPU backend, op by op and dtype by dtype, on the paths the float32
+// op table (test_ops_vs_cpu.cpp) does not reach: integer, bool, float16 and bfloat16 elementwise ops (wrap,
+// NaN, comparisons), the vectorised / scalar-broadcast / strided / misaligned elementwise paths, every
+// reduction (incl. prod, argmax ties, the chunked path of large reductions, float16), softmax's row and column
+// kernels, matmul (transposed, batch-broadcast, integer, float16, empty K), conv2d in float64 and float16,
+// max-pool ties, index_select / index_add for every dtype, and Philox random numbers (the same as the CPU's
+// for the same seed). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <ember/core/backend.h>
+#include <ember/core/raw_ops.h>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kBool};
+const std::vector<DType> kFloats = {kFloat32, kFloat64, kFloat16, kBFloat16};
+
+// Values that suit `dt`: small signed integers (some repeated: ties), or 0/1 for bool, or floats.
+Tensor make(DType dt, const Shape& s, uint64_t seed) {
+  manual_seed(seed);
+  Tensor x = randn(s, {.dtype = kFloat64}) * 3.0;
+  if (dt == kBool) return gt(x, 0.0);
+  if (dt == kUInt8) return abs(x).to(kInt64).to(kUInt8);
+  if (!is_floating(dt)) return x.to(kInt64).to(dt);
+  return x.to(dt);
+}
+
+// The device under test: cuda:0, or the CPU standing in for it in the harness self-check below.
+Device g_dev = Device::cuda();
+struct DeviceScope {
+  Device prev = g_dev;
+  explicit DeviceScope(Device d) { g_dev = d; }
+  ~DeviceScope() { g_dev = prev; }
+};
+
+// Tolerance for a result dtype: integers and bools exactly; float16/bfloat16 to about one unit of their
+// precision (CUDA and the host libm may round a transcendental differently before the final rounding).
+void expect_match(const Tensor& gpu, const Tensor& cpu, const std::string& what) {
+  ASSERT_EQ(gpu.device(), g_dev) << what;
+  ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
+  double atol = 0, rtol = 0;
+  switch (cpu.dtype()) {
+    case kFloat32: atol = 2e-6, rtol = 1e-5; break;
+    case kFloat64: atol = 1e-12, rtol = 1e-11; break;
+    case kFloat16: atol = 1e-3, rtol = 2e-3; break;
+    case kBFloat16: atol = 1e-2, rtol = 1.6e-2; break;
+    default: break;
+  }
+  // the absolute floor scales with the tensor (sums in another order cancel to different tiny values)
+  const std::vector<double> ref = test::values(cpu);
+  double scale = 1;
+  for (double v : ref)
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+  EXPECT_TENSOR_NEAR(gpu, cpu.shape(), ref, atol * scale, rtol) << what;
+}
+
+// Runs f on CPU inputs and on the same inputs moved to the device under test, and compares.
+template <class F>
+void compare(const std::string& what, const std::vector<Tensor>& cpu_in, F f) {
+  std::vector<Tensor> gpu_in;
+  for (const Tensor& t : cpu_in) gpu_in.push_back(t.to(g_dev));
+  expect_match(f(gpu_in), f(cpu_in), what);
+}
+
+std::string tag(DType dt) { return detail::str(dt); }
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+    cuda::set_allow_tf32(false);
+  }
+};
+
+// Each check runs twice: on CUDA (skipped without a GPU), and as CudaKernelsHarnessOnCpu with the CPU in
+// the GPU's place, so that the test code itself (inputs, dtype rules, op calls) runs on every machine.
+#define KERNEL_TEST(Name)                                       \
+  void Name##_body();                                           \
+  TEST_F(CudaKernels, Name) { Name##_body(); }         \
+  TEST(CudaKernelsHarnessOnCpu, Name) {                         \
+    DeviceScope cpu(Device::cpu());                             \
+    Name##_body();                                              \
+  }                                                             \
+  void Name##_body()
+
+KERNEL_TEST(UnaryEveryDtypeAndLayout) {
+  const std::vector<UnaryOp> any = {UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Sign, UnaryOp::Square};
+  const std::vector<UnaryOp> fl = {UnaryOp::Sqrt, UnaryOp::Exp,        UnaryOp::Log,  UnaryOp::Sigmoid,
+                                   UnaryOp::Tanh, UnaryOp::Gelu,       UnaryOp::Reciprocal, UnaryOp::GeluGrad};
+  for (DType dt : kAll) {
+    for (UnaryOp op : any) {
+      if (op == UnaryOp::Neg && dt == kBool) continue;  // refused by raw::unary
+      auto f = [op](const std::vector<Tensor>& in) { return raw::unary(op, in[0]); };
+      const std::string w = std::string(name(op)) + " " + tag(dt);
+      compare(w + " contiguous", {make(dt, {37, 11}, 1)}, f);                     // vectorised + tail
+      compare(w + " transposed", {make(dt, {11, 37}, 2).t()}, f);                 // strided
+      compare(w + " misaligned", {make(dt, {401}, 3).slice(0, 1, 401)}, f);       // contiguous, not 16-byte aligned
+    }
+    if (!is_floating(dt)) continue;
+    for (UnaryOp op : fl) {
+      auto f = [op](const std::vector<Tensor>& in) { return raw::unary(op, in[0]); };
+      const std::string w = std::string(name(op)) + " " + tag(dt);
+      Tensor x = make(dt, {33, 17}, 4);
+      if (op == UnaryOp::Sqrt || op == UnaryOp::Log) x = abs(x) + 0.1;
+      compare(w, {x}, f);
+      compare(w + " strided", {x.t()}, f);
+    }
+  }
+  // NaN passes through relu, abs and clamp; integer negation wraps
+  Tensor nan = tensor<float>({NAN, -1.f, 2.f}, {3});
+  compare("relu NaN", {nan}, [](const std::vector<Tensor>& in) { return raw::unary(UnaryOp::Relu, in[0]); });
+  compare("clamp NaN", {nan}, [](const std::vector<Tensor>& in) { return raw::clamp(in[0], -0.5, 0.5); });
+  compare("neg int32 min", {tensor<int32_t>({INT32_MIN, 5}, {2})},
+          [](const std::vector<Tensor>& in) { return raw::unary(UnaryOp::Neg, in[0]); });
+}
+
+KERNEL_TEST(ClampAndWhereEveryDtype) {
+  for (DType dt : kAll) {
+    if (dt != kBool)
+      compare("clamp " + tag(dt), {make(dt, {9, 13}, 5)}, [](const std::vector<Tensor>& in) { return raw::clamp(in[0], -1.5, 2.5); });
+    compare("where " + tag(dt), {make(kBool, {9, 13}, 6), make(dt, {9, 13}, 7), make(dt, {13}, 8)},
+            [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); });
+    compare("where strided " + tag(dt), {make(kBool, {13, 9}, 6).t(), make(dt, {9, 1}, 7), make(dt, {13, 9}, 8).t()},
+            [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); });
+  }
+}
+
+KERNEL_TEST(BinaryEveryDtypeAndBroadcast) {
+  const std::vector<BinaryOp> ops = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
+                                     BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Eq, BinaryOp::Ne,
+                                     BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
+  for (DType dt : kAll) {
+    for (BinaryOp op : ops) {
+      if (dt == kBool && (op == BinaryOp::Sub || op == BinaryOp::Pow)) continue;  // refused by raw::binary
+      auto f = [op](const std::vector<Tensor>& in) { return raw::binary(op, in[0], in[1]); };
+      const std::string w = std::string(name(op)) + " " + tag(dt);
+      Tensor a = make(dt, {21, 19}, 10), b = make(dt, {21, 19}, 11);
+      if (op == BinaryOp::Pow && is_floating(dt)) a = abs(a) + 0.5;  // real powers of positive bases
+      if (op == BinaryOp::Pow && !is_floating(dt)) b = abs(b);       // (plus negative exponents below)
+      compare(w + " same shape", {a, b}, f);                                       // vectorised
+      compare(w + " scalar rhs", {a, b.slice(0, 0, 1).slice(1, 0, 1).reshape({})}, f);  // stride-0 operand
+      compare(w + " row bcast", {a, b.slice(0, 0, 1)}, f);                          // strided (bcast rows)
+      compare(w + " transposed", {a.t(), b.t()}, f);
+      compare(w + " misaligned", {a.flatten().slice(0, 1, 398), b.flatten().slice(0, 2, 399)}, f);
+    }
+  }
+  // integer edge cases: wrap-around, negative integer exponents, NaN through maximum
+  compare("add int64 wraps", {tensor<int64_t>({INT64_MAX, 1}, {2}), tensor<int64_t>({1, 2}, {2})},
+          [](const std::vector<Tensor>& in) { return in[0] + in[1]; });
+  compare("mul uint8 wraps", {tensor<uint8_t>({200, 3}, {2}), tensor<uint8_t>({2, 100}, {2})},
+          [](const std::vector<Tensor>& in) { return in[0] * in[1]; });
+  compare("pow int negative exponents", {tensor<int64_t>({1, -1, -1, 2, 0}, {5}), tensor<int64_t>({-3, -3, -2, -1, 3}, {5})},
+          [](const std::vector<Tensor>& in) { return pow(in[0], in[1]); });
+  compare("maximum NaN", {tensor<float>({NAN, 1.f}, {2}), tensor<float>({0.f, NAN}, {2})},
+          [](const std::vector<Tensor>& in) { return maximum(in[0], in[1]); });
+}
+
+KERNEL_TEST(ReductionsEveryDtype) {
+  const std::vector<ReduceOp> ops = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min};
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {2}, {0, 2}};
+  for (DType dt : kAll) {
+    Tensor x = make(dt, {5, 70, 3}, 20);  // dim 1 (70 > 64) takes the block kernel, the others a thread each
+    if (dt == kFloat16 || dt == kBFloat16) x = x * 0.3;  // sums stay well inside float16's range
+    for (ReduceOp op : ops) {
+      if (op == ReduceOp::Prod && is_floating(dt)) x = clamp(x, -1.2, 1.2);  // keep products finite
+      for (const auto& dims : dim_sets)
+        compare(detail::str(static_cast<int>(op), " ", tag(dt), " dims ", dims.size()), {x},
+                [&](const std::vector<Tensor>& in) { return raw::reduce(op, in[0], dims, false, "reduce"); });
+      compare(detail::str(static_cast<int>(op), " strided ", tag(dt)), {x.transpose(0, 2)},
+              [&](const std::vector<Tensor>& in) { return raw::reduce(op, in[0], {1}, true, "reduce"); });
+    }
+    for (int64_t d : {0, 1, 2})  // integer inputs have many ties: the first index must win on both devices
+      for (ReduceOp op : {ReduceOp::ArgMax, ReduceOp::ArgMin})
+        compare(detail::str("arg ", tag(dt), " dim ", d), {x},
+                [&](const std::vector<Tensor>& in) { return raw::reduce(op, in[0], {d}, false, "arg"); });
+  }
+  // large: the full sum splits into chunks combined in order; a column sum; an argmax over 100000
+  Tensor big = make(kFloat32, {1 << 20}, 21);
+  compare("sum 2^20", {big}, [](const std::vector<Tensor>& in) { return sum(in[0]); });
+  compare("sum int64 2^20", {big.to(kInt64)}, [](const std::vector<Tensor>& in) { return sum(in[0]); });
+  compare("column sum", {big.reshape({4096, 256})}, [](const std::vector<Tensor>& in) { return sum(in[0], {0}); });
+  compare("max 2^20", {big}, [](const std::vector<Tensor>& in) { return max(in[0]); });
+  compare("argmax 1e5", {big.slice(0, 0, 100000).reshape({2, 50000})},
+          [](const std::vector<Tensor>& in) { return argmax(in[0], 1); });
+  // the same sum twice gives the same bits (no atomics in reductions)
+  Tensor g = big.to(g_dev);
+  EXPECT_EQ(test::values(sum(g)), test::values(sum(g)));
+  compare("empty dim sum", {zeros({3, 0})}, [](const std::vector<Tensor>& in) { return sum(in[0], {1}); });
+}
+
+KERNEL_TEST(SoftmaxRowAndColumnKernels) {
+  for (DType dt : kFloats) {
+    Tensor x = make(dt, {6, 1000}, 30);
+    for (bool log : {false, true}) {
+      auto f = [log](int64_t d) {
+        return [log, d](const std::vector<Tensor>& in) { return log ? log_softmax(in[0], d) : softmax(in[0], d); };
+      };
+      compare(detail::str("softmax rows ", tag(dt), log), {x}, f(1));
+      compare(detail::str("softmax columns ", tag(dt), log), {x}, f(0));
+      compare(detail::str("softmax middle ", tag(dt), log), {make(dt, {3, 7, 5}, 31)}, f(1));
+    }
+  }
+  compare("softmax -inf row", {tensor<float>({-INFINITY, -INFINITY, 1.f, 2.f}, {2, 2})},
+          [](const std::vector<Tensor>& in) { return softmax(in[0], 1); });
+}
+
+KERNEL_TEST(Matmul) {
+  auto mm = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
+  for (DType dt : kAll) {
+    if (dt == kBool) continue;
+    const std::string w = "matmul " + tag(dt);
+    Tensor a = make(dt, {3, 17, 9}, 40), b = make(dt, {3, 9, 13}, 41);
+    compare(w, {a, b}, mm);
+    compare(w + " transposed a", {make(dt, {3, 9, 17}, 42).transpose(1, 2), b}, mm);
+    compare(w + " transposed b", {a, make(dt, {3, 13, 9}, 43).transpose(1, 2)}, mm);
+    compare(w + " batch broadcast", {make(dt, {17, 9}, 44), b}, mm);
+    compare(w + " sliced", {make(dt, {17, 20}, 45).slice(1, 0, 18, 2), make(dt, {9, 13}, 46)}, mm);
+    compare(w + " vector", {make(dt, {9}, 47), b}, mm);
+  }
+  compare("matmul empty K", {zeros({4, 0}), zeros({0, 3})}, mm);
+}
+
+KERNEL_TEST(Conv2dFloat64AndFloat16) {
+  for (DType dt : {kFloat64, kFloat16, kBFloat16}) {
+    Tensor x = make(dt, {2, 3, 9, 8}, 50) * 0.3, w = make(dt, {4, 3, 3, 3}, 51) * 0.3, b = make(dt, {4}, 52);
+    compare("conv2d " + tag(dt), {x, w, b},
+            [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}); });
+  }
+  // gradients in float64 through autograd
+  Tensor x = make(kFloat64, {2, 3, 7, 7}, 53), w = make(kFloat64, {4, 3, 3, 3}, 54), b = make(kFloat64, {4}, 55);
+  auto grads = [](Tensor x, Tensor w, Tensor b) {
+    for (Tensor* t : {&x, &w, &b}) t->requires_grad_();
+    sum(square(conv2d(x, w, b, {1}, {1}))).backward();
+    return std::vector<Tensor>{x.grad(), w.grad(), b.grad()};
+  };
+  std::vector<Tensor> gc = grads(x, w, b), gg = grads(x.to(g_dev), w.to(g_dev), b.to(g_dev));
+  for (size_t i = 0; i < 3; ++i) expect_match(gg[i], gc[i], detail::str("conv2d float64 grad ", i));
+}
+
+KERNEL_TEST(PoolingTiesRouteToTheFirstMaximum) {
+  // all-equal windows: the whole gradient goes to the first element of each window, on both devices
+  for (DType dt : kFloats) {
+    auto grad_of = [](Tensor x) {
+      x.requires_grad_();
+      sum(max_pool2d(x, {3}, {2}, {1}) * 2.0).backward();
+      return x.grad();
+    };
+    Tensor x = ones({2, 2, 7, 6}, {.dtype = dt});
+    expect_match(grad_of(x.to(g_dev)), grad_of(x), "max_pool2d ties " + tag(dt));
+    compare("avg_pool2d " + tag(dt), {make(dt, {2, 2, 7, 6}, 60)},
+            [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3}, {2}, {1}); });
+  }
+}
+
+KERNEL_TEST(IndexSelectAndIndexAddEveryDtype) {
+  Tensor idx = tensor<int64_t>({3, 0, 3, 1, 3}, {5});  // repeated indices add up in index_add
+  for (DType dt : kAll) {
+    for (int64_t d : {0, 1, 2})
+      compare(detail::str("index_select ", tag(dt), " dim ", d), {make(dt, {4, 5, 6}, 70), idx},
+              [d](const std::vector<Tensor>& in) { return index_select(in[0], d, in[1]); });
+    compare("index_select strided " + tag(dt), {make(dt, {6, 4}, 71).t(), idx},
+            [](const std::vector<Tensor>& in) { return index_select(in[0], 0, in[1]); });
+    if (dt == kBool) continue;
+    compare("index_add " + tag(dt), {make(dt, {2, 5, 3}, 72), idx},
+            [](const std::vector<Tensor>& in) { return raw::index_add_zeros({2, 4, 3}, 1, in[1], in[0]); });
+  }
+}
+
+KERNEL_TEST(RandomNumbersMatchTheCpuForTheSameSeed) {
+  for (DType dt : kFloats) {
+    manual_seed(123);
+    Tensor c = rand({1001}, {.dtype = dt});
+    manual_seed(123);
+    Tensor g = rand({1001}, {.dtype = dt, .device = g_dev});
+    expect_match(g, c, "rand " + tag(dt));
+    manual_seed(124);
+    Tensor cn = randn({1003}, {.dtype = dt});
+    manual_seed(124);
+    Tensor gn = randn({1003}, {.dtype = dt, .device = g_dev});
+    expect_match(gn, cn, "randn " + tag(dt));
+  }
+  for (DType dt : {kInt64, kInt32, kUInt8}) {
+    manual_seed(125);
+    Tensor c = randint(-3, 7, {999}, {.dtype = dt == kUInt8 ? kInt64 : dt});
+    manual_seed(125);
+    Tensor g = randint(-3, 7, {999}, {.dtype = dt == kUInt8 ? kInt64 : dt, .device = g_dev});
+    expect_match(g, c, "randint " + tag(dt));
+  }
+  // the generator advances the same way on both devices: a second draw also matches
+  manual_seed(5);
+  Tensor c1 = rand({10}), c2 = rand({10});
+  manual_seed(5);
+  Tensor g1 = rand({10}, {.device = g_dev}), g2 = rand({10}, {.device = g_dev});
+  expect_match(g2, c2, "second draw");
+  expect_match(g1, c1, "first draw");
+}
+
+}  // namespace
+}  // namespace ember

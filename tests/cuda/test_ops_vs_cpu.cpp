@@ -1,0 +1,104 @@
+// tests: every case of the gradcheck op table (tests/support/op_cases.h) run forward and backward on CUDA in
+// float32 (TF32 off) and compared with the same case on the CPU: the outputs and every input gradient agree
+// to a relative 1e-4. Inputs keep their strides on both devices (non-contiguous cases stay non-contiguous),
+// so the strided kernel paths are exercised too. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "op_cases.h"
+#include <ember/core/backend.h>
+#include <ember/core/raw_ops.h>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+using namespace test_ops;
+using TV = std::vector<Tensor>;
+
+// `t` (CPU float64, any strides) as float32 on `dev` with the same strides and offset: the whole storage
+// is converted and moved, then viewed the way t views it. Non-floating tensors (indices, masks) keep their
+// dtype. Floating results require grad (fresh leaves).
+Tensor prepare(const Tensor& t, Device dev) {
+  if (!t.defined()) return t;
+  const int64_t cap = static_cast<int64_t>(t.impl()->storage->nbytes / t.itemsize());
+  const bool fl = is_floating(t.dtype());
+  Tensor flat = raw::as_strided(t, {cap}, {1}, 0);
+  Tensor moved = (fl ? flat.to(kFloat32) : flat.contiguous()).to(dev);
+  Tensor view = raw::as_strided(moved, t.shape(), t.strides(), t.storage_offset());
+  if (fl) view.requires_grad_();
+  return view;
+}
+
+// A fixed, element-varying output gradient, so that every output element's gradient differs.
+Tensor seed_grad(const Tensor& y) {
+  std::vector<double> g(static_cast<size_t>(y.numel()));
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.7 * static_cast<double>(i) + 0.3);
+  return tensor(g, y.shape(), {.dtype = y.dtype()}).to(y.device());
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+struct Result {
+  Tensor y;
+  TV inputs;
+};
+Result run(const OpCase& c, const TV& base, Device dev) {
+  Result r;
+  for (const Tensor& t : base) r.inputs.push_back(prepare(t, dev));
+  r.y = c.fn(r.inputs);
+  r.y.backward(seed_grad(r.y));
+  return r;
+}
+
+class CudaVsCpu : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CudaVsCpu, ForwardAndBackwardMatchTheCpu) {
+  EMBER_SKIP_IF_NO_CUDA();
+  cuda::set_allow_tf32(false);
+  const OpCase& c = GetParam();
+  const TV base = c.inputs();
+  const Result cpu = run(c, base, Device::cpu());
+  const Result gpu = run(c, base, Device::cuda());
+  ASSERT_TRUE(gpu.y.is_cuda()) << c.name;
+  const std::vector<double> ref = test::values(cpu.y);
+  // relative 1e-4, with an absolute floor scaled to the tensor (cancellation makes some elements tiny)
+  EXPECT_TENSOR_NEAR(gpu.y, cpu.y.shape(), ref, 1e-5 * std::max(1.0, max_abs(ref)), 1e-4) << c.name << " output";
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (!cpu.inputs[i].defined() || !cpu.inputs[i].requires_grad()) continue;
+    const Tensor gc = cpu.inputs[i].grad(), gg = gpu.inputs[i].grad();
+    ASSERT_EQ(gc.defined(), gg.defined()) << c.name << " input " << i;
+    if (!gc.defined()) continue;
+    EXPECT_TRUE(gg.is_cuda()) << c.name << " input " << i;
+    const std::vector<double> gref = test::values(gc);
+    EXPECT_TENSOR_NEAR(gg, gc.shape(), gref, 1e-5 * std::max(1.0, max_abs(gref)), 1e-4)
+        << c.name << " gradient of input " << i;
+  }
+}
+
+// The harness itself, with the CPU in the GPU's place: every case runs forward and backward in float32
+// with its inputs' strides kept (runs on every machine).
+TEST(CudaVsCpuHarness, EveryCaseRunsInFloat32OnTheCpu) {
+  for (const OpCase& c : all_cases()) {
+    const TV base = c.inputs();
+    const Result r = run(c, base, Device::cpu());
+    EXPECT_EQ(r.y.dtype() == kFloat32 || r.y.dtype() == kFloat64, true) << c.name;
+    for (size_t i = 0; i < base.size(); ++i) {
+      if (!base[i].defined()) continue;
+      EXPECT_EQ(r.inputs[i].strides(), base[i].strides()) << c.name << " input " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaVsCpu, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ember
