@@ -47,7 +47,7 @@ struct Wrap {
   static T neg(T a) { return static_cast<T>(U(0) - static_cast<U>(a)); }
 };
 
-// A temporary contiguous buffer from the CPU caching allocator.
+// A temporary contiguous buffer, reused from call to call (Note [Scratch arenas] in matmul.cpp).
 class Scratch {
  public:
   explicit Scratch(size_t nbytes);
@@ -59,7 +59,7 @@ class Scratch {
 
  private:
   void* ptr_;
-  size_t n_;
+  void* arena_;  // the arena it came from, given back to in the destructor
 };
 
 // Reduced floats (float16/bfloat16) are computed in float32: these give the float32 working copy.

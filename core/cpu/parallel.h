@@ -26,6 +26,9 @@ class ChunkFn {
   void (*call_)(const void*, int64_t);
 };
 
+// The chunk of a thread-pool region this thread is running, -1 outside one (Scratch keys buffers by it).
+int current_chunk_slot();
+
 // Runs fn(0) ... fn(chunks - 1), each exactly once, on up to `threads` threads (the caller's included), and
 // returns when all are done. Nested calls, and calls made while another thread's region runs, run inline.
 void run_chunks(int threads, int64_t chunks, const ChunkFn& fn);

@@ -117,15 +117,20 @@ ThreadPool& pool() {
 }
 
 thread_local int t_region_depth = 0;  // > 0 inside a chunk: nested regions run inline
+thread_local int t_chunk_slot = -1;   // the pool chunk this thread runs
 
 }  // namespace
+
+int current_chunk_slot() { return t_chunk_slot; }
 
 void run_chunks(int threads, int64_t chunks, const ChunkFn& fn) {
   if (threads > 1 && chunks > 1 && chunks <= 0xFFFF && t_region_depth == 0) {
     ++t_region_depth;
     const bool ran = pool().run(threads, chunks, [&fn](int64_t i) {
       ++t_region_depth;
+      t_chunk_slot = static_cast<int>(i);
       fn(i);
+      t_chunk_slot = -1;
       --t_region_depth;
     });
     --t_region_depth;
