@@ -57,8 +57,9 @@ done
 load_rows=""
 if [ $have_torch = 1 ]; then
   for cfg in mlp-b64 cnn-b64; do
-    ( while :; do :; done ) &
+    bash -c 'while :; do :; done' &
     hog=$!
+    trap 'kill $hog 2>/dev/null || true' EXIT
     er=(); tr=()
     for ((r = 0; r < reps; ++r)); do
       read -r rate _ < <(run ember "$cfg" 2); er+=("$rate")

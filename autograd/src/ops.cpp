@@ -199,8 +199,14 @@ Tensor sign(const Tensor& x) {
   return unary_op(UnaryOp::Sign, "sign", x, true, false, [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
 }
 Tensor relu(const Tensor& x) {
-  // y >= 0 or NaN, so sign(y) is the 0/1 mask (0 at NaN, as y > 0 would give) in one pass, without a bool tensor.
-  return unary_op(UnaryOp::Relu, "relu", x, false, true, [](const Tensor&, const Tensor& y) { return sign(y); });
+  Tensor y = raw::unary(UnaryOp::Relu, x);
+  if (!needs_grad({&x})) return y;
+  // the gradient where y > 0, else 0: one fused pass (backward runs without recording, so it need not be
+  // differentiable itself)
+  record("relu", {x}, {y}, [sy = save(y)](const Grads& g) -> Grads {
+    return {raw::binary(BinaryOp::ReluBackward, g[0], sy.get("relu"))};
+  });
+  return y;
 }
 Tensor sigmoid(const Tensor& x) {
   return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true, [](const Tensor&, const Tensor& y) { return y * (1 - y); });

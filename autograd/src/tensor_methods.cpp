@@ -188,7 +188,7 @@ Tensor& Tensor::div_(Scalar s) {
 Tensor& Tensor::relu_() {
   return inplace("relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
                  [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
-                   return {g * sign(after)};  // the 0/1 mask, as in relu()
+                   return {raw::binary(BinaryOp::ReluBackward, g, after)};  // as in relu()
                  });
 }
 Tensor& Tensor::clamp_(double lo, double hi) {

@@ -127,6 +127,8 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
         if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x) || std::isnan(y)) return x + y; }
         return x < y ? x : y;
       });
+    // x: the gradient, y: relu's output (>= 0, or NaN, which gets no gradient, as y > 0 is false)
+    case BinaryOp::ReluBackward: return binary_loop<T, T>(out, a, b, [](T x, T y) { return y > T(0) ? x : T(0); });
     case BinaryOp::Eq: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x == y; });
     case BinaryOp::Ne: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x != y; });
     case BinaryOp::Lt: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x < y; });

@@ -32,7 +32,7 @@ const char* name(UnaryOp op) {
   return names[static_cast<int>(op)];
 }
 const char* name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"};
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward", "eq", "ne", "lt", "le", "gt", "ge"};
   return names[static_cast<int>(op)];
 }
 

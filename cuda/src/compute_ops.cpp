@@ -25,6 +25,7 @@ static_assert(static_cast<int>(kernels::UnaryKind::Reciprocal) == static_cast<in
 static_assert(static_cast<int>(kernels::BinaryKind::Ge) == static_cast<int>(BinaryOp::Ge));
 static_assert(static_cast<int>(kernels::BinaryKind::Eq) == static_cast<int>(BinaryOp::Eq));
 static_assert(static_cast<int>(kernels::BinaryKind::Minimum) == static_cast<int>(BinaryOp::Minimum));
+static_assert(static_cast<int>(kernels::BinaryKind::ReluBackward) == static_cast<int>(BinaryOp::ReluBackward));
 static_assert(static_cast<int>(kernels::ReduceKind::ArgMin) == static_cast<int>(ReduceOp::ArgMin));
 
 // Scratch memory from the caching allocator on the current stream of `dev` (kept until the Tensor dies).

@@ -212,3 +212,21 @@ TEST(Anomaly, NamesTheOpThatProducedNaN) {
   y.backward();
   EXPECT_TRUE(std::isinf(x.grad().to_vector<double>()[0]));
 }
+
+// relu's backward is one fused op (BinaryOp::ReluBackward): the gradient where the output is > 0, exactly 0
+// elsewhere — at 0, for negative inputs and for NaN outputs (as y > 0 is false there) — for relu and relu_,
+// with a strided (expanded) incoming gradient.
+TEST(Autograd, ReluBackwardMasksByTheOutput) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = tensor<double>({-1.5, 0.0, 2.0, std::nan(""), 3.5, -0.0}, {6}).to(dt).requires_grad_();
+    Tensor g = tensor<double>({7.0}, {1}).to(dt).expand({6});
+    relu(x).backward(g);
+    const std::vector<double> want = {0, 0, 7, 0, 7, 0};
+    EXPECT_EQ(x.grad().to_vector<double>(), want) << dt;
+    Tensor x2 = x.detach().clone().requires_grad_();
+    Tensor h = x2 * 1.0;
+    h.relu_();
+    h.backward(g);
+    EXPECT_EQ(x2.grad().to_vector<double>(), want) << dt << " (relu_)";
+  }
+}

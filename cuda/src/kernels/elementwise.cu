@@ -111,6 +111,7 @@ __device__ inline C arith_op(BinaryKind op, C x, C y) {
     case BinaryKind::Minimum:
       if (is_nan(x) || is_nan(y)) return x + y;
       return x < y ? x : y;
+    case BinaryKind::ReluBackward: return y > C(0) ? x : C(0);  // x: gradient, y: relu's output
     default: return C(0);  // comparisons go through cmp_op
   }
 }

@@ -42,7 +42,7 @@ void launch_fill(const Operand& dst, double value, const Layout& layout, CUstrea
 // --- elementwise.cu. float16/bfloat16 compute in float; integers wrap; rules as core/cpu/elementwise.cpp.
 // Numbered as ember::UnaryOp / ember::BinaryOp (compute_ops.cpp static_asserts that they agree).
 enum class UnaryKind : int { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
-enum class BinaryKind : int { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class BinaryKind : int { Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge };
 
 // out[i] = op(x[i]); out and x of one type (a floating one for the transcendental ops); out may be x.
 void launch_unary(UnaryKind op, const Operand& out, const Operand& x, const Layout& layout, CUstream_st* stream);

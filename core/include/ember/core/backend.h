@@ -11,9 +11,9 @@
 
 namespace ember {
 
-// GeluGrad is d gelu(x) / dx (for autograd).
+// GeluGrad is d gelu(x) / dx, ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass; for autograd).
 enum class UnaryOp : uint8_t { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 enum class PoolKind : uint8_t { Max, Avg };
 const char* name(UnaryOp op);
