@@ -64,7 +64,10 @@ void im2col_same_width(const ConvGeom& g, const T* x, T* col, int64_t ld) {
         const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
         const T* xc = x + c * g.H * W;
         for (int64_t i = 0; i < oh_lo * W; ++i) r[i] = T(0);
-        std::memcpy(r + oh_lo * W, xc + oh_lo * W + shift, sizeof(T) * static_cast<size_t>((oh_hi - oh_lo) * W));
+        // The run is clipped to x[c] itself: the entries it leaves out (reading before the first or after the
+        // last element of the channel) are all edge entries, which the loops below zero.
+        const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, g.H * W - shift);
+        if (i1 > i0) std::memcpy(r + i0, xc + i0 + shift, sizeof(T) * static_cast<size_t>(i1 - i0));
         for (int64_t i = oh_hi * W; i < OHW; ++i) r[i] = T(0);
         const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
         // column by column (at most pw of them on each side): a row-wise loop would become a memset call per row
