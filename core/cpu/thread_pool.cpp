@@ -20,6 +20,10 @@
 
 #include "parallel.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define EMBER_CPU_RELAX() _mm_pause()
@@ -129,7 +133,16 @@ void run_chunks(int threads, int64_t chunks, const ChunkFn& fn) {
     const bool ran = pool().run(threads, chunks, [&fn](int64_t i) {
       ++t_region_depth;
       t_chunk_slot = static_cast<int>(i);
+#ifdef _OPENMP
+      // Eigen's float64 GEMM threads itself with OpenMP unless it is already inside a parallel region; a
+      // chunk is one thread's share, so it runs single-threaded (as under the old `omp parallel`).
+      const int omp_threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+#endif
       fn(i);
+#ifdef _OPENMP
+      omp_set_num_threads(omp_threads);
+#endif
       t_chunk_slot = -1;
       --t_region_depth;
     });
