@@ -111,17 +111,7 @@ void micro_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_
     Bp += NR;
   }
   const __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (m == MR && n == NR) {
-    for (int64_t r = 0; r < MR; ++r) {
-      float* cr = C + r * ldc;
-      __m256 v0 = rows[r][0], v1 = rows[r][1];
-      if (acc) { v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cr)); v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cr + 8)); }
-      _mm256_storeu_ps(cr, v0);
-      _mm256_storeu_ps(cr + 8, v1);
-    }
-    return;
-  }
-  if (n == NR) {  // a bottom edge tile: whole rows, fewer of them
+  if (n == NR) {  // whole rows (all MR of them, or fewer in a bottom edge tile)
     for (int64_t r = 0; r < m; ++r) {
       float* cr = C + r * ldc;
       __m256 v0 = rows[r][0], v1 = rows[r][1];

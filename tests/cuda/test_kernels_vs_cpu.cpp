@@ -13,7 +13,7 @@
 #include <ember/core/backend.h>
 #include <ember/core/raw_ops.h>
 
-#include "test_util.h"
+#include "gpu_or_cpu.h"
 
 namespace ember {
 namespace {
@@ -30,14 +30,6 @@ Tensor make(DType dt, const Shape& s, uint64_t seed) {
   if (!is_floating(dt)) return x.to(kInt64).to(dt);
   return x.to(dt);
 }
-
-// The device under test: cuda:0, or the CPU standing in for it in the harness self-check below.
-Device g_dev = Device::cuda();
-struct DeviceScope {
-  Device prev = g_dev;
-  explicit DeviceScope(Device d) { g_dev = d; }
-  ~DeviceScope() { g_dev = prev; }
-};
 
 // Tolerance for a result dtype: integers and bools exactly; float16/bfloat16 to about one unit of their
 // precision (CUDA and the host libm may round a transcendental differently before the final rounding).
@@ -70,24 +62,11 @@ void compare(const std::string& what, const std::vector<Tensor>& cpu_in, F f) {
 
 std::string tag(DType dt) { return detail::str(dt); }
 
-class CudaKernels : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
-    cuda::set_allow_tf32(false);
-  }
-};
+class CudaKernels : public CudaSuite {};
 
 // Each check runs twice: on CUDA (skipped without a GPU), and as CudaKernelsHarnessOnCpu with the CPU in
 // the GPU's place, so that the test code itself (inputs, dtype rules, op calls) runs on every machine.
-#define KERNEL_TEST(Name)                                       \
-  void Name##_body();                                           \
-  TEST_F(CudaKernels, Name) { Name##_body(); }         \
-  TEST(CudaKernelsHarnessOnCpu, Name) {                         \
-    DeviceScope cpu(Device::cpu());                             \
-    Name##_body();                                              \
-  }                                                             \
-  void Name##_body()
+#define KERNEL_TEST(Name) EMBER_GPU_AND_CPU_TEST(CudaKernels, CudaKernelsHarnessOnCpu, Name)
 
 KERNEL_TEST(UnaryEveryDtypeAndLayout) {
   const std::vector<UnaryOp> any = {UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Sign, UnaryOp::Square};

@@ -8,17 +8,10 @@
 #include <cmath>
 #include <functional>
 
-#include "test_util.h"
+#include "gpu_or_cpu.h"
 
 namespace ember {
 namespace {
-
-Device g_dev = Device::cuda();
-struct DeviceScope {
-  Device prev = g_dev;
-  explicit DeviceScope(Device d) { g_dev = d; }
-  ~DeviceScope() { g_dev = prev; }
-};
 
 using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
@@ -66,21 +59,9 @@ MakeOpt make(Opts o) {
   return [o](std::vector<Tensor> p) { return std::make_unique<O>(std::move(p), o); };
 }
 
-class CudaOptim : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
-  }
-};
+class CudaOptim : public CudaSuite {};
 
-#define OPTIM_TEST(Name)                           \
-  void Name##_body();                              \
-  TEST_F(CudaOptim, Name) { Name##_body(); }       \
-  TEST(CudaOptimOnCpu, Name) {                     \
-    DeviceScope cpu(Device::cpu());                \
-    Name##_body();                                 \
-  }                                                \
-  void Name##_body()
+#define OPTIM_TEST(Name) EMBER_GPU_AND_CPU_TEST(CudaOptim, CudaOptimOnCpu, Name)
 
 OPTIM_TEST(SgdEveryOption) {
   check("sgd plain", make<optim::SGD>(optim::SGDOptions{.lr = 0.1}));

@@ -9,17 +9,10 @@
 #include <cmath>
 #include <functional>
 
-#include "test_util.h"
+#include "gpu_or_cpu.h"
 
 namespace ember {
 namespace {
-
-Device g_dev = Device::cuda();
-struct DeviceScope {
-  Device prev = g_dev;
-  explicit DeviceScope(Device d) { g_dev = d; }
-  ~DeviceScope() { g_dev = prev; }
-};
 
 using MakeModel = std::function<nn::Chain()>;
 using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
@@ -107,22 +100,9 @@ MakeOpt adamw() {
   return [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 1e-2}); };
 }
 
-class CudaTraining : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
-    cuda::set_allow_tf32(false);
-  }
-};
+class CudaTraining : public CudaSuite {};
 
-#define TRAINING_TEST(Name)                              \
-  void Name##_body();                                    \
-  TEST_F(CudaTraining, Name) { Name##_body(); }          \
-  TEST(CudaTrainingOnCpu, Name) {                        \
-    DeviceScope cpu(Device::cpu());                      \
-    Name##_body();                                       \
-  }                                                      \
-  void Name##_body()
+#define TRAINING_TEST(Name) EMBER_GPU_AND_CPU_TEST(CudaTraining, CudaTrainingOnCpu, Name)
 
 TRAINING_TEST(MlpWithSgdAdamAndAdamW) {
   const Data d = mlp_data();
