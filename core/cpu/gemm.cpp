@@ -23,12 +23,46 @@ constexpr int64_t MR = 6, NR = 16;          // micro-tile of C
 constexpr int64_t KC = 384, MC = 144, NC = 3072;  // cache blocks (MC a multiple of MR, NC of NR)
 
 // Packs rows [0, mc) x cols [0, kc) of A into MR-row slivers: sliver s holds, for each p, MR values
-// A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count.
-void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, float* out) {
+// A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count. Whole slivers of row-major A
+// (cs == 1) go 8 columns at a time through an 8 x 8 transpose (two rows of it zero); of column-major A
+// (rs == 1) each column's 6 values are already contiguous: one 4-wide and one 2-wide copy.
+__attribute__((noinline)) void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, float* out) {
+  static_assert(MR == 6);
   for (int64_t i = 0; i < mc; i += MR) {
     const int64_t rows = std::min(MR, mc - i);
-    for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t r = 0; r < rows; ++r) out[p * MR + r] = A[(i + r) * rs + p * cs];
+    const float* a = A + i * rs;
+    int64_t p = 0;
+    if (rows == MR && cs == 1) {
+      const __m256 z = _mm256_setzero_ps();
+      for (; p + 8 <= kc; p += 8) {
+        __m256 r0 = _mm256_loadu_ps(a + p), r1 = _mm256_loadu_ps(a + rs + p), r2 = _mm256_loadu_ps(a + 2 * rs + p),
+               r3 = _mm256_loadu_ps(a + 3 * rs + p), r4 = _mm256_loadu_ps(a + 4 * rs + p),
+               r5 = _mm256_loadu_ps(a + 5 * rs + p);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                     t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        // q_k holds rows 0..3 of columns k and k+4 (halves); s_k rows 4..5 (and two zeros)
+        const __m256 q0 = _mm256_shuffle_ps(t0, t2, 0x44), q1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                     q2 = _mm256_shuffle_ps(t1, t3, 0x44), q3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 s0 = _mm256_shuffle_ps(t4, z, 0x44), s1 = _mm256_shuffle_ps(t4, z, 0xEE),
+                     s2 = _mm256_shuffle_ps(t5, z, 0x44), s3 = _mm256_shuffle_ps(t5, z, 0xEE);
+        float* o = out + p * MR;
+        const __m256 q[4] = {q0, q1, q2, q3}, sv[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < 4; ++k) {
+          _mm_storeu_ps(o + k * MR, _mm256_castps256_ps128(q[k]));
+          _mm_storel_pi(reinterpret_cast<__m64*>(o + k * MR + 4), _mm256_castps256_ps128(sv[k]));
+          _mm_storeu_ps(o + (k + 4) * MR, _mm256_extractf128_ps(q[k], 1));
+          _mm_storel_pi(reinterpret_cast<__m64*>(o + (k + 4) * MR + 4), _mm256_extractf128_ps(sv[k], 1));
+        }
+      }
+    } else if (rows == MR && rs == 1) {
+      for (; p < kc; ++p) {
+        _mm_storeu_ps(out + p * MR, _mm_loadu_ps(a + p * cs));
+        _mm_storel_pi(reinterpret_cast<__m64*>(out + p * MR + 4),
+                      _mm_loadl_pi(_mm_setzero_ps(), reinterpret_cast<const __m64*>(a + p * cs + 4)));
+      }
+    }
+    for (; p < kc; ++p) {
+      for (int64_t r = 0; r < rows; ++r) out[p * MR + r] = a[r * rs + p * cs];
       for (int64_t r = rows; r < MR; ++r) out[p * MR + r] = 0.f;
     }
     out += MR * kc;
@@ -62,7 +96,7 @@ inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
 // Packs rows [0, kc) x cols [0, nc) of B into NR-column slivers, zero-padded past nc. Two layouts are fast:
 // row-major B (cs == 1: two vector copies per row) and column-major B (rs == 1, e.g. a transposed view, as in
 // conv2d's weight gradient: 8 x 8 transposes); anything else goes element by element.
-void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, float* out) {
+__attribute__((noinline)) void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, float* out) {
   for (int64_t j = 0; j < nc; j += NR) {
     const int64_t cols = std::min(NR, nc - j);
     if (cs == 1 && cols == NR) {
@@ -88,82 +122,67 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
-// C[6, 16] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 16]-sliver. Writes only the first m rows / n cols of C.
-void micro_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 16]-sliver for an R x 8V register tile (R = 4 or 6 rows, V = 1 or
+// 2 vectors of 8 columns; m <= R, n <= 8V). The full 6 x 16 tile keeps C in 12 registers and does two FMAs
+// per broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost 8 lanes of work, not
+// 16; M = 64: the last 4 rows cost 4 broadcasts, not 6). The accumulators are named variables, not an
+// array, so that they stay in registers (GCC kept an array of them on the stack, storing it every step).
+template <int R, int V>
+__attribute__((noinline)) void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+  static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(Bp), b1 = _mm256_loadu_ps(Bp + 8);
+    const __m256 b0 = _mm256_loadu_ps(Bp), b1 = V == 2 ? _mm256_loadu_ps(Bp + 8) : b0;
     __m256 a = _mm256_broadcast_ss(Ap + 0);
-    c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+    c00 = _mm256_fmadd_ps(a, b0, c00);
+    if constexpr (V == 2) c01 = _mm256_fmadd_ps(a, b1, c01);
     a = _mm256_broadcast_ss(Ap + 1);
-    c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+    c10 = _mm256_fmadd_ps(a, b0, c10);
+    if constexpr (V == 2) c11 = _mm256_fmadd_ps(a, b1, c11);
     a = _mm256_broadcast_ss(Ap + 2);
-    c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+    c20 = _mm256_fmadd_ps(a, b0, c20);
+    if constexpr (V == 2) c21 = _mm256_fmadd_ps(a, b1, c21);
     a = _mm256_broadcast_ss(Ap + 3);
-    c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-    a = _mm256_broadcast_ss(Ap + 4);
-    c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-    a = _mm256_broadcast_ss(Ap + 5);
-    c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+    c30 = _mm256_fmadd_ps(a, b0, c30);
+    if constexpr (V == 2) c31 = _mm256_fmadd_ps(a, b1, c31);
+    if constexpr (R == 6) {
+      a = _mm256_broadcast_ss(Ap + 4);
+      c40 = _mm256_fmadd_ps(a, b0, c40);
+      if constexpr (V == 2) c41 = _mm256_fmadd_ps(a, b1, c41);
+      a = _mm256_broadcast_ss(Ap + 5);
+      c50 = _mm256_fmadd_ps(a, b0, c50);
+      if constexpr (V == 2) c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
     Ap += MR;
     Bp += NR;
   }
-  const __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (n == NR) {  // whole rows (all MR of them, or fewer in a bottom edge tile)
+  const __m256 rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (n == 8 * V) {  // whole rows of the tile: vector read-modify-writes
     for (int64_t r = 0; r < m; ++r) {
       float* cr = C + r * ldc;
-      __m256 v0 = rows[r][0], v1 = rows[r][1];
-      if (acc) { v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cr)); v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cr + 8)); }
-      _mm256_storeu_ps(cr, v0);
-      _mm256_storeu_ps(cr + 8, v1);
+      for (int v = 0; v < V; ++v) {
+        __m256 x = rows[r][v];
+        if (acc) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
+        _mm256_storeu_ps(cr + 8 * v, x);
+      }
     }
     return;
   }
-  // A right edge tile: go through a buffer and write only the valid part.
-  alignas(32) float buf[MR][NR];
-  for (int64_t r = 0; r < MR; ++r) { _mm256_store_ps(buf[r], rows[r][0]); _mm256_store_ps(buf[r] + 8, rows[r][1]); }
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < n; ++c) C[r * ldc + c] = acc ? C[r * ldc + c] + buf[r][c] : buf[r][c];
-}
-
-// A narrower kernel for edge tiles of at most R rows and 8*V columns (R = 4 or 6, V = 1 or 2), reading the
-// same packed slivers: for N = 196 the last 4 columns cost 8 lanes of work, not 16, and for M = 64 the last
-// 4 rows cost 4 broadcasts, not 6.
-template <int R, int V>
-void edge_kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  __m256 c[R][V];
-#pragma GCC unroll 6
+  // a right edge tile: through a buffer, writing only the valid part
+  alignas(32) float buf[6][16];
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) c[r][v] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
-    __m256 b[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) b[v] = _mm256_loadu_ps(Bp + 8 * v);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(Ap + r);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) c[r][v] = _mm256_fmadd_ps(a, b[v], c[r][v]);
-    }
-    Ap += MR;
-    Bp += NR;
-  }
-  alignas(32) float buf[R][8 * V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) _mm256_store_ps(buf[r] + 8 * v, c[r][v]);
+    for (int v = 0; v < V; ++v) _mm256_store_ps(buf[r] + 8 * v, rows[r][v]);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = acc ? C[r * ldc + j] + buf[r][j] : buf[r][j];
 }
 
 // C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
 inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  if (m > 4 && n > 8) micro_kernel(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (m > 4) edge_kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (n > 8) edge_kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else edge_kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+  if (m > 4 && n > 8) kernel<6, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (m > 4) kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (n > 8) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
 }
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem.

@@ -352,8 +352,15 @@ TEST(Conv2d, BatchLargerThanThreadsAndStridedInputs) {
   // float32 against the float64 reference
   Tensor xf = randn({N, 3, 10, 9}), wf = randn({6, 3, 3, 2}), bf = randn({6});
   expect_conv(xf, wf, bf, 2, 1, 1, 0, 1e-4);
-  // empty batch
+  // empty batch: an empty output, and zero weight and bias gradients
   EXPECT_EQ(conv2d(zeros({0, 3, 8, 8}), ones({2, 3, 3, 3})).shape(), Shape({0, 2, 6, 6}));
+  for (int64_t oc : {2, 40}) {  // CKK = 27 above and below OC
+    Tensor x0 = zeros({0, 3, 8, 8}).requires_grad_(), w0 = ones({oc, 3, 3, 3}).requires_grad_(),
+           b0 = ones({oc}).requires_grad_();
+    sum(conv2d(x0, w0, b0)).backward();
+    EXPECT_TENSOR_NEAR(w0.grad(), Shape({oc, 3, 3, 3}), std::vector<double>(static_cast<size_t>(oc * 27), 0.0));
+    EXPECT_TENSOR_NEAR(b0.grad(), Shape({oc}), std::vector<double>(static_cast<size_t>(oc), 0.0));
+  }
 }
 
 // The backward splits the batch into per-thread parts walked in chunks (core/cpu/conv.cpp, Note [Conv work
@@ -362,7 +369,8 @@ TEST(Conv2d, BatchLargerThanThreadsAndStridedInputs) {
 // against 1 thread (one part, a different chunking) in float64 and float32.
 TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
   struct Case { Shape x, w; int64_t pad; };
-  const Case cases[] = {{{7, 16, 16, 16}, {32, 16, 3, 3}, 1}, {{5, 16, 32, 32}, {8, 16, 5, 5}, 2}};
+  const Case cases[] = {{{7, 16, 16, 16}, {32, 16, 3, 3}, 1}, {{5, 16, 32, 32}, {8, 16, 5, 5}, 2},
+                       {{9, 1, 28, 28}, {32, 1, 5, 5}, 2}};  // CKK < OC: the weight gradient is computed transposed
   for (DType dt : {kFloat64, kFloat32})
     for (const Case& c : cases) {
       manual_seed(23);
@@ -383,6 +391,23 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
         EXPECT_TENSOR_NEAR(three[i], one[i].shape(), test::values(one[i]), tol, tol);
       }
     }
+}
+
+// The bias gradient of a float32 conv is summed in double (vectorised on AVX2, with a scalar tail): check it
+// against a plain double sum of the upstream gradient, for output planes shorter and longer than a vector step.
+TEST(Conv2d, Float32BiasGradientIsTheSumOfTheUpstreamGradient) {
+  for (int64_t hw : {3, 9, 30}) {
+    manual_seed(static_cast<uint64_t>(hw));
+    Tensor x = randn({3, 2, hw, hw}), w = randn({4, 2, 3, 3}), b = randn({4}).requires_grad_();
+    Tensor y = conv2d(x, w, b, {1}, {1});
+    Tensor g = randn(y.shape()) * 10.0;
+    sum(y * g).backward();
+    const std::vector<double> gv = test::values(g);
+    std::vector<double> expect(4, 0.0);
+    const int64_t plane = hw * hw;
+    for (size_t i = 0; i < gv.size(); ++i) expect[static_cast<size_t>((static_cast<int64_t>(i) / plane) % 4)] += gv[i];
+    EXPECT_TENSOR_NEAR(b.grad(), Shape({4}), expect, 1e-5, 1e-5) << hw;
+  }
 }
 
 TEST(Conv2d, Errors) {

@@ -340,6 +340,9 @@ inline void add_conv_pool(std::vector<OpCase>& cs) {
                  [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {2}); }));
   cs.push_back(C("conv2d_k35_same_width", [] { return TV{rn({1, 2, 4, 6}, 529), rn({2, 2, 3, 5}, 5290)}; },
                  [](const TV& in) { return conv2d(in[0], in[1], Tensor(), {1}, {0, 2}); }));
+  // more output channels than C*KH*KW (a first layer): the CPU computes the weight gradient transposed
+  cs.push_back(C("conv2d_wide_oc", [] { return TV{rn({2, 1, 5, 5}, 5291), rn({7, 1, 2, 2}, 5292), rn({7}, 5293)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {1}); }));
 
   cs.push_back(C("max_pool2d_k2", [] { return TV{distinct({2, 2, 4, 4}, 530)}; },
                  F1([](const Tensor& x) { return max_pool2d(x, {2}); })));
