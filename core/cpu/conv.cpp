@@ -1,13 +1,14 @@
 // defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs.
-// Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"), and each
-// thread walks its run in chunks of nb images whose columns sit side by side in one column buffer sized to
-// stay in that core's L2 (~1 MB): im2col writes it and the GEMM reads it while it is still cached. All
-// per-chunk work (im2col, GEMMs, copies, col2im) is serial inside a thread, so there is one fork/join per
-// call, not several per chunk; the weight gradient is summed per part and the parts added at the end.
-//   forward:  col = im2col(x[chunk]) [CKK, L = nb*OH*OW];  yT = W[OC, CKK] @ col;  y[n] = yT[:, n's columns] (+ b)
-//   backward: gyT = gy[chunk] as [OC, L];  gW += gyT @ col^T (or gW^T += col @ gyT^T when CKK < OC);
-//             gcol = W^T @ gyT;  gx[n] = col2im(gcol[n])
-// With nb == 1 (large images), yT and gyT are y[n] and gy[n] themselves: no copies.
+// Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"); each thread
+// walks its run one image at a time with serial GEMMs, so there is one fork/join per call and every buffer is
+// one image's (the column buffer of a 28 x 28 or 14 x 14 image stays in that core's L2). The weight gradient is
+// summed per part and the parts added at the end.
+//   forward:  y[n] = W[OC, CKK] @ im2col(x[n]) [CKK, OH*OW] + b
+//   backward: gW += gy[n] @ im2col(x[n])^T  (or gW^T += im2col(x[n]) @ gy[n]^T when CKK < OC);
+//             gx[n] = col2im(W^T @ gy[n])
+// With our float32 GEMM the weights (W, and W^T for the backward) are packed once per call, not once per image,
+// and the forward's im2col writes its rows straight into the GEMM's packed B layout: no column buffer is
+// written and then copied again, and the bias is the GEMM's starting value.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -30,18 +31,15 @@ struct ConvGeom {
   int64_t ohw() const { return OH * OW; }
 };
 
-// How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, ...), chunks of nb.
+// How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, (part + 1) * per).
 struct ConvSplit {
-  int64_t parts, per, nb;
+  int64_t parts, per;
   ConvSplit(const ConvGeom& g, int threads) {
     const int64_t flops = 2 * g.N * g.OC * g.ckk() * g.ohw();
     // below ~2 MFLOP per thread the fork costs more than it saves
     parts = std::clamp<int64_t>(std::min<int64_t>(threads, flops >> 21), 1, std::max<int64_t>(g.N, 1));
-    per = (g.N + parts - 1) / parts;
-    parts = (g.N + per - 1) / per;  // none left empty (N = 5 on 4 threads: 3 parts of 2, 2, 1)
-    const int64_t fit = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(g.ckk() * g.ohw(), 1));
-    const int64_t chunks = (per + fit - 1) / fit;  // equal chunks: 13 images as 7 + 6, not 12 + 1
-    nb = std::max<int64_t>(1, (per + chunks - 1) / chunks);
+    per = std::max<int64_t>(1, (g.N + parts - 1) / parts);
+    parts = std::max<int64_t>(1, (g.N + per - 1) / per);  // none left empty (N = 5 on 4 threads: 2, 2, 1)
   }
 };
 
@@ -53,68 +51,73 @@ inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw,
   return {std::min(lo, OW), std::min(std::max(hi, lo), OW)};
 }
 
-// im2col for stride 1 with OW == W (e.g. "same" padding): col[(c, kh, kw), oh*W + ow] is x[c] read at the
-// flat offset oh*W + ow + (kh - ph)*W + (kw - pw), so each row is one contiguous copy over its valid output
-// rows; only the |kw - pw| columns per output row that fall off the left or right edge are then zeroed.
+// Row (c, kh, kw) of one image's column matrix: r[(oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside
+// the image. For stride 1 with OW == W (e.g. "same" padding) the row is x[c] read at the constant flat offset
+// (kh - ph)*W + (kw - pw): one contiguous copy over its valid output rows, after which only the |kw - pw| columns
+// per output row that fall off the left or right edge are zeroed. Otherwise the valid columns of each output row
+// are found once and copied in an inline loop (rows are short: memcpy/fill calls would cost more).
 template <class T>
-void im2col_same_width(const ConvGeom& g, const T* x, T* col, int64_t ld) {
-  const int64_t W = g.W, OHW = g.OH * g.OW;
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-      // output rows whose input row oh - ph + kh lies in [0, H)
-      const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
-      const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        T* __restrict r = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
-        const T* xc = x + c * g.H * W;
-        for (int64_t i = 0; i < oh_lo * W; ++i) r[i] = T(0);
-        // The run is clipped to x[c] itself: the entries it leaves out (reading before the first or after the
-        // last element of the channel) are all edge entries, which the loops below zero.
-        const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, g.H * W - shift);
-        if (i1 > i0) std::memcpy(r + i0, xc + i0 + shift, sizeof(T) * static_cast<size_t>(i1 - i0));
-        for (int64_t i = oh_hi * W; i < OHW; ++i) r[i] = T(0);
-        const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
-        // column by column (at most pw of them on each side): a row-wise loop would become a memset call per row
-        for (int64_t ow = 0; ow < lo; ++ow)
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-        for (int64_t ow = hi; ow < W; ++ow)
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-      }
-    }
-}
-
-// col[(c, kh, kw), (oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside the image. The valid columns
-// of each row are found once, so the inner loop is a plain (for stride 1: contiguous) copy. Rows are short
-// (OW values), so the copies are inline loops rather than memcpy/fill calls.
-template <class T>
-void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row stride of col
+void im2col_row(const ConvGeom& g, const T* x, int64_t c, int64_t kh, int64_t kw, T* __restrict r) {
+  const T* xc = x + c * g.H * g.W;
   if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
-    im2col_same_width(g, x, col, ld);
+    const int64_t W = g.W, OHW = g.OH * W;
+    // output rows whose input row oh - ph + kh lies in [0, H)
+    const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
+    const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
+    const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
+    for (int64_t i = 0; i < oh_lo * W; ++i) r[i] = T(0);
+    // The run is clipped to x[c] itself: the entries it leaves out (reading before the first or after the last
+    // element of the channel) are all edge entries, which the loops below zero.
+    const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, g.H * W - shift);
+    if (i1 > i0) std::memcpy(r + i0, xc + i0 + shift, sizeof(T) * static_cast<size_t>(i1 - i0));
+    for (int64_t i = oh_hi * W; i < OHW; ++i) r[i] = T(0);
+    const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
+    // column by column (at most pw of them on each side): a row-wise loop would become a memset call per row
+    for (int64_t ow = 0; ow < lo; ++ow)
+      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+    for (int64_t ow = hi; ow < W; ++ow)
+      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
     return;
   }
-  for (int64_t c = 0; c < g.C; ++c)
+  const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
+  const int64_t shift = kw - g.p.pad_w;  // input column = ow * sw + shift
+  for (int64_t oh = 0; oh < g.OH; ++oh, r += g.OW) {
+    const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
+    if (ih < 0 || ih >= g.H) {
+      for (int64_t ow = 0; ow < g.OW; ++ow) r[ow] = T(0);
+      continue;
+    }
+    const T* __restrict xr = xc + ih * g.W;
+    for (int64_t ow = 0; ow < lo; ++ow) r[ow] = T(0);
+    if (g.p.stride_w == 1) {
+      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow + shift];
+    } else {
+      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.p.stride_w + shift];
+    }
+    for (int64_t ow = hi; ow < g.OW; ++ow) r[ow] = T(0);
+  }
+}
+
+// One image's column matrix col[CKK, OH*OW].
+template <class T>
+void im2col(const ConvGeom& g, const T* x, T* col) {
+  for (int64_t c = 0, p = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
-        const int64_t shift = kw - g.p.pad_w;  // input column = ow * sw + shift
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
-          T* __restrict r = row + oh * g.OW;
-          if (ih < 0 || ih >= g.H) {
-            for (int64_t ow = 0; ow < g.OW; ++ow) r[ow] = T(0);
-            continue;
-          }
-          const T* __restrict xr = x + (c * g.H + ih) * g.W;
-          for (int64_t ow = 0; ow < lo; ++ow) r[ow] = T(0);
-          if (g.p.stride_w == 1) {
-            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow + shift];
-          } else {
-            for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.p.stride_w + shift];
-          }
-          for (int64_t ow = hi; ow < g.OW; ++ow) r[ow] = T(0);
-        }
+      for (int64_t kw = 0; kw < g.KW; ++kw, ++p) im2col_row(g, x, c, kh, kw, col + p * g.ohw());
+}
+
+// The same written in the float32 GEMM's packed B layout (PackedBLayout(CKK, OH*OW)): each row is built in
+// `row` (lay.npad floats, in L1 for the images we see) and copied out in kSgemmNR-wide pieces, the padding
+// columns past OH*OW zeroed. This replaces writing the column matrix and then packing it.
+void im2col_packed(const ConvGeom& g, const float* x, const PackedBLayout& lay, float* row, float* out) {
+  std::fill(row + g.ohw(), row + lay.npad, 0.f);
+  for (int64_t c = 0, p = 0; c < g.C; ++c)
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw, ++p) {
+        im2col_row(g, x, c, kh, kw, row);
+        float* dst = out + lay.offset(p, 0);
+        const int64_t sliver = lay.npad == kSgemmNR ? 0 : lay.offset(p, kSgemmNR) - lay.offset(p, 0);
+        for (int64_t n = 0; n < lay.npad; n += kSgemmNR, dst += sliver) std::copy_n(row + n, kSgemmNR, dst);
       }
 }
 
@@ -123,7 +126,8 @@ void im2col(const ConvGeom& g, const T* x, T* col, int64_t ld) {  // ld: row str
 // to x[c] as one contiguous run at the constant flat offset (those entries then add 0 to a neighbour row).
 // The run is clipped to x[c] itself, so nothing outside this image is touched.
 template <class T>
-void col2im_same_width(const ConvGeom& g, T* col, int64_t ld, T* x) {
+void col2im_same_width(const ConvGeom& g, T* col, T* x) {
+  const int64_t ld = g.ohw();
   const int64_t W = g.W, HW = g.H * W;
   std::fill(x, x + g.C * HW, T(0));
   for (int64_t c = 0; c < g.C; ++c)
@@ -149,11 +153,12 @@ void col2im_same_width(const ConvGeom& g, T* col, int64_t ld, T* x) {
 // The adjoint of im2col: x[c, ih, iw] += col[...] for every (kh, kw, oh, ow) that read it. May overwrite
 // entries of col that no input element reads (the same-width path zeroes them).
 template <class T>
-void col2im(const ConvGeom& g, T* col, int64_t ld, T* x) {
+void col2im(const ConvGeom& g, T* col, T* x) {  // col: [CKK, OH*OW]
   if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
-    col2im_same_width(g, col, ld, x);
+    col2im_same_width(g, col, x);
     return;
   }
+  const int64_t ld = g.ohw();
   std::fill(x, x + g.C * g.H * g.W, T(0));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -233,24 +238,28 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
       T* yp = static_cast<T*>(out.data_ptr());
-      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W;
+      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk();
+      constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
+      // the weights packed once for every image (read by all threads)
+      Scratch wpack(packed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, ckk)) : 0);
+      if constexpr (packed) sgemm_pack_a(g.OC, ckk, wp, ckk, 1, wpack.as<float>());
+      const PackedBLayout lay(ckk, ohw);
       // (a thread normally gets one part; all of them when called from inside a parallel region)
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * sp.nb * ohw));
-        Scratch yT(sp.nb > 1 ? sizeof(T) * static_cast<size_t>(g.OC * sp.nb * ohw) : 0);
-        for (int64_t n0 = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n0 < end; n0 += sp.nb) {
-          const int64_t nc = std::min(sp.nb, end - n0), L = nc * ohw;
-          for (int64_t i = 0; i < nc; ++i) im2col(g, xp + (n0 + i) * chw, col.as<T>() + i * ohw, L);
-          T* dst = nc == 1 ? yp + n0 * g.OC * ohw : yT.as<T>();
-          gemm_serial(g.OC, L, g.ckk(), wp, g.ckk(), 1, col.as<T>(), L, 1, dst, L, false);
-          // yT[oc, i*ohw + j] -> y[n0 + i, oc, j], adding the bias on the way
-          for (int64_t i = 0; i < nc; ++i)
-            for (int64_t oc = 0; oc < g.OC; ++oc) {
-              const T* src = dst + oc * L + i * ohw;
-              T* y = yp + ((n0 + i) * g.OC + oc) * ohw;
-              const T bv = bp ? bp[oc] : T(0);
-              for (int64_t j = 0; j < ohw; ++j) y[j] = src[j] + bv;  // in place when nc == 1
-            }
+        Scratch col(sizeof(T) * static_cast<size_t>(packed ? lay.size() : ckk * ohw));
+        Scratch row(packed ? sizeof(float) * static_cast<size_t>(lay.npad) : 0);
+        for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
+          T* y = yp + n * g.OC * ohw;
+          if (bp)  // the GEMM adds onto the bias
+            for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(y + oc * ohw, y + (oc + 1) * ohw, bp[oc]);
+          if constexpr (packed) {
+            im2col_packed(g, xp + n * chw, lay, row.as<float>(), col.as<float>());
+            sgemm_serial_packed(g.OC, ohw, ckk, nullptr, 0, 0, wpack.as<float>(), nullptr, 0, 0, col.as<float>(), y,
+                                ohw, bp != nullptr);
+          } else {
+            im2col(g, xp + n * chw, col.as<T>());
+            gemm_serial(g.OC, ohw, ckk, wp, ckk, 1, col.as<T>(), ohw, 1, y, ohw, bp != nullptr);
+          }
         }
       });
     }
@@ -278,56 +287,57 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
       const T* xp = static_cast<const T*>(x.data_ptr());
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* gyp = static_cast<const T*>(gy.data_ptr());
+      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk(), wsize = g.OC * ckk;
       if (gb.defined()) {
         T* gbp = static_cast<T*>(gb.data_ptr());
         for (int64_t oc = 0; oc < g.OC; ++oc) {
           double s = 0;
-          for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gyp + (n * g.OC + oc) * g.ohw(), g.ohw());
+          for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gyp + (n * g.OC + oc) * ohw, ohw);
           gbp[oc] = static_cast<T>(s);
         }
       }
       if (!gx.defined() && !gw.defined()) return;
-      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, wsize = g.OC * g.ckk();
       T* gwp = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
       T* gxp = gx.defined() ? static_cast<T*>(gx.data_ptr()) : nullptr;
+      if (gwp && g.N == 0) std::fill(gwp, gwp + wsize, T(0));
+      // W^T packed once for every image's input gradient
+      constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
+      Scratch wtpack(packed && gxp ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(ckk, g.OC)) : 0);
+      if constexpr (packed)
+        if (gxp) sgemm_pack_a(ckk, g.OC, wp, 1, ckk, wtpack.as<float>());
+      // With fewer columns than output channels (a first layer: CKK = 25 or 27), the weight gradient is
+      // computed transposed, gW^T[CKK, OC] = col @ gy[n]^T, so that the wider dimension runs along the GEMM's
+      // 16-wide tiles; it is transposed into place once per part.
+      const bool gw_transposed = ckk < g.OC;
       // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
       Tensor gw_parts = gwp && sp.parts > 1 ? empty({sp.parts - 1, wsize}, {.dtype = x.dtype()}) : Tensor();
-      // With fewer columns than output channels (a first layer: CKK = 25 or 27), the weight gradient is
-      // computed transposed, gW^T[CKK, OC] = col @ gyT^T, so that the wider dimension runs along the GEMM's
-      // 16-wide tiles; it is transposed into place once per part.
-      const bool gw_transposed = g.ckk() < g.OC;
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(g.ckk() * sp.nb * ohw));
-        Scratch gyT(sp.nb > 1 ? sizeof(T) * static_cast<size_t>(g.OC * sp.nb * ohw) : 0);
+        Scratch col(sizeof(T) * static_cast<size_t>(ckk * ohw));
         Scratch gwT(gwp && gw_transposed ? sizeof(T) * static_cast<size_t>(wsize) : 0);
         for (int64_t part = part0; part < part1; ++part) {
           T* gw_mine = !gwp ? nullptr : part == 0 ? gwp : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * wsize;
           const int64_t start = part * sp.per, end = std::min(g.N, start + sp.per);
-          for (int64_t n0 = start; n0 < end; n0 += sp.nb) {
-            const int64_t nc = std::min(sp.nb, end - n0), L = nc * ohw;
-            // gy[n0 + i, oc, j] -> gyT[oc, i*ohw + j] (gy[n0] itself for one image)
-            const T* gyt = gyp + n0 * g.OC * ohw;
-            if (nc > 1) {
-              for (int64_t i = 0; i < nc; ++i)
-                for (int64_t oc = 0; oc < g.OC; ++oc)
-                  std::copy_n(gyp + ((n0 + i) * g.OC + oc) * ohw, ohw, gyT.as<T>() + oc * L + i * ohw);
-              gyt = gyT.as<T>();
-            }
-            if (gw_mine) {  // gW[OC, CKK] (+)= gyT[OC, L] @ col^T
-              for (int64_t i = 0; i < nc; ++i) im2col(g, xp + (n0 + i) * chw, col.as<T>() + i * ohw, L);
+          for (int64_t n = start; n < end; ++n) {
+            const T* gyn = gyp + n * g.OC * ohw;  // gy[n] as [OC, OH*OW]
+            if (gw_mine) {  // gW[OC, CKK] (+)= gy[n] @ col^T
+              im2col(g, xp + n * chw, col.as<T>());
               if (gw_transposed)
-                gemm_serial(g.ckk(), g.OC, L, col.as<T>(), L, 1, gyt, 1, L, gwT.as<T>(), g.OC, n0 > start);
+                gemm_serial(ckk, g.OC, ohw, col.as<T>(), ohw, 1, gyn, 1, ohw, gwT.as<T>(), g.OC, n > start);
               else
-                gemm_serial(g.OC, g.ckk(), L, gyt, L, 1, col.as<T>(), 1, L, gw_mine, g.ckk(), n0 > start);
+                gemm_serial(g.OC, ckk, ohw, gyn, ohw, 1, col.as<T>(), 1, ohw, gw_mine, ckk, n > start);
             }
-            if (gxp) {  // gcol[CKK, L] = W^T @ gyT (reusing the column buffer), then gx[n] = col2im(gcol[n])
-              gemm_serial(g.ckk(), L, g.OC, wp, 1, g.ckk(), gyt, L, 1, col.as<T>(), L, false);
-              for (int64_t i = 0; i < nc; ++i) col2im(g, col.as<T>() + i * ohw, L, gxp + (n0 + i) * chw);
+            if (gxp) {  // gcol[CKK, OH*OW] = W^T @ gy[n] (reusing the column buffer), then gx[n] = col2im(gcol)
+              if constexpr (packed)
+                sgemm_serial_packed(ckk, ohw, g.OC, nullptr, 0, 0, wtpack.as<float>(), gyn, ohw, 1, nullptr,
+                                    col.as<float>(), ohw, false);
+              else
+                gemm_serial(ckk, ohw, g.OC, wp, 1, ckk, gyn, ohw, 1, col.as<T>(), ohw, false);
+              col2im(g, col.as<T>(), gxp + n * chw);
             }
           }
-          if (gw_mine && gw_transposed)
+          if (gw_mine && gw_transposed && end > start)
             for (int64_t oc = 0; oc < g.OC; ++oc)
-              for (int64_t j = 0; j < g.ckk(); ++j) gw_mine[oc * g.ckk() + j] = gwT.as<T>()[j * g.OC + oc];
+              for (int64_t j = 0; j < ckk; ++j) gw_mine[oc * ckk + j] = gwT.as<T>()[j * g.OC + oc];
         }
       });
       if (gw_parts.defined()) {  // the parts' sums, in part order (the same result for the same thread count)

@@ -19,8 +19,8 @@ namespace ember::cpu {
 #ifdef EMBER_HAVE_SGEMM_KERNEL
 namespace {
 
-constexpr int64_t MR = 6, NR = 16;          // micro-tile of C
-constexpr int64_t KC = 384, MC = 144, NC = 3072;  // cache blocks (MC a multiple of MR, NC of NR)
+constexpr int64_t MR = kSgemmMR, NR = kSgemmNR;  // micro-tile of C
+constexpr int64_t MC = 144, NC = 3072;             // cache blocks (MC a multiple of MR, NC of NR); KC in gemm.h
 
 // Packs rows [0, mc) x cols [0, kc) of A into MR-row slivers: sliver s holds, for each p, MR values
 // A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count. Whole slivers of row-major A
@@ -185,26 +185,27 @@ inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t
   else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
 }
 
-// One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem.
-void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
-                  int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate) {
-  // K slices of equal depth (K = 800 -> 4 x 200, not 3 x 256 + 32: a thin last slice costs a whole pass over C)
-  const int64_t k_slices = (K + KC - 1) / KC, kc_step = (K + k_slices - 1) / k_slices;
-  const int64_t nc_max = std::min(NC, (N + NR - 1) / NR * NR), kc_max = kc_step;
-  const int64_t mc_max = std::min(MC, (M + MR - 1) / MR * MR);
-  Scratch bpack(sizeof(float) * static_cast<size_t>(nc_max * kc_max));
-  Scratch apack(sizeof(float) * static_cast<size_t>(mc_max * kc_max));
-  float* Bp = bpack.as<float>();
-  float* Ap = apack.as<float>();
+// One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
+// come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.
+void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap_all,
+                  const float* B, int64_t b_rs, int64_t b_cs, const float* Bp_all, float* C, int64_t ldc,
+                  bool accumulate) {
+  const int64_t kc_step = sgemm_slice_depth(K);
+  const int64_t npad = (N + NR - 1) / NR * NR, mpad = (M + MR - 1) / MR * MR;
+  const int64_t nc_max = std::min(NC, npad), mc_max = std::min(MC, mpad);
+  Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));
+  Scratch apack(Ap_all ? 0 : sizeof(float) * static_cast<size_t>(mc_max * kc_step));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += kc_step) {
       const int64_t kc = std::min(kc_step, K - pc);
       const bool acc = accumulate || pc > 0;  // later K slices add to what the first wrote
-      pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, Bp);
+      const float* Bp = Bp_all ? Bp_all + pc * npad + jc * kc : bpack.as<float>();
+      if (!Bp_all) pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, bpack.as<float>());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack_a(mc, kc, A + ic * a_rs + pc * a_cs, a_rs, a_cs, Ap);
+        const float* Ap = Ap_all ? Ap_all + pc * mpad + ic * kc : apack.as<float>();
+        if (!Ap_all) pack_a(mc, kc, A + ic * a_rs + pc * a_cs, a_rs, a_cs, apack.as<float>());
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
             tile(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, acc, std::min(MR, mc - ir),
@@ -229,7 +230,7 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
   const int64_t flops = 2 * M * N * K;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, flops / (1 << 20)));
   if (parts == 1) {
-    sgemm_serial(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate);
+    sgemm_serial(M, N, K, A, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C, ldc, accumulate);
     return true;
   }
   const bool split_n = N >= M;
@@ -239,14 +240,42 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t s = p * chunk, e = std::min(len, s + chunk);
       if (s >= e) continue;
-      if (split_n) sgemm_serial(M, e - s, K, A, a_rs, a_cs, B + s * b_cs, b_rs, b_cs, C + s, ldc, accumulate);
-      else sgemm_serial(e - s, N, K, A + s * a_rs, a_rs, a_cs, B, b_rs, b_cs, C + s * ldc, ldc, accumulate);
+      if (split_n)
+        sgemm_serial(M, e - s, K, A, a_rs, a_cs, nullptr, B + s * b_cs, b_rs, b_cs, nullptr, C + s, ldc, accumulate);
+      else
+        sgemm_serial(e - s, N, K, A + s * a_rs, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C + s * ldc, ldc,
+                     accumulate);
     }
   });
   return true;
 }
 
+void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, float* out) {
+  const int64_t kc_step = sgemm_slice_depth(K), mpad = (M + MR - 1) / MR * MR;
+  for (int64_t pc = 0; pc < K; pc += kc_step) pack_a(M, std::min(kc_step, K - pc), A + pc * cs, rs, cs, out + pc * mpad);
+}
+
+void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap,
+                         const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
+                         bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
+    return;
+  }
+  sgemm_serial(M, N, K, A, a_rs, a_cs, Ap, B, b_rs, b_cs, Bp, C, ldc, accumulate);
+}
+
 #else
+
+void sgemm_pack_a(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
+  throw InternalError("sgemm_pack_a: this build has no AVX2/FMA kernel");
+}
+void sgemm_serial_packed(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, const float*, int64_t,
+                         int64_t, const float*, float*, int64_t, bool) {
+  throw InternalError("sgemm_serial_packed: this build has no AVX2/FMA kernel");
+}
 
 bool sgemm(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
            bool, int) {

@@ -1,6 +1,7 @@
 // defines: sgemm, the float32 GEMM of the CPU backend (packed, cache-blocked, an AVX2/FMA micro-kernel).
 // Private to core/.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace ember::cpu {
@@ -23,5 +24,41 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, 
                  int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate);
 void gemm_serial(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs, int64_t a_cs, const double* B,
                  int64_t b_rs, int64_t b_cs, double* C, int64_t ldc, bool accumulate);
+
+// Pre-packed operands, for callers that reuse one (conv2d packs its weights once for all images) or write one
+// straight in packed form (conv2d's forward im2col). K is cut into slices of sgemm_slice_depth(K) rows (the last
+// may be shorter); packed A holds, slice after slice, its kSgemmMR-row slivers (rows past M zero), and packed B
+// its kSgemmNR-column slivers, each sliver storing its slice row by row. Only when kHaveSgemmKernel.
+inline constexpr int64_t kSgemmMR = 6, kSgemmNR = 16, kSgemmKC = 384;
+
+// K slices of equal depth at most kSgemmKC (K = 800 -> 4 x 200, not 3 x 256 + 32: a thin last slice costs a
+// whole pass over C)
+inline int64_t sgemm_slice_depth(int64_t K) {
+  const int64_t slices = (K + kSgemmKC - 1) / kSgemmKC;
+  return slices == 0 ? 1 : (K + slices - 1) / slices;
+}
+inline int64_t sgemm_packed_a_size(int64_t M, int64_t K) { return (M + kSgemmMR - 1) / kSgemmMR * kSgemmMR * K; }
+
+// Where B[p, n .. n + kSgemmNR) lives in packed B [K, N], for n a multiple of kSgemmNR (columns past N are
+// padding the kernel computes and drops; a writer should zero them).
+struct PackedBLayout {
+  int64_t K, N, kc, npad;
+  PackedBLayout(int64_t K_, int64_t N_)
+      : K(K_), N(N_), kc(sgemm_slice_depth(K_)), npad((N_ + kSgemmNR - 1) / kSgemmNR * kSgemmNR) {}
+  int64_t size() const { return K * npad; }  // floats
+  int64_t offset(int64_t p, int64_t n) const {
+    const int64_t s0 = p / kc * kc;  // first row of p's slice
+    return s0 * npad + n * std::min(kc, K - s0) + (p - s0) * kSgemmNR;
+  }
+};
+
+// A [M, K] packed (sgemm_packed_a_size floats).
+void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, float* out);
+
+// C[M, N] (+)= A @ B on this thread, A taken from Ap when it is non-null (packed by sgemm_pack_a) and B from Bp
+// when that is non-null (laid out as PackedBLayout(K, N)); the plain pointer of a pre-packed operand is unused.
+void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap,
+                         const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
+                         bool accumulate);
 
 }  // namespace ember::cpu
