@@ -98,86 +98,92 @@ void im2col_row(const ConvGeom& g, const T* x, int64_t c, int64_t kh, int64_t kw
   }
 }
 
-// One image's column matrix col[CKK, OH*OW].
-template <class T>
-void im2col(const ConvGeom& g, const T* x, T* col) {
-  for (int64_t c = 0, p = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw, ++p) im2col_row(g, x, c, kh, kw, col + p * g.ohw());
+// (c, kh, kw) of column-matrix row p
+inline void kernel_pos(const ConvGeom& g, int64_t p, int64_t& c, int64_t& kh, int64_t& kw) {
+  c = p / (g.KH * g.KW);
+  kh = p / g.KW % g.KH;
+  kw = p % g.KW;
 }
 
-// The same written in the float32 GEMM's packed B layout (PackedBLayout(CKK, OH*OW)): each row is built in
-// `row` (lay.npad floats, in L1 for the images we see) and copied out in kSgemmNR-wide pieces, the padding
-// columns past OH*OW zeroed. This replaces writing the column matrix and then packing it.
-void im2col_packed(const ConvGeom& g, const float* x, const PackedBLayout& lay, float* row, float* out) {
+// Rows [p0, p1) of one image's column matrix, as a row-major [p1 - p0, OH*OW] block.
+template <class T>
+void im2col_rows(const ConvGeom& g, const T* x, int64_t p0, int64_t p1, T* col) {
+  int64_t c, kh, kw;
+  for (int64_t p = p0; p < p1; ++p, col += g.ohw()) {
+    kernel_pos(g, p, c, kh, kw);
+    im2col_row(g, x, c, kh, kw, col);
+  }
+}
+
+// The same written in the float32 GEMM's packed B layout `lay` (PackedBLayout(p1 - p0, OH*OW)): each row is
+// built in `row` (lay.npad floats, in L1) and copied out in kSgemmNR-wide pieces, the padding columns past
+// OH*OW zeroed. This replaces writing the column block and then packing it.
+void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1, const PackedBLayout& lay, float* row,
+                   float* out) {
   std::fill(row + g.ohw(), row + lay.npad, 0.f);
-  for (int64_t c = 0, p = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw, ++p) {
-        im2col_row(g, x, c, kh, kw, row);
-        float* dst = out + lay.offset(p, 0);
-        const int64_t sliver = lay.npad == kSgemmNR ? 0 : lay.offset(p, kSgemmNR) - lay.offset(p, 0);
-        for (int64_t n = 0; n < lay.npad; n += kSgemmNR, dst += sliver) std::copy_n(row + n, kSgemmNR, dst);
-      }
+  int64_t c, kh, kw;
+  for (int64_t p = p0; p < p1; ++p) {
+    kernel_pos(g, p, c, kh, kw);
+    im2col_row(g, x, c, kh, kw, row);
+    float* dst = out + lay.offset(p - p0, 0);
+    const int64_t sliver = lay.npad == kSgemmNR ? 0 : lay.offset(p - p0, kSgemmNR) - lay.offset(p - p0, 0);
+    // a fixed-size memcpy is inlined as vector moves (std::copy_n became a memmove call per piece)
+    for (int64_t n = 0; n < lay.npad; n += kSgemmNR, dst += sliver) std::memcpy(dst, row + n, sizeof(float) * kSgemmNR);
+  }
 }
 
-// col2im for stride 1 with OW == W, the adjoint of im2col_same_width: the entries of each col row that fall
-// off the left or right edge are zeroed first (the column buffer is scratch), so that the row can be added
-// to x[c] as one contiguous run at the constant flat offset (those entries then add 0 to a neighbour row).
-// The run is clipped to x[c] itself, so nothing outside this image is touched.
+// The adjoint of im2col_row: x[c, ih, iw] += r[(oh, ow)] for every output position that row (c, kh, kw) read
+// from inside the image. For stride 1 with OW == W the entries of r that fall off the left or right edge are
+// zeroed first (r is scratch), so that the row adds to x[c] as one contiguous run at the constant flat offset
+// (those entries then add 0 to a neighbour row); the run is clipped to x[c], so nothing outside it is touched.
 template <class T>
-void col2im_same_width(const ConvGeom& g, T* col, T* x) {
-  const int64_t ld = g.ohw();
-  const int64_t W = g.W, HW = g.H * W;
-  std::fill(x, x + g.C * HW, T(0));
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-      const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
-      const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        T* r = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
-        const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
-        for (int64_t ow = 0; ow < lo; ++ow)
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-        for (int64_t ow = hi; ow < W; ++ow)
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-        const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, HW - shift);
-        T* __restrict xc = x + c * HW + shift;
-        const T* __restrict rr = r;
-        for (int64_t i = i0; i < i1; ++i) xc[i] += rr[i];
-      }
-    }
-}
-
-// The adjoint of im2col: x[c, ih, iw] += col[...] for every (kh, kw, oh, ow) that read it. May overwrite
-// entries of col that no input element reads (the same-width path zeroes them).
-template <class T>
-void col2im(const ConvGeom& g, T* col, T* x) {  // col: [CKK, OH*OW]
+void col2im_row(const ConvGeom& g, T* r, int64_t c, int64_t kh, int64_t kw, T* x) {
   if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
-    col2im_same_width(g, col, x);
+    const int64_t W = g.W, HW = g.H * W;
+    const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
+    const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
+    const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
+    const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
+    for (int64_t ow = 0; ow < lo; ++ow)
+      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+    for (int64_t ow = hi; ow < W; ++ow)
+      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+    const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, HW - shift);
+    T* __restrict xc = x + c * HW + shift;
+    const T* __restrict rr = r;
+    for (int64_t i = i0; i < i1; ++i) xc[i] += rr[i];
     return;
   }
-  const int64_t ld = g.ohw();
-  std::fill(x, x + g.C * g.H * g.W, T(0));
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t kh = 0; kh < g.KH; ++kh)
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const T* row = col + ((c * g.KH + kh) * g.KW + kw) * ld;
-        const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
-        const int64_t shift = kw - g.p.pad_w;
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
-          if (ih < 0 || ih >= g.H) continue;
-          T* __restrict xr = x + (c * g.H + ih) * g.W;
-          const T* __restrict r = row + oh * g.OW;
-          if (g.p.stride_w == 1) {  // contiguous: vectorises
-            for (int64_t ow = lo; ow < hi; ++ow) xr[ow + shift] += r[ow];
-          } else {
-            for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += r[ow];
-          }
-        }
-      }
+  const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
+  const int64_t shift = kw - g.p.pad_w;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
+    if (ih < 0 || ih >= g.H) continue;
+    T* __restrict xr = x + (c * g.H + ih) * g.W;
+    const T* __restrict ro = r + oh * g.OW;
+    if (g.p.stride_w == 1) {  // contiguous: vectorises
+      for (int64_t ow = lo; ow < hi; ++ow) xr[ow + shift] += ro[ow];
+    } else {
+      for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.p.stride_w + shift] += ro[ow];
+    }
+  }
+}
+
+// Adds rows [p0, p1) of a column-gradient block ([p1 - p0, OH*OW], overwritten) into one image's x.
+template <class T>
+void col2im_rows(const ConvGeom& g, T* col, int64_t p0, int64_t p1, T* x) {
+  int64_t c, kh, kw;
+  for (int64_t p = p0; p < p1; ++p, col += g.ohw()) {
+    kernel_pos(g, p, c, kh, kw);
+    col2im_row(g, col, c, kh, kw, x);
+  }
+}
+
+// Rows of the column matrix handled together: blocks of about 128 KB (at OH*OW = 196, 160 rows for the weight
+// gradient, 162 for the input gradient), so that a block and what the GEMM packs from it stay in L2.
+inline int64_t rows_per_block(const ConvGeom& g, int64_t unit) {
+  const int64_t rows = (int64_t{1} << 15) / std::max<int64_t>(g.ohw(), 1) / unit * unit;
+  return std::max<int64_t>(1, std::min(std::max(rows, unit), g.ckk()));
 }
 
 // sum of x[0, n) accumulated in double (the bias gradient sums up to N*OH*OW values). Four independent
@@ -240,25 +246,31 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       T* yp = static_cast<T*>(out.data_ptr());
       const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk();
       constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
-      // the weights packed once for every image (read by all threads)
+      // K (= CKK) is walked in the GEMM's own slices: im2col writes one slice (~160 KB) and the GEMM adds its
+      // product to y while the slice is still in L2. The weights are packed once for every image.
+      const int64_t kc = sgemm_slice_depth(ckk), mpad = (g.OC + kSgemmMR - 1) / kSgemmMR * kSgemmMR;
       Scratch wpack(packed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, ckk)) : 0);
       if constexpr (packed) sgemm_pack_a(g.OC, ckk, wp, ckk, 1, wpack.as<float>());
-      const PackedBLayout lay(ckk, ohw);
       // (a thread normally gets one part; all of them when called from inside a parallel region)
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(packed ? lay.size() : ckk * ohw));
-        Scratch row(packed ? sizeof(float) * static_cast<size_t>(lay.npad) : 0);
+        Scratch blk(sizeof(T) * static_cast<size_t>(packed ? PackedBLayout(kc, ohw).size() : kc * ohw));
+        Scratch row(packed ? sizeof(float) * static_cast<size_t>(PackedBLayout(kc, ohw).npad) : 0);
         for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
           T* y = yp + n * g.OC * ohw;
           if (bp)  // the GEMM adds onto the bias
             for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(y + oc * ohw, y + (oc + 1) * ohw, bp[oc]);
-          if constexpr (packed) {
-            im2col_packed(g, xp + n * chw, lay, row.as<float>(), col.as<float>());
-            sgemm_serial_packed(g.OC, ohw, ckk, nullptr, 0, 0, wpack.as<float>(), nullptr, 0, 0, col.as<float>(), y,
-                                ohw, bp != nullptr);
-          } else {
-            im2col(g, xp + n * chw, col.as<T>());
-            gemm_serial(g.OC, ohw, ckk, wp, ckk, 1, col.as<T>(), ohw, 1, y, ohw, bp != nullptr);
+          for (int64_t p0 = 0; p0 < ckk; p0 += kc) {
+            const int64_t kb = std::min(kc, ckk - p0);
+            const bool acc = bp != nullptr || p0 > 0;
+            if constexpr (packed) {
+              const PackedBLayout lay(kb, ohw);
+              im2col_packed(g, xp + n * chw, p0, p0 + kb, lay, row.as<float>(), blk.as<float>());
+              sgemm_serial_packed(g.OC, ohw, kb, nullptr, 0, 0, wpack.as<float>() + p0 * mpad, nullptr, 0, 0,
+                                  blk.as<float>(), y, ohw, acc);
+            } else {
+              im2col_rows(g, xp + n * chw, p0, p0 + kb, blk.as<T>());
+              gemm_serial(g.OC, ohw, kb, wp + p0, ckk, 1, blk.as<T>(), ohw, 1, y, ohw, acc);
+            }
           }
         }
       });
@@ -300,39 +312,65 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
       T* gwp = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
       T* gxp = gx.defined() ? static_cast<T*>(gx.data_ptr()) : nullptr;
       if (gwp && g.N == 0) std::fill(gwp, gwp + wsize, T(0));
-      // W^T packed once for every image's input gradient
       constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
-      Scratch wtpack(packed && gxp ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(ckk, g.OC)) : 0);
-      if constexpr (packed)
-        if (gxp) sgemm_pack_a(ckk, g.OC, wp, 1, ckk, wtpack.as<float>());
       // With fewer columns than output channels (a first layer: CKK = 25 or 27), the weight gradient is
       // computed transposed, gW^T[CKK, OC] = col @ gy[n]^T, so that the wider dimension runs along the GEMM's
-      // 16-wide tiles; it is transposed into place once per part.
+      // 16-wide tiles; it is transposed into place once per part. Otherwise gW[:, block] += gy[n] @ col[block]^T
+      // over blocks of column-matrix rows, with gy[n] packed once per image.
       const bool gw_transposed = ckk < g.OC;
+      const int64_t wblock = gw_transposed ? ckk : rows_per_block(g, kSgemmNR);
+      // The input gradient in blocks of column-matrix rows too: gcol[block] = W^T[block] @ gy[n], added into
+      // gx[n] by col2im while it is in L2. W^T is packed once per call, block by block; gy[n] once per image.
+      const int64_t xblock = rows_per_block(g, kSgemmMR);
+      const int64_t xblocks = (ckk + xblock - 1) / xblock, wt_block_size = sgemm_packed_a_size(xblock, g.OC);
+      Scratch wtpack(packed && gxp ? sizeof(float) * static_cast<size_t>(xblocks * wt_block_size) : 0);
+      if constexpr (packed)
+        if (gxp)
+          for (int64_t q = 0; q < xblocks; ++q)
+            sgemm_pack_a(std::min(xblock, ckk - q * xblock), g.OC, wp + q * xblock, 1, ckk,
+                         wtpack.as<float>() + q * wt_block_size);
       // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
       Tensor gw_parts = gwp && sp.parts > 1 ? empty({sp.parts - 1, wsize}, {.dtype = x.dtype()}) : Tensor();
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch col(sizeof(T) * static_cast<size_t>(ckk * ohw));
+        Scratch blk(sizeof(T) * static_cast<size_t>(std::max(wblock, xblock) * ohw));
         Scratch gwT(gwp && gw_transposed ? sizeof(T) * static_cast<size_t>(wsize) : 0);
+        Scratch gy_a(packed && gwp && !gw_transposed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, ohw)) : 0);
+        Scratch gy_b(packed && gxp ? sizeof(float) * static_cast<size_t>(PackedBLayout(g.OC, ohw).size()) : 0);
         for (int64_t part = part0; part < part1; ++part) {
           T* gw_mine = !gwp ? nullptr : part == 0 ? gwp : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * wsize;
           const int64_t start = part * sp.per, end = std::min(g.N, start + sp.per);
           for (int64_t n = start; n < end; ++n) {
             const T* gyn = gyp + n * g.OC * ohw;  // gy[n] as [OC, OH*OW]
-            if (gw_mine) {  // gW[OC, CKK] (+)= gy[n] @ col^T
-              im2col(g, xp + n * chw, col.as<T>());
-              if (gw_transposed)
-                gemm_serial(ckk, g.OC, ohw, col.as<T>(), ohw, 1, gyn, 1, ohw, gwT.as<T>(), g.OC, n > start);
-              else
-                gemm_serial(g.OC, ckk, ohw, gyn, ohw, 1, col.as<T>(), 1, ohw, gw_mine, ckk, n > start);
+            const T* xn = xp + n * chw;
+            const bool acc = n > start;
+            if (gw_mine && gw_transposed) {
+              im2col_rows(g, xn, 0, ckk, blk.as<T>());
+              gemm_serial(ckk, g.OC, ohw, blk.as<T>(), ohw, 1, gyn, 1, ohw, gwT.as<T>(), g.OC, acc);
+            } else if (gw_mine) {
+              if constexpr (packed) sgemm_pack_a(g.OC, ohw, gyn, ohw, 1, gy_a.as<float>());
+              for (int64_t q0 = 0; q0 < ckk; q0 += wblock) {
+                const int64_t qb = std::min(wblock, ckk - q0);
+                im2col_rows(g, xn, q0, q0 + qb, blk.as<T>());
+                if constexpr (packed)
+                  sgemm_serial_packed(g.OC, qb, ohw, nullptr, 0, 0, gy_a.as<float>(), blk.as<float>(), 1, ohw, nullptr,
+                                      gw_mine + q0, ckk, acc);
+                else
+                  gemm_serial(g.OC, qb, ohw, gyn, ohw, 1, blk.as<T>(), 1, ohw, gw_mine + q0, ckk, acc);
+              }
             }
-            if (gxp) {  // gcol[CKK, OH*OW] = W^T @ gy[n] (reusing the column buffer), then gx[n] = col2im(gcol)
-              if constexpr (packed)
-                sgemm_serial_packed(ckk, ohw, g.OC, nullptr, 0, 0, wtpack.as<float>(), gyn, ohw, 1, nullptr,
-                                    col.as<float>(), ohw, false);
-              else
-                gemm_serial(ckk, ohw, g.OC, wp, 1, ckk, gyn, ohw, 1, col.as<T>(), ohw, false);
-              col2im(g, col.as<T>(), gxp + n * chw);
+            if (gxp) {
+              T* gxn = gxp + n * chw;
+              std::fill(gxn, gxn + chw, T(0));
+              if constexpr (packed) sgemm_pack_b(g.OC, ohw, gyn, ohw, 1, gy_b.as<float>());
+              for (int64_t q = 0; q < xblocks; ++q) {
+                const int64_t q0 = q * xblock, qb = std::min(xblock, ckk - q0);
+                if constexpr (packed)
+                  sgemm_serial_packed(qb, ohw, g.OC, nullptr, 0, 0, wtpack.as<float>() + q * wt_block_size, nullptr, 0,
+                                      0, gy_b.as<float>(), blk.as<float>(), ohw, false);
+                else
+                  gemm_serial(qb, ohw, g.OC, wp + q0, 1, ckk, gyn, ohw, 1, blk.as<T>(), ohw, false);
+                col2im_rows(g, blk.as<T>(), q0, q0 + qb, gxn);
+              }
             }
           }
           if (gw_mine && gw_transposed && end > start)

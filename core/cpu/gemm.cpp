@@ -26,7 +26,7 @@ constexpr int64_t MC = 144, NC = 3072;             // cache blocks (MC a multipl
 // A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count. Whole slivers of row-major A
 // (cs == 1) go 8 columns at a time through an 8 x 8 transpose (two rows of it zero); of column-major A
 // (rs == 1) each column's 6 values are already contiguous: one 4-wide and one 2-wide copy.
-__attribute__((noinline)) void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, float* out) {
+void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, float* out) {
   static_assert(MR == 6);
   for (int64_t i = 0; i < mc; i += MR) {
     const int64_t rows = std::min(MR, mc - i);
@@ -96,7 +96,7 @@ inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
 // Packs rows [0, kc) x cols [0, nc) of B into NR-column slivers, zero-padded past nc. Two layouts are fast:
 // row-major B (cs == 1: two vector copies per row) and column-major B (rs == 1, e.g. a transposed view, as in
 // conv2d's weight gradient: 8 x 8 transposes); anything else goes element by element.
-__attribute__((noinline)) void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, float* out) {
+void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, float* out) {
   for (int64_t j = 0; j < nc; j += NR) {
     const int64_t cols = std::min(NR, nc - j);
     if (cs == 1 && cols == NR) {
@@ -128,7 +128,7 @@ __attribute__((noinline)) void pack_b(int64_t kc, int64_t nc, const float* B, in
 // 16; M = 64: the last 4 rows cost 4 broadcasts, not 6). The accumulators are named variables, not an
 // array, so that they stay in registers (GCC kept an array of them on the stack, storing it every step).
 template <int R, int V>
-__attribute__((noinline)) void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -255,6 +255,11 @@ void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, 
   for (int64_t pc = 0; pc < K; pc += kc_step) pack_a(M, std::min(kc_step, K - pc), A + pc * cs, rs, cs, out + pc * mpad);
 }
 
+void sgemm_pack_b(int64_t K, int64_t N, const float* B, int64_t rs, int64_t cs, float* out) {
+  const PackedBLayout lay(K, N);
+  for (int64_t pc = 0; pc < K; pc += lay.kc) pack_b(std::min(lay.kc, K - pc), N, B + pc * rs, rs, cs, out + pc * lay.npad);
+}
+
 void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap,
                          const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
                          bool accumulate) {
@@ -271,6 +276,9 @@ void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_
 
 void sgemm_pack_a(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
   throw InternalError("sgemm_pack_a: this build has no AVX2/FMA kernel");
+}
+void sgemm_pack_b(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
+  throw InternalError("sgemm_pack_b: this build has no AVX2/FMA kernel");
 }
 void sgemm_serial_packed(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, const float*, int64_t,
                          int64_t, const float*, float*, int64_t, bool) {

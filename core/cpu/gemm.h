@@ -55,6 +55,9 @@ struct PackedBLayout {
 // A [M, K] packed (sgemm_packed_a_size floats).
 void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, float* out);
 
+// B [K, N] packed (PackedBLayout(K, N).size() floats).
+void sgemm_pack_b(int64_t K, int64_t N, const float* B, int64_t rs, int64_t cs, float* out);
+
 // C[M, N] (+)= A @ B on this thread, A taken from Ap when it is non-null (packed by sgemm_pack_a) and B from Bp
 // when that is non-null (laid out as PackedBLayout(K, N)); the plain pointer of a pre-packed operand is unused.
 void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap,

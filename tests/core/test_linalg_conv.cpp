@@ -303,6 +303,30 @@ Ref ref_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t sh, in
         }
   return r;
 }
+// The textbook backward: gx and gw of the convolution above for upstream gradient gy (float64).
+std::pair<Ref, Ref> ref_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, int64_t s, int64_t pad) {
+  const std::vector<double> xv = test::values(x), wv = test::values(w), gv = test::values(gy);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3), OH = gy.size(2), OW = gy.size(3);
+  Ref gx{x.shape(), std::vector<double>(xv.size(), 0.0)}, gw{w.shape(), std::vector<double>(wv.size(), 0.0)};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oc = 0; oc < OC; ++oc)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const double g = gv[static_cast<size_t>(((n * OC + oc) * OH + oh) * OW + ow)];
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * s - pad + kh, iw = ow * s - pad + kw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const size_t xi = static_cast<size_t>(((n * C + c) * H + ih) * W + iw);
+                const size_t wi = static_cast<size_t>(((oc * C + c) * KH + kh) * KW + kw);
+                gx.v[xi] += g * wv[wi];
+                gw.v[wi] += g * xv[xi];
+              }
+        }
+  return {gx, gw};
+}
 void expect_conv(const Tensor& x, const Tensor& w, const Tensor& b, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                  double tol = 1e-10) {
   Ref r = ref_conv2d(x, w, b, sh, sw, ph, pw);
@@ -422,6 +446,28 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
       EXPECT_TENSOR_NEAR(f[i], d[i].shape(), test::values(d[i]), 1e-4, 1e-4);
     }
   }
+}
+
+// Images large enough that the backward walks the column matrix in several row blocks (Note [Conv work split]
+// in core/cpu/conv.cpp: ~2^15 floats per block, so 28 x 28 gives blocks of 32 and 36 rows of CKK = 54 or 100),
+// for both dtypes, against the textbook backward.
+TEST(Conv2d, BackwardInRowBlocksMatchesTheTextbookBackward) {
+  struct Case { Shape x, w; int64_t stride, pad; };
+  const Case cases[] = {{{2, 6, 28, 28}, {8, 6, 3, 3}, 1, 1}, {{2, 4, 30, 28}, {6, 4, 5, 5}, 1, 2},
+                        {{2, 4, 29, 29}, {5, 4, 5, 5}, 1, 0}};
+  for (DType dt : {kFloat64, kFloat32})
+    for (const Case& c : cases) {
+      manual_seed(41);
+      Tensor x = randn(c.x, {.dtype = dt}).requires_grad_(), w = randn(c.w, {.dtype = dt}).requires_grad_();
+      Tensor y = conv2d(x, w, Tensor(), {c.stride}, {c.pad});
+      Tensor gy = randn(y.shape(), {.dtype = dt});
+      sum(y * gy).backward();
+      const auto [gx, gw] = ref_conv2d_backward(x.detach(), w.detach(), gy, c.stride, c.pad);
+      const double tol = dt == kFloat64 ? 1e-10 : 1e-4;
+      SCOPED_TRACE(testing::Message() << name(dt) << " " << c.x << " " << c.w);
+      EXPECT_TENSOR_NEAR(x.grad(), gx.shape, gx.v, tol, tol);
+      EXPECT_TENSOR_NEAR(w.grad(), gw.shape, gw.v, tol, tol);
+    }
 }
 
 // The bias gradient of a float32 conv is summed in double (vectorised on AVX2, with a scalar tail): check it
