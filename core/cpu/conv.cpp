@@ -10,7 +10,9 @@
 // and the forward's im2col writes its rows straight into the GEMM's packed B layout: no column buffer is
 // written and then copied again, and the bias is the GEMM's starting value.
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "cpu_backend.h"
@@ -27,8 +29,42 @@ namespace {
 struct ConvGeom {
   int64_t N, C, H, W, OC, KH, KW, OH, OW;
   Conv2dParams p;
+  // For stride 1 with OW == W: per kw, OH*OW integers of the element's size, all ones where the output column
+  // reads inside the image (set by ColumnMasks)
+  const void* col_masks = nullptr;
   int64_t ckk() const { return C * KH * KW; }
   int64_t ohw() const { return OH * OW; }
+  bool same_width() const { return p.stride_h == 1 && p.stride_w == 1 && OW == W; }
+};
+
+// The output columns ow whose input column ow*sw - pw + kw lies inside [0, W): [lo, hi).
+inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw, int64_t pw, int64_t kw) {
+  // ow*sw >= pw - kw  and  ow*sw <= W - 1 + pw - kw
+  int64_t lo = pw - kw <= 0 ? 0 : (pw - kw + sw - 1) / sw;
+  int64_t hi = W - 1 + pw - kw < 0 ? 0 : (W - 1 + pw - kw) / sw + 1;
+  return {std::min(lo, OW), std::min(std::max(hi, lo), OW)};
+}
+
+// Bit masks of the columns that are inside the image, one row of OH*OW per kw, built once per call for the
+// same-width paths: a row is then copied (im2col) or added (col2im) in one pass that ANDs each value with its
+// mask, instead of a copy followed by scattered zero stores at the left and right edges.
+template <class T>
+using MaskInt = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+template <class T>
+struct ColumnMasks {
+  Scratch buf;
+  ColumnMasks(ConvGeom& g) : buf(g.same_width() ? sizeof(T) * static_cast<size_t>(g.KW * g.ohw()) : 0) {
+    if (!g.same_width()) return;
+    MaskInt<T>* m = buf.as<MaskInt<T>>();
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const auto [lo, hi] = valid_cols(g.OW, g.W, 1, g.p.pad_w, kw);
+      for (int64_t i = 0; i < g.ohw(); ++i) {
+        const int64_t ow = i % g.W;
+        m[kw * g.ohw() + i] = ow >= lo && ow < hi ? ~MaskInt<T>(0) : MaskInt<T>(0);
+      }
+    }
+    g.col_masks = m;
+  }
 };
 
 // How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, (part + 1) * per).
@@ -43,40 +79,28 @@ struct ConvSplit {
   }
 };
 
-// The output columns ow whose input column ow*sw - pw + kw lies inside [0, W): [lo, hi).
-inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw, int64_t pw, int64_t kw) {
-  // ow*sw >= pw - kw  and  ow*sw <= W - 1 + pw - kw
-  int64_t lo = pw - kw <= 0 ? 0 : (pw - kw + sw - 1) / sw;
-  int64_t hi = W - 1 + pw - kw < 0 ? 0 : (W - 1 + pw - kw) / sw + 1;
-  return {std::min(lo, OW), std::min(std::max(hi, lo), OW)};
-}
-
 // Row (c, kh, kw) of one image's column matrix: r[(oh, ow)] = x[c, oh*sh - ph + kh, ow*sw - pw + kw], 0 outside
 // the image. For stride 1 with OW == W (e.g. "same" padding) the row is x[c] read at the constant flat offset
-// (kh - ph)*W + (kw - pw): one contiguous copy over its valid output rows, after which only the |kw - pw| columns
-// per output row that fall off the left or right edge are zeroed. Otherwise the valid columns of each output row
-// are found once and copied in an inline loop (rows are short: memcpy/fill calls would cost more).
+// (kh - ph)*W + (kw - pw) over its valid output rows, each value ANDed with its column's mask (ColumnMasks) so
+// that the |kw - pw| columns per output row that fall off the left or right edge read as 0. Otherwise the valid
+// columns of each output row are found once and copied in an inline loop (rows are short).
 template <class T>
 void im2col_row(const ConvGeom& g, const T* x, int64_t c, int64_t kh, int64_t kw, T* __restrict r) {
   const T* xc = x + c * g.H * g.W;
-  if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
+  if (g.same_width()) {
     const int64_t W = g.W, OHW = g.OH * W;
     // output rows whose input row oh - ph + kh lies in [0, H)
     const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
     const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
     const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
-    for (int64_t i = 0; i < oh_lo * W; ++i) r[i] = T(0);
-    // The run is clipped to x[c] itself: the entries it leaves out (reading before the first or after the last
-    // element of the channel) are all edge entries, which the loops below zero.
-    const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, g.H * W - shift);
-    if (i1 > i0) std::memcpy(r + i0, xc + i0 + shift, sizeof(T) * static_cast<size_t>(i1 - i0));
-    for (int64_t i = oh_hi * W; i < OHW; ++i) r[i] = T(0);
-    const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
-    // column by column (at most pw of them on each side): a row-wise loop would become a memset call per row
-    for (int64_t ow = 0; ow < lo; ++ow)
-      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-    for (int64_t ow = hi; ow < W; ++ow)
-      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
+    // The run is also clipped to x[c] itself: the entries that leaves out (reading before the first or after
+    // the last element of the channel) are all masked edge entries, so they are zero either way.
+    const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::max(i0, std::min(oh_hi * W, g.H * W - shift));
+    const MaskInt<T>* __restrict m = static_cast<const MaskInt<T>*>(g.col_masks) + kw * OHW;
+    const T* __restrict xs = xc + shift;
+    for (int64_t i = 0; i < i0; ++i) r[i] = T(0);
+    for (int64_t i = i0; i < i1; ++i) r[i] = std::bit_cast<T>(std::bit_cast<MaskInt<T>>(xs[i]) & m[i]);
+    for (int64_t i = i1; i < OHW; ++i) r[i] = T(0);
     return;
   }
   const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
@@ -98,60 +122,60 @@ void im2col_row(const ConvGeom& g, const T* x, int64_t c, int64_t kh, int64_t kw
   }
 }
 
-// (c, kh, kw) of column-matrix row p
-inline void kernel_pos(const ConvGeom& g, int64_t p, int64_t& c, int64_t& kh, int64_t& kw) {
-  c = p / (g.KH * g.KW);
-  kh = p / g.KW % g.KH;
-  kw = p % g.KW;
-}
+// (c, kh, kw) of the column-matrix rows p0, p0 + 1, ... (counters, not a division per row)
+struct KernelPos {
+  const ConvGeom& g;
+  int64_t c, kh, kw;
+  KernelPos(const ConvGeom& g_, int64_t p) : g(g_), c(p / (g_.KH * g_.KW)), kh(p / g_.KW % g_.KH), kw(p % g_.KW) {}
+  void next() {
+    if (++kw < g.KW) return;
+    kw = 0;
+    if (++kh < g.KH) return;
+    kh = 0;
+    ++c;
+  }
+};
 
 // Rows [p0, p1) of one image's column matrix, as a row-major [p1 - p0, OH*OW] block.
 template <class T>
 void im2col_rows(const ConvGeom& g, const T* x, int64_t p0, int64_t p1, T* col) {
-  int64_t c, kh, kw;
-  for (int64_t p = p0; p < p1; ++p, col += g.ohw()) {
-    kernel_pos(g, p, c, kh, kw);
-    im2col_row(g, x, c, kh, kw, col);
-  }
+  for (KernelPos k(g, p0); p0 < p1; ++p0, k.next(), col += g.ohw()) im2col_row(g, x, k.c, k.kh, k.kw, col);
 }
 
-// The same written in the float32 GEMM's packed B layout `lay` (PackedBLayout(p1 - p0, OH*OW)): each row is
-// built in `row` (lay.npad floats, in L1) and copied out in kSgemmNR-wide pieces, the padding columns past
-// OH*OW zeroed. This replaces writing the column block and then packing it.
+// The same written in the float32 GEMM's packed B layout for a [p1 - p0, OH*OW] operand of one K slice
+// (PackedBLayout(p1 - p0, OH*OW), p1 - p0 <= kSgemmKC): row p's 16-column piece n sits at n*(p1 - p0) + p*16.
+// Row CKK, one past the column matrix, is all ones (the forward's bias row).
+// Each row is built in `row` (lay.npad floats, in L1) and copied out in pieces, the padding columns past OH*OW
+// zeroed. This replaces writing the column block and then packing it.
 void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1, const PackedBLayout& lay, float* row,
                    float* out) {
-  std::fill(row + g.ohw(), row + lay.npad, 0.f);
-  int64_t c, kh, kw;
-  for (int64_t p = p0; p < p1; ++p) {
-    kernel_pos(g, p, c, kh, kw);
-    im2col_row(g, x, c, kh, kw, row);
-    float* dst = out + lay.offset(p - p0, 0);
-    const int64_t sliver = lay.npad == kSgemmNR ? 0 : lay.offset(p - p0, kSgemmNR) - lay.offset(p - p0, 0);
+  const int64_t K = p1 - p0, npad = lay.npad;
+  std::fill(row + g.ohw(), row + npad, 0.f);
+  KernelPos k(g, p0);
+  for (int64_t p = 0; p < K; ++p, k.next()) {
+    if (p0 + p < g.ckk()) im2col_row(g, x, k.c, k.kh, k.kw, row);
+    else std::fill(row, row + g.ohw(), 1.f);  // row CKK: ones, the bias's row (conv2d folds b into W)
+    float* dst = out + p * kSgemmNR;
     // a fixed-size memcpy is inlined as vector moves (std::copy_n became a memmove call per piece)
-    for (int64_t n = 0; n < lay.npad; n += kSgemmNR, dst += sliver) std::memcpy(dst, row + n, sizeof(float) * kSgemmNR);
+    for (int64_t n = 0; n < npad; n += kSgemmNR, dst += K * kSgemmNR) std::memcpy(dst, row + n, sizeof(float) * kSgemmNR);
   }
 }
 
 // The adjoint of im2col_row: x[c, ih, iw] += r[(oh, ow)] for every output position that row (c, kh, kw) read
-// from inside the image. For stride 1 with OW == W the entries of r that fall off the left or right edge are
-// zeroed first (r is scratch), so that the row adds to x[c] as one contiguous run at the constant flat offset
-// (those entries then add 0 to a neighbour row); the run is clipped to x[c], so nothing outside it is touched.
+// from inside the image. For stride 1 with OW == W the row adds to x[c] as one contiguous run at the constant
+// flat offset, each value ANDed with its column's mask (the masked ones would land in a neighbouring row); the
+// run is clipped to x[c], so nothing outside it is touched.
 template <class T>
-void col2im_row(const ConvGeom& g, T* r, int64_t c, int64_t kh, int64_t kw, T* x) {
-  if (g.p.stride_h == 1 && g.p.stride_w == 1 && g.OW == g.W) {
+void col2im_row(const ConvGeom& g, const T* r, int64_t c, int64_t kh, int64_t kw, T* x) {
+  if (g.same_width()) {
     const int64_t W = g.W, HW = g.H * W;
     const int64_t oh_lo = std::clamp<int64_t>(g.p.pad_h - kh, 0, g.OH);
     const int64_t oh_hi = std::clamp<int64_t>(g.H + g.p.pad_h - kh, oh_lo, g.OH);
     const int64_t shift = (kh - g.p.pad_h) * W + (kw - g.p.pad_w);
-    const auto [lo, hi] = valid_cols(g.OW, W, 1, g.p.pad_w, kw);
-    for (int64_t ow = 0; ow < lo; ++ow)
-      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
-    for (int64_t ow = hi; ow < W; ++ow)
-      for (int64_t oh = oh_lo; oh < oh_hi; ++oh) r[oh * W + ow] = T(0);
     const int64_t i0 = std::max(oh_lo * W, -shift), i1 = std::min(oh_hi * W, HW - shift);
+    const MaskInt<T>* __restrict m = static_cast<const MaskInt<T>*>(g.col_masks) + kw * g.ohw();
     T* __restrict xc = x + c * HW + shift;
-    const T* __restrict rr = r;
-    for (int64_t i = i0; i < i1; ++i) xc[i] += rr[i];
+    for (int64_t i = i0; i < i1; ++i) xc[i] += std::bit_cast<T>(std::bit_cast<MaskInt<T>>(r[i]) & m[i]);
     return;
   }
   const auto [lo, hi] = valid_cols(g.OW, g.W, g.p.stride_w, g.p.pad_w, kw);
@@ -169,14 +193,10 @@ void col2im_row(const ConvGeom& g, T* r, int64_t c, int64_t kh, int64_t kw, T* x
   }
 }
 
-// Adds rows [p0, p1) of a column-gradient block ([p1 - p0, OH*OW], overwritten) into one image's x.
+// Adds rows [p0, p1) of a column-gradient block ([p1 - p0, OH*OW]) into one image's x.
 template <class T>
-void col2im_rows(const ConvGeom& g, T* col, int64_t p0, int64_t p1, T* x) {
-  int64_t c, kh, kw;
-  for (int64_t p = p0; p < p1; ++p, col += g.ohw()) {
-    kernel_pos(g, p, c, kh, kw);
-    col2im_row(g, col, c, kh, kw, x);
-  }
+void col2im_rows(const ConvGeom& g, const T* col, int64_t p0, int64_t p1, T* x) {
+  for (KernelPos k(g, p0); p0 < p1; ++p0, k.next(), col += g.ohw()) col2im_row(g, col, k.c, k.kh, k.kw, x);
 }
 
 // Rows of the column matrix handled together: blocks of about 128 KB (at OH*OW = 196, 160 rows for the weight
@@ -234,12 +254,14 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
   }
   if (out.numel() == 0) return;
   Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
-  const ConvGeom g = geometry(x, w, out.size(2), out.size(3), p);
-  const ConvSplit sp(g, num_threads());
+  const ConvGeom g0 = geometry(x, w, out.size(2), out.size(3), p);
+  const ConvSplit sp(g0, num_threads());
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (!std::is_floating_point_v<T>) {
       throw InternalError("cpu conv2d: floating dtype expected");
     } else {
+      ConvGeom g = g0;
+      const ColumnMasks<T> masks(g);
       const T* xp = static_cast<const T*>(x.data_ptr());
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
@@ -247,29 +269,42 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk();
       constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
       // K (= CKK) is walked in the GEMM's own slices: im2col writes one slice (~160 KB) and the GEMM adds its
-      // product to y while the slice is still in L2. The weights are packed once for every image.
-      const int64_t kc = sgemm_slice_depth(ckk), mpad = (g.OC + kSgemmMR - 1) / kSgemmMR * kSgemmMR;
-      Scratch wpack(packed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, ckk)) : 0);
-      if constexpr (packed) sgemm_pack_a(g.OC, ckk, wp, ckk, 1, wpack.as<float>());
+      // product to y while the slice is still in L2. With our float32 GEMM the weights are packed once for every
+      // image, and the bias rides along as one more column of W against a row of ones (K = CKK + 1), so that y
+      // is written by the GEMM alone; otherwise y starts as the bias and the GEMM adds to it.
+      const int64_t K = packed && bp ? ckk + 1 : ckk;
+      const int64_t kc = sgemm_slice_depth(K), mpad = (g.OC + kSgemmMR - 1) / kSgemmMR * kSgemmMR;
+      Scratch wpack(packed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, K)) : 0);
+      if constexpr (packed) {
+        if (bp) {
+          Scratch wb(sizeof(float) * static_cast<size_t>(g.OC * K));  // [W | b]
+          for (int64_t oc = 0; oc < g.OC; ++oc) {
+            std::copy_n(wp + oc * ckk, ckk, wb.as<float>() + oc * K);
+            wb.as<float>()[oc * K + ckk] = bp[oc];
+          }
+          sgemm_pack_a(g.OC, K, wb.as<float>(), K, 1, wpack.as<float>());
+        } else {
+          sgemm_pack_a(g.OC, K, wp, K, 1, wpack.as<float>());
+        }
+      }
       // (a thread normally gets one part; all of them when called from inside a parallel region)
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
         Scratch blk(sizeof(T) * static_cast<size_t>(packed ? PackedBLayout(kc, ohw).size() : kc * ohw));
         Scratch row(packed ? sizeof(float) * static_cast<size_t>(PackedBLayout(kc, ohw).npad) : 0);
         for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
           T* y = yp + n * g.OC * ohw;
-          if (bp)  // the GEMM adds onto the bias
+          if (!packed && bp)  // the GEMM adds onto the bias
             for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(y + oc * ohw, y + (oc + 1) * ohw, bp[oc]);
-          for (int64_t p0 = 0; p0 < ckk; p0 += kc) {
-            const int64_t kb = std::min(kc, ckk - p0);
-            const bool acc = bp != nullptr || p0 > 0;
+          for (int64_t p0 = 0; p0 < K; p0 += kc) {
+            const int64_t kb = std::min(kc, K - p0);
             if constexpr (packed) {
               const PackedBLayout lay(kb, ohw);
               im2col_packed(g, xp + n * chw, p0, p0 + kb, lay, row.as<float>(), blk.as<float>());
               sgemm_serial_packed(g.OC, ohw, kb, nullptr, 0, 0, wpack.as<float>() + p0 * mpad, nullptr, 0, 0,
-                                  blk.as<float>(), y, ohw, acc);
+                                  blk.as<float>(), y, ohw, p0 > 0);
             } else {
               im2col_rows(g, xp + n * chw, p0, p0 + kb, blk.as<T>());
-              gemm_serial(g.OC, ohw, kb, wp + p0, ckk, 1, blk.as<T>(), ohw, 1, y, ohw, acc);
+              gemm_serial(g.OC, ohw, kb, wp + p0, ckk, 1, blk.as<T>(), ohw, 1, y, ohw, bp != nullptr || p0 > 0);
             }
           }
         }
@@ -290,12 +325,14 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
     return;
   }
   Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
-  const ConvGeom g = geometry(x, w, gy.size(2), gy.size(3), p);
-  const ConvSplit sp(g, num_threads());
+  const ConvGeom g0 = geometry(x, w, gy.size(2), gy.size(3), p);
+  const ConvSplit sp(g0, num_threads());
   visit_dtype(x.dtype(), [&]<class T>() {
     if constexpr (!std::is_floating_point_v<T>) {
       throw InternalError("cpu conv2d_backward: floating dtype expected");
     } else {
+      ConvGeom g = g0;
+      const ColumnMasks<T> masks(g);
       const T* xp = static_cast<const T*>(x.data_ptr());
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* gyp = static_cast<const T*>(gy.data_ptr());
