@@ -157,7 +157,8 @@ void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1, co
     else std::fill(row, row + g.ohw(), 1.f);  // row CKK: ones, the bias's row (conv2d folds b into W)
     float* dst = out + p * kSgemmNR;
     // a fixed-size memcpy is inlined as vector moves (std::copy_n became a memmove call per piece)
-    for (int64_t n = 0; n < npad; n += kSgemmNR, dst += K * kSgemmNR) std::memcpy(dst, row + n, sizeof(float) * kSgemmNR);
+    for (int64_t n = 0; n < npad; n += kSgemmNR, dst += K * kSgemmNR)
+      std::memcpy(dst, row + n, sizeof(float) * kSgemmNR);
   }
 }
 
@@ -371,8 +372,11 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
       parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
         Scratch blk(sizeof(T) * static_cast<size_t>(std::max(wblock, xblock) * ohw));
         Scratch gwT(gwp && gw_transposed ? sizeof(T) * static_cast<size_t>(wsize) : 0);
-        Scratch gy_a(packed && gwp && !gw_transposed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, ohw)) : 0);
-        Scratch gy_b(packed && gxp ? sizeof(float) * static_cast<size_t>(PackedBLayout(g.OC, ohw).size()) : 0);
+        const bool gw_packed = packed && gwp && !gw_transposed, gx_packed = packed && gxp;
+        auto floats = [](int64_t n) { return sizeof(float) * static_cast<size_t>(n); };
+        Scratch gy_a(gw_packed ? floats(sgemm_packed_a_size(g.OC, ohw)) : 0);    // gy[n] as the gW GEMM's A
+        Scratch gw_b(gw_packed ? floats(PackedBLayout(ohw, wblock).size()) : 0);  // col[block]^T, packed
+        Scratch gy_b(gx_packed ? floats(PackedBLayout(g.OC, ohw).size()) : 0);    // gy[n] as the gX GEMM's B
         for (int64_t part = part0; part < part1; ++part) {
           T* gw_mine = !gwp ? nullptr : part == 0 ? gwp : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * wsize;
           const int64_t start = part * sp.per, end = std::min(g.N, start + sp.per);
@@ -387,12 +391,20 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
               if constexpr (packed) sgemm_pack_a(g.OC, ohw, gyn, ohw, 1, gy_a.as<float>());
               for (int64_t q0 = 0; q0 < ckk; q0 += wblock) {
                 const int64_t qb = std::min(wblock, ckk - q0);
-                im2col_rows(g, xn, q0, q0 + qb, blk.as<T>());
-                if constexpr (packed)
-                  sgemm_serial_packed(g.OC, qb, ohw, nullptr, 0, 0, gy_a.as<float>(), blk.as<float>(), 1, ohw, nullptr,
+                if constexpr (packed) {
+                  // B = col[block]^T, packed 16 columns (column-matrix rows) at a time straight from an L1-sized
+                  // piece of im2col, instead of writing the whole block and transposing it from L2
+                  for (int64_t j = 0; j < qb; j += kSgemmNR) {
+                    const int64_t nj = std::min(kSgemmNR, qb - j);
+                    im2col_rows(g, xn, q0 + j, q0 + j + nj, blk.as<float>());
+                    sgemm_pack_b_columns(ohw, qb, j, nj, blk.as<float>(), 1, ohw, gw_b.as<float>());
+                  }
+                  sgemm_serial_packed(g.OC, qb, ohw, nullptr, 0, 0, gy_a.as<float>(), nullptr, 0, 0, gw_b.as<float>(),
                                       gw_mine + q0, ckk, acc);
-                else
+                } else {
+                  im2col_rows(g, xn, q0, q0 + qb, blk.as<T>());
                   gemm_serial(g.OC, qb, ohw, gyn, ohw, 1, blk.as<T>(), 1, ohw, gw_mine + q0, ckk, acc);
+                }
               }
             }
             if (gxp) {

@@ -252,12 +252,21 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
 
 void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, float* out) {
   const int64_t kc_step = sgemm_slice_depth(K), mpad = (M + MR - 1) / MR * MR;
-  for (int64_t pc = 0; pc < K; pc += kc_step) pack_a(M, std::min(kc_step, K - pc), A + pc * cs, rs, cs, out + pc * mpad);
+  for (int64_t pc = 0; pc < K; pc += kc_step)
+    pack_a(M, std::min(kc_step, K - pc), A + pc * cs, rs, cs, out + pc * mpad);
 }
 
 void sgemm_pack_b(int64_t K, int64_t N, const float* B, int64_t rs, int64_t cs, float* out) {
+  sgemm_pack_b_columns(K, N, 0, N, B, rs, cs, out);
+}
+
+void sgemm_pack_b_columns(int64_t K, int64_t N, int64_t j0, int64_t nj, const float* B, int64_t rs, int64_t cs,
+                          float* out) {
   const PackedBLayout lay(K, N);
-  for (int64_t pc = 0; pc < K; pc += lay.kc) pack_b(std::min(lay.kc, K - pc), N, B + pc * rs, rs, cs, out + pc * lay.npad);
+  for (int64_t pc = 0; pc < K; pc += lay.kc) {
+    const int64_t kc = std::min(lay.kc, K - pc);
+    pack_b(kc, nj, B + pc * rs, rs, cs, out + pc * lay.npad + j0 * kc);
+  }
 }
 
 void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap,
@@ -279,6 +288,9 @@ void sgemm_pack_a(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
 }
 void sgemm_pack_b(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
   throw InternalError("sgemm_pack_b: this build has no AVX2/FMA kernel");
+}
+void sgemm_pack_b_columns(int64_t, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, float*) {
+  throw InternalError("sgemm_pack_b_columns: this build has no AVX2/FMA kernel");
 }
 void sgemm_serial_packed(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, const float*, int64_t,
                          int64_t, const float*, float*, int64_t, bool) {

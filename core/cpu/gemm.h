@@ -57,6 +57,10 @@ void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, 
 
 // B [K, N] packed (PackedBLayout(K, N).size() floats).
 void sgemm_pack_b(int64_t K, int64_t N, const float* B, int64_t rs, int64_t cs, float* out);
+// Columns [j0, j0 + nj) of B [K, N], given as the [K, nj] matrix at B, packed into their place in packed B
+// (j0 a multiple of kSgemmNR; nj one too unless j0 + nj == N): for callers that produce B a few columns at a time.
+void sgemm_pack_b_columns(int64_t K, int64_t N, int64_t j0, int64_t nj, const float* B, int64_t rs, int64_t cs,
+                          float* out);
 
 // C[M, N] (+)= A @ B on this thread, A taken from Ap when it is non-null (packed by sgemm_pack_a) and B from Bp
 // when that is non-null (laid out as PackedBLayout(K, N)); the plain pointer of a pre-packed operand is unused.
