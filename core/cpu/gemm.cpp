@@ -126,7 +126,15 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
 // 2 vectors of 8 columns; m <= R, n <= 8V). The full 6 x 16 tile keeps C in 12 registers and does two FMAs
 // per broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost 8 lanes of work, not
 // 16; M = 64: the last 4 rows cost 4 broadcasts, not 6). The accumulators are named variables, not an
-// array, so that they stay in registers (GCC kept an array of them on the stack, storing it every step).
+// array: GCC kept an array version on the stack, storing it every step, when the kernel was not inlined.
+// One row of a register tile: c0 (and c1) += A[r] * b0 (b1).
+template <int V>
+[[gnu::always_inline]] inline void fma_row(const float* a, __m256 b0, __m256 b1, __m256& c0, __m256& c1) {
+  const __m256 x = _mm256_broadcast_ss(a);
+  c0 = _mm256_fmadd_ps(x, b0, c0);
+  if constexpr (V == 2) c1 = _mm256_fmadd_ps(x, b1, c1);
+}
+
 template <int R, int V>
 void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
@@ -134,25 +142,13 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_loadu_ps(Bp), b1 = V == 2 ? _mm256_loadu_ps(Bp + 8) : b0;
-    __m256 a = _mm256_broadcast_ss(Ap + 0);
-    c00 = _mm256_fmadd_ps(a, b0, c00);
-    if constexpr (V == 2) c01 = _mm256_fmadd_ps(a, b1, c01);
-    a = _mm256_broadcast_ss(Ap + 1);
-    c10 = _mm256_fmadd_ps(a, b0, c10);
-    if constexpr (V == 2) c11 = _mm256_fmadd_ps(a, b1, c11);
-    a = _mm256_broadcast_ss(Ap + 2);
-    c20 = _mm256_fmadd_ps(a, b0, c20);
-    if constexpr (V == 2) c21 = _mm256_fmadd_ps(a, b1, c21);
-    a = _mm256_broadcast_ss(Ap + 3);
-    c30 = _mm256_fmadd_ps(a, b0, c30);
-    if constexpr (V == 2) c31 = _mm256_fmadd_ps(a, b1, c31);
+    fma_row<V>(Ap + 0, b0, b1, c00, c01);
+    fma_row<V>(Ap + 1, b0, b1, c10, c11);
+    fma_row<V>(Ap + 2, b0, b1, c20, c21);
+    fma_row<V>(Ap + 3, b0, b1, c30, c31);
     if constexpr (R == 6) {
-      a = _mm256_broadcast_ss(Ap + 4);
-      c40 = _mm256_fmadd_ps(a, b0, c40);
-      if constexpr (V == 2) c41 = _mm256_fmadd_ps(a, b1, c41);
-      a = _mm256_broadcast_ss(Ap + 5);
-      c50 = _mm256_fmadd_ps(a, b0, c50);
-      if constexpr (V == 2) c51 = _mm256_fmadd_ps(a, b1, c51);
+      fma_row<V>(Ap + 4, b0, b1, c40, c41);
+      fma_row<V>(Ap + 5, b0, b1, c50, c51);
     }
     Ap += MR;
     Bp += NR;
