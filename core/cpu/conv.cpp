@@ -1,14 +1,15 @@
 // defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs.
 // Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"); each thread
-// walks its run one image at a time with serial GEMMs, so there is one fork/join per call and every buffer is
-// one image's (the column buffer of a 28 x 28 or 14 x 14 image stays in that core's L2). The weight gradient is
-// summed per part and the parts added at the end.
+// walks its run one image at a time with serial GEMMs, so there is one fork/join per call. Within an image the
+// column matrix is never held whole: the forward walks K in the GEMM's slices and the backward walks the column
+// rows in blocks of ~128 KB, each written by im2col (or by the input-gradient GEMM) and consumed (by the GEMM, or
+// by col2im) while it is in L2. The weight gradient is summed per part and the parts added at the end.
 //   forward:  y[n] = W[OC, CKK] @ im2col(x[n]) [CKK, OH*OW] + b
 //   backward: gW += gy[n] @ im2col(x[n])^T  (or gW^T += im2col(x[n]) @ gy[n]^T when CKK < OC);
 //             gx[n] = col2im(W^T @ gy[n])
 // With our float32 GEMM the weights (W, and W^T for the backward) are packed once per call, not once per image,
-// and the forward's im2col writes its rows straight into the GEMM's packed B layout: no column buffer is
-// written and then copied again, and the bias is the GEMM's starting value.
+// the forward's im2col writes its rows straight into the GEMM's packed B layout (and the weight gradient's into
+// its packed B, 16 rows at a time), and the bias is one more column of W against a row of ones.
 #include <algorithm>
 #include <bit>
 #include <cstring>
