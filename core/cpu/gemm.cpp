@@ -186,9 +186,9 @@ inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t
 void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap_all,
                   const float* B, int64_t b_rs, int64_t b_cs, const float* Bp_all, float* C, int64_t ldc,
                   bool accumulate) {
-  const int64_t kc_step = sgemm_slice_depth(K);
-  const int64_t npad = (N + NR - 1) / NR * NR, mpad = (M + MR - 1) / MR * MR;
-  const int64_t nc_max = std::min(NC, npad), mc_max = std::min(MC, mpad);
+  const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
+  const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
+  const int64_t nc_max = std::min(NC, blay.npad), mc_max = std::min(MC, mpad);
   Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));
   Scratch apack(Ap_all ? 0 : sizeof(float) * static_cast<size_t>(mc_max * kc_step));
   for (int64_t jc = 0; jc < N; jc += NC) {
@@ -196,7 +196,7 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
     for (int64_t pc = 0; pc < K; pc += kc_step) {
       const int64_t kc = std::min(kc_step, K - pc);
       const bool acc = accumulate || pc > 0;  // later K slices add to what the first wrote
-      const float* Bp = Bp_all ? Bp_all + pc * npad + jc * kc : bpack.as<float>();
+      const float* Bp = Bp_all ? Bp_all + blay.offset(pc, jc) : bpack.as<float>();
       if (!Bp_all) pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, bpack.as<float>());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
