@@ -4,6 +4,7 @@
 
 #include "cpu_backend.h"
 #include "loops.h"
+#include "vec_math.h"
 
 namespace ember::cpu {
 namespace {
@@ -73,10 +74,10 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
       case UnaryOp::Sqrt: return unary_loop<T, T>(out, x, [](T v) { return std::sqrt(v); });
-      case UnaryOp::Exp: return unary_loop<T, T>(out, x, [](T v) { return std::exp(v); }, g);
+      case UnaryOp::Exp: return unary_loop<T, T>(out, x, [](T v) { return exp_of(v); }, g);
       case UnaryOp::Log: return unary_loop<T, T>(out, x, [](T v) { return std::log(v); }, g);
       case UnaryOp::Reciprocal: return unary_loop<T, T>(out, x, [](T v) { return T(1) / v; });
-      case UnaryOp::Sigmoid: return unary_loop<T, T>(out, x, [](T v) { return T(1) / (T(1) + std::exp(-v)); }, g);
+      case UnaryOp::Sigmoid: return unary_loop<T, T>(out, x, [](T v) { return T(1) / (T(1) + exp_of(-v)); }, g);
       case UnaryOp::Tanh: return unary_loop<T, T>(out, x, [](T v) { return std::tanh(v); }, g);
       case UnaryOp::Gelu:  // exact form, as PyTorch's default: x * Phi(x)
         return unary_loop<T, T>(

@@ -6,6 +6,7 @@
 
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "vec_math.h"
 
 namespace ember::cpu {
 namespace {
@@ -218,10 +219,22 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
           for (int64_t k = 0; k < D; ++k) m = std::max(m, xi[k * inner]);
           if (std::isinf(m) && m < 0) m = 0;  // an all -inf row: avoid (-inf) - (-inf)
           double sum = 0;
-          for (int64_t k = 0; k < D; ++k) {
-            T e = std::exp(xi[k * inner] - m);
-            sum += e;
-            if (!log) oi[k * inner] = e;
+          if (inner == 1) {
+            // a contiguous row: the exps in one vectorisable pass (written to the output, which log-softmax then
+            // overwrites), summed in double afterwards in four interleaved sums
+            exp_shifted(xi, m, oi, D);
+            double s4[4] = {0, 0, 0, 0};
+            int64_t k = 0;
+            for (; k + 4 <= D; k += 4)
+              for (int j = 0; j < 4; ++j) s4[j] += static_cast<double>(oi[k + j]);
+            for (; k < D; ++k) s4[0] += static_cast<double>(oi[k]);
+            sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+          } else {
+            for (int64_t k = 0; k < D; ++k) {
+              T e = exp_of(xi[k * inner] - m);
+              sum += e;
+              if (!log) oi[k * inner] = e;
+            }
           }
           if (log) {
             // (x - m) - log(sum), not x - (m + log(sum)): rounding m + log(sum) to T would cost an ulp of |m|,
