@@ -15,11 +15,18 @@ have_torch=1
 [ -x "$tbin" ] || have_torch=0
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# One-thread runs of both frameworks are pinned to the same core: on a shared VM the cores need not be equally
+# fast (here one vCPU ran ~10% slower than the other for long stretches), and an unpinned pair may land on
+# different ones.
+pin=()
+command -v taskset > /dev/null && pin=(taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')")
 run() {  # framework config threads [env...] -> "rate rss"
   local fw=$1 cfg=$2 th=$3; shift 3
   local b=$bin
   [ "$fw" = torch ] && b=$tbin
-  env "$@" "$b" --framework "$fw" --config "$cfg" --threads "$th" | awk '{print $4, $5}'
+  local p=()
+  [ "$th" = 1 ] && p=("${pin[@]}")
+  env "$@" "${p[@]}" "$b" --framework "$fw" --config "$cfg" --threads "$th" | awk '{print $4, $5}'
 }
 
 rows=""
@@ -79,7 +86,8 @@ cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 torch_v=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo "not installed")
 table="<!-- train-table:begin -->
 Measured $(date -u +%Y-%m-%d) on $cpu ($(nproc) cores), Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?),
-libtorch $torch_v; samples/s are medians of $reps alternating runs; peak RSS in MiB of the whole process.
+libtorch $torch_v; samples/s are medians of $reps alternating runs (one-thread runs of both pinned to the same
+core); peak RSS in MiB of the whole process.
 
 | config | threads | Ember samples/s | libtorch samples/s | Ember/libtorch | Ember RSS | libtorch RSS |
 | --- | --- | --- | --- | --- | --- | --- |
