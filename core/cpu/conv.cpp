@@ -148,8 +148,9 @@ void im2col_rows(const ConvGeom& g, const T* x, int64_t p0, int64_t p1, T* col) 
 // Row CKK, one past the column matrix, is all ones (the forward's bias row).
 // Each row is built in `row` (lay.npad floats, in L1) and copied out in pieces, the padding columns past OH*OW
 // zeroed. This replaces writing the column block and then packing it.
-void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1, const PackedBLayout& lay, float* row,
-                   float* out) {
+// ([[maybe_unused]]: builds without the AVX2 kernel never call it.)
+[[maybe_unused]] void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1,
+                                    const PackedBLayout& lay, float* row, float* out) {
   const int64_t K = p1 - p0, npad = lay.npad;
   std::fill(row + g.ohw(), row + npad, 0.f);
   KernelPos k(g, p0);
