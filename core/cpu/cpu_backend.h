@@ -1,5 +1,6 @@
 // defines: CpuBackend (the Eigen/OpenMP implementation of Backend), Scratch (temporary buffers drawn from the
-// caching allocator so kernels never call malloc in a steady loop), and conversion helpers. Private to core/.
+// caching allocator so kernels never call malloc in a steady loop), and the CPU's 16-bit float types for
+// scalar::convert. Private to core/.
 #pragma once
 #include <cmath>
 #include <limits>
@@ -8,44 +9,24 @@
 #include "ember/core/backend.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
+#include "ember/internal/scalar_math.h"
+
+// The CPU's 16-bit float storage types, for scalar::convert (computed in float: round to nearest even).
+template <>
+struct ember::scalar::ReducedFloat<ember::Half> : std::true_type {
+  static float to_float(Half v) { return static_cast<float>(v); }
+  static Half from_float(float v) { return Half(v); }
+};
+template <>
+struct ember::scalar::ReducedFloat<ember::BFloat16> : std::true_type {
+  static float to_float(BFloat16 v) { return static_cast<float>(v); }
+  static BFloat16 from_float(float v) { return BFloat16(v); }
+};
 
 namespace ember::cpu {
 
-template <class T>
-inline constexpr bool is_reduced_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-// Value conversion between any two element types. Floating -> integer saturates and maps NaN to 0, so that
-// no cast is undefined behaviour (C++ leaves out-of-range float->int casts undefined).
-template <class D, class S>
-inline D convert(S v) {
-  if constexpr (std::is_same_v<D, S>) {
-    return v;
-  } else if constexpr (is_reduced_v<S>) {
-    return convert<D>(static_cast<float>(v));
-  } else if constexpr (is_reduced_v<D>) {
-    return D(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<D, bool>) {
-    return v != S(0);
-  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
-    if (std::isnan(v)) return D(0);
-    if (v <= static_cast<S>(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
-    if (v >= static_cast<S>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    return static_cast<D>(v);
-  } else {
-    return static_cast<D>(v);
-  }
-}
-
-// Integer arithmetic that wraps around on overflow (as PyTorch's does) instead of being undefined behaviour:
-// signed values are computed in their unsigned type, whose overflow is defined, and converted back.
-template <class T>
-struct Wrap {
-  using U = std::conditional_t<std::is_integral_v<T> && std::is_signed_v<T>, std::make_unsigned_t<T>, T>;
-  static T add(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
-  static T sub(T a, T b) { return static_cast<T>(static_cast<U>(a) - static_cast<U>(b)); }
-  static T mul(T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }
-  static T neg(T a) { return static_cast<T>(U(0) - static_cast<U>(a)); }
-};
+using scalar::convert;
+using scalar::is_reduced_v;
 
 // A temporary contiguous buffer, reused from call to call (Note [Scratch arenas] in matmul.cpp).
 class Scratch {

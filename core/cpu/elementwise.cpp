@@ -1,20 +1,13 @@
 // defines: the CPU elementwise kernels — copy (with dtype conversion), fill, unary, clamp, binary, where.
-// Each op is a small lambda run by unary_loop/binary_loop, whose contiguous branches the compiler vectorises.
+// Each op's per-element math comes from ember/internal/scalar_math.h (shared with the CUDA kernels), called in
+// a small lambda run by unary_loop/binary_loop, whose contiguous branches the compiler vectorises.
 #include <cmath>
 
 #include "cpu_backend.h"
 #include "loops.h"
-#include "vec_math.h"
 
 namespace ember::cpu {
 namespace {
-
-// Arithmetic for every element type: wrapping for signed integers (no UB), plain for the rest (bool's
-// arithmetic goes through int and back).
-template <class T> T add_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a + b); else return Wrap<T>::add(a, b); }
-template <class T> T sub_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a - b); else return Wrap<T>::sub(a, b); }
-template <class T> T mul_of(T a, T b) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(a * b); else return Wrap<T>::mul(a, b); }
-template <class T> T neg_of(T a) { if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>) return static_cast<T>(-a); else return Wrap<T>::neg(a); }
 
 // Expensive per-element functions (exp, tanh, erf) are worth threads sooner.
 constexpr int64_t kTranscendentalGrain = 8192;
@@ -58,84 +51,36 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64
   });
 }
 
+// One loop per op of the list (op_list.h), each calling the op's scalar math (scalar_math.h) on T.
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
-  constexpr int64_t g = kTranscendentalGrain;
   switch (op) {
-    case UnaryOp::Neg: return unary_loop<T, T>(out, x, [](T v) { return neg_of(v); });
-    case UnaryOp::Abs: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? neg_of(v) : v; });
-    // written so that NaN passes through, as PyTorch's relu (a NaN must not turn into a silent 0)
-    case UnaryOp::Relu: return unary_loop<T, T>(out, x, [](T v) { return v < T(0) ? T(0) : v; });
-    case UnaryOp::Sign:
-      return unary_loop<T, T>(out, x, [](T v) { return static_cast<T>((T(0) < v) - (v < T(0))); });
-    case UnaryOp::Square: return unary_loop<T, T>(out, x, [](T v) { return mul_of(v, v); });
-    default: break;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case UnaryOp::Sqrt: return unary_loop<T, T>(out, x, [](T v) { return std::sqrt(v); });
-      case UnaryOp::Exp: return unary_loop<T, T>(out, x, [](T v) { return exp_of(v); }, g);
-      case UnaryOp::Log: return unary_loop<T, T>(out, x, [](T v) { return std::log(v); }, g);
-      case UnaryOp::Reciprocal: return unary_loop<T, T>(out, x, [](T v) { return T(1) / v; });
-      case UnaryOp::Sigmoid: return unary_loop<T, T>(out, x, [](T v) { return T(1) / (T(1) + exp_of(-v)); }, g);
-      case UnaryOp::Tanh: return unary_loop<T, T>(out, x, [](T v) { return std::tanh(v); }, g);
-      case UnaryOp::Gelu:  // exact form, as PyTorch's default: x * Phi(x)
-        return unary_loop<T, T>(
-            out, x, [](T v) { return static_cast<T>(0.5) * v * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2))); }, g);
-      case UnaryOp::GeluGrad:  // Phi(x) + x * phi(x)
-        return unary_loop<T, T>(out, x, [](T v) {
-          const T cdf = static_cast<T>(0.5) * (T(1) + std::erf(v * static_cast<T>(M_SQRT1_2)));
-          const T pdf = std::exp(static_cast<T>(-0.5) * v * v) * static_cast<T>(0.3989422804014327);  // 1/sqrt(2 pi)
-          return cdf + v * pdf;
-        }, g);
-      default: break;
-    }
+#define EMBER_X(Name, str, float_only, cost)                                                                  \
+  case UnaryOp::Name:                                                                                         \
+    if constexpr (scalar::kUnaryDefined<UnaryOp::Name, T>) {                                                  \
+      return unary_loop<T, T>(out, x, [](T v) { return scalar::unary<UnaryOp::Name>(v); },                    \
+                              is_transcendental(UnaryOp::Name) ? kTranscendentalGrain : kElementwiseGrain);   \
+    }                                                                                                         \
+    break;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
   }
   throw InternalError(detail::str("cpu unary: ", name(op), " not implemented for ", x.dtype()));
 }
 
+// R: T for arithmetic, bool for comparisons.
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case BinaryOp::Add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return add_of(x, y); });
-    case BinaryOp::Sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return sub_of(x, y); });
-    case BinaryOp::Mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return mul_of(x, y); });
-    case BinaryOp::Div:
-      if constexpr (std::is_floating_point_v<T>) return binary_loop<T, T>(out, a, b, [](T x, T y) { return x / y; });
-      break;  // integer division is promoted to float32 by raw::binary
-    case BinaryOp::Pow:
-      return binary_loop<T, T>(out, a, b, [](T x, T y) {
-        if constexpr (std::is_floating_point_v<T>) {
-          return std::pow(x, y);
-        } else {  // integer power by squaring; negative exponents give 0 except for bases 1 and -1
-          if (y < T(0)) return static_cast<T>(x == T(1) ? 1 : (x == T(-1) ? ((-y) % 2 ? -1 : 1) : 0));
-          T r = 1, base = x;
-          for (T e = y; e > T(0); e = static_cast<T>(e / 2)) {
-            if (e % 2) r = mul_of(r, base);
-            base = mul_of(base, base);
-          }
-          return r;
-        }
-      });
-    // maximum/minimum propagate NaN, as PyTorch's do
-    case BinaryOp::Maximum:
-      return binary_loop<T, T>(out, a, b, [](T x, T y) {
-        if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x) || std::isnan(y)) return x + y; }
-        return x > y ? x : y;
-      });
-    case BinaryOp::Minimum:
-      return binary_loop<T, T>(out, a, b, [](T x, T y) {
-        if constexpr (std::is_floating_point_v<T>) { if (std::isnan(x) || std::isnan(y)) return x + y; }
-        return x < y ? x : y;
-      });
-    // x: the gradient, y: relu's output (>= 0, or NaN, which gets no gradient, as y > 0 is false)
-    case BinaryOp::ReluBackward: return binary_loop<T, T>(out, a, b, [](T x, T y) { return y > T(0) ? x : T(0); });
-    case BinaryOp::Eq: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x == y; });
-    case BinaryOp::Ne: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x != y; });
-    case BinaryOp::Lt: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x < y; });
-    case BinaryOp::Le: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x <= y; });
-    case BinaryOp::Gt: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x > y; });
-    case BinaryOp::Ge: return binary_loop<bool, T>(out, a, b, [](T x, T y) { return x >= y; });
+#define EMBER_X(Name, str, kind)                                                                            \
+  case BinaryOp::Name:                                                                                      \
+    if constexpr (scalar::kBinaryDefined<BinaryOp::Name, T>) {                                              \
+      using R = std::conditional_t<is_comparison(BinaryOp::Name), bool, T>;                                 \
+      return binary_loop<R, T>(out, a, b, [](T x, T y) -> R { return scalar::binary<BinaryOp::Name>(x, y); }); \
+    }                                                                                                       \
+    break;
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
   }
   throw InternalError(detail::str("cpu binary: ", name(op), " not implemented for ", a.dtype()));
 }
@@ -189,10 +134,7 @@ void CpuBackend::clamp(const Tensor& out, const Tensor& x, double lo, double hi)
     } else {
       // bounds outside T's range saturate (so clamp(int8 tensor, -1e300, 1e300) stays defined)
       const T l = convert<T>(lo), h = convert<T>(hi);
-      unary_loop<T, T>(out, x, [l, h](T v) {
-        if constexpr (std::is_floating_point_v<T>) { if (std::isnan(v)) return v; }
-        return v < l ? l : (v > h ? h : v);
-      });
+      unary_loop<T, T>(out, x, [l, h](T v) { return scalar::clamp(v, l, h); });
     }
   });
 }

@@ -1,9 +1,11 @@
-// defines: the CPU index_select / index_add and the Philox-based random fills.
+// defines: the CPU index_select / index_add and the random fills (Philox blocks from ember/internal/philox.h,
+// shared with the CUDA kernels).
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "cpu_backend.h"
+#include "ember/internal/philox.h"
 #include "parallel.h"
 
 namespace ember::cpu {
@@ -59,28 +61,6 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t dim
   });
 }
 
-// --- Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11)
-namespace {
-struct Philox {
-  uint32_t out[4];
-  Philox(uint64_t seed, uint64_t counter) {
-    uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0};
-    uint32_t k[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-    for (int r = 0; r < 10; ++r) {
-      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c[0];
-      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c[2];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0];
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1];
-      c[0] = n0; c[1] = static_cast<uint32_t>(p1); c[2] = n2; c[3] = static_cast<uint32_t>(p0);
-      k[0] += 0x9E3779B9u;
-      k[1] += 0xBB67AE85u;
-    }
-    for (int i = 0; i < 4; ++i) out[i] = c[i];
-  }
-};
-inline double u01(uint32_t u) { return static_cast<double>(u) * (1.0 / 4294967296.0); }  // [0, 1)
-}  // namespace
-
 void CpuBackend::random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState st) {
   const int64_t n = out.numel();
   const int64_t blocks = (n + 3) / 4;
@@ -89,28 +69,8 @@ void CpuBackend::random(RandomKind kind, const Tensor& out, double lo, double hi
     // Element i comes from block (offset + i / 4), lane i % 4, whatever thread computes it.
     parallel_for(0, blocks, 2048, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
-        Philox ph(st.seed, st.offset + static_cast<uint64_t>(blk));
         double v[4];
-        if (kind == RandomKind::Normal) {  // Box-Muller on lanes (0, 1) and (2, 3)
-          for (int j = 0; j < 4; j += 2) {
-            const double r = std::sqrt(-2.0 * std::log(1.0 - u01(ph.out[j])));  // 1 - u in (0, 1]
-            const double th = 2.0 * M_PI * u01(ph.out[j + 1]);
-            v[j] = lo + hi * r * std::cos(th);
-            v[j + 1] = lo + hi * r * std::sin(th);
-          }
-        } else if (kind == RandomKind::Int) {
-          const uint64_t range = static_cast<uint64_t>(hi - lo);
-          for (int j = 0; j < 4; ++j) v[j] = lo + static_cast<double>((static_cast<uint64_t>(ph.out[j]) * range) >> 32);
-        } else {
-          for (int j = 0; j < 4; ++j) {
-            double u = lo + (hi - lo) * u01(ph.out[j]);
-            // keep the interval half-open after rounding to T
-            if constexpr (std::is_same_v<T, float> || is_reduced_v<T>) {
-              if (static_cast<double>(static_cast<float>(convert<T>(u))) >= hi) u = lo;
-            }
-            v[j] = u;
-          }
-        }
+        scalar::random_block<T>(kind, st.seed, st.offset + static_cast<uint64_t>(blk), lo, hi, v);
         for (int j = 0; j < 4; ++j) {
           const int64_t i = blk * 4 + j;
           if (i < n) o[i] = convert<T>(v[j]);

@@ -5,83 +5,30 @@
 #include <limits>
 
 #include "cpu_backend.h"
+#include "ember/internal/dim_walk.h"
 #include "parallel.h"
 #include "vec_math.h"
 
 namespace ember::cpu {
 namespace {
 
-// Accumulators: double for floats; uint64 for integers, whose wrap-around on overflow is defined (the result
-// converts back to int64 modulo 2^64, as PyTorch's sum wraps).
-template <class T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+// A walk over the kept or the reduced dims of x (ember/internal/dim_walk.h, shared with the CUDA reductions).
+using Walk = DimWalk<64>;
 
-// A strided walk over a set of (size, stride) dims, innermost last, strides in elements.
-struct Walk {
-  Shape sizes, strides;
-  int64_t numel = 1;
-  void add(int64_t size, int64_t stride) {
-    if (size == 1) return;
-    numel *= size;
-    size_t n = sizes.size();
-    if (n && strides[n - 1] == stride * size) {  // contiguous with the previous (outer) dim: merge
-      sizes[n - 1] *= size;
-      strides[n - 1] = stride;
-    } else {
-      sizes.push_back(size);
-      strides.push_back(stride);
-    }
-  }
-  // Element offset of the i-th element in walk order.
-  int64_t offset(int64_t i) const {
-    int64_t off = 0;
-    for (size_t d = sizes.size(); d-- > 0;) {
-      off += (i % sizes[d]) * strides[d];
-      i /= sizes[d];
-    }
-    return off;
-  }
-};
-
+// The accumulator math (scalar_math.h): double for floating sums and products, uint64 for integer ones (the
+// result converts back to int64 modulo 2^64, as PyTorch's sum wraps), T for max and min, NaN propagating.
 template <class T, ReduceOp Op>
-struct Reducer {
-  using A = std::conditional_t<Op == ReduceOp::Sum || Op == ReduceOp::Prod, acc_t<T>, T>;
-  static A init() {
-    if constexpr (Op == ReduceOp::Sum) return A(0);
-    else if constexpr (Op == ReduceOp::Prod) return A(1);
-    // floats start at -inf / +inf (not the lowest / largest finite value), so an all -inf max stays -inf
-    else if constexpr (std::is_floating_point_v<T>)
-      return Op == ReduceOp::Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-    else if constexpr (Op == ReduceOp::Max) return std::numeric_limits<T>::lowest();
-    else return std::numeric_limits<T>::max();
-  }
-  static A step(A acc, T v) {
-    if constexpr (Op == ReduceOp::Sum) return acc + static_cast<A>(v);
-    else if constexpr (Op == ReduceOp::Prod) return acc * static_cast<A>(v);
-    else {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(v) || std::isnan(acc)) return std::numeric_limits<T>::quiet_NaN();  // NaN propagates
-      }
-      if constexpr (Op == ReduceOp::Max) return v > acc ? v : acc;
-      else return v < acc ? v : acc;
-    }
-  }
-  static A combine(A a, A b) {
-    if constexpr (Op == ReduceOp::Sum) return a + b;
-    else if constexpr (Op == ReduceOp::Prod) return a * b;
-    else return step(a, static_cast<T>(b));
-  }
-};
+using Reducer = scalar::ReduceMath<Op, T>;
 
 // Reduces along `red` for each output element in `kept` order. R is the output element type.
 template <class T, class R, ReduceOp Op>
 void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const Walk& red) {
   using Red = Reducer<T, Op>;
-  using A = typename Red::A;
+  using A = typename Red::Acc;
   const T* in = static_cast<const T*>(x.data_ptr());
   R* o = static_cast<R*>(out.data_ptr());
   const int64_t nout = kept.numel, nred = red.numel;
-  const bool inner_contig = red.sizes.size() == 1 && red.strides[0] == 1;
+  const bool inner_contig = red.contiguous();
 
   if (nout == 1) {
     // Full reduction: fixed blocks, then blocks combined in order (deterministic whatever the threads).
@@ -105,7 +52,7 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
 
   // Column reduction (e.g. a bias gradient: sum over the batch of [N, C]): the kept dims form one contiguous
   // run, so accumulate whole rows at a time instead of walking each column with a large stride.
-  if (kept.sizes.size() == 1 && kept.strides[0] == 1 && !inner_contig) {
+  if (kept.contiguous() && !inner_contig) {
     parallel_for(0, nout, 1024, [&](int64_t j0, int64_t j1) {
       std::vector<A> acc(static_cast<size_t>(j1 - j0), Red::init());
       for (int64_t r = 0; r < nred; ++r) {
@@ -141,13 +88,9 @@ void reduce_arg(const Tensor& out, const Tensor& x, const Walk& kept, const Walk
       const T* base = in + kept.offset(j);
       int64_t best = 0;
       T bv = base[red.offset(0)];
-      for (int64_t i = 1; i < nred; ++i) {
-        T v = base[red.offset(i)];
-        if constexpr (std::is_floating_point_v<T>) {
-          if (std::isnan(bv)) break;
-          if (std::isnan(v)) { best = i; bv = v; break; }
-        }
-        if (IsMax ? v > bv : v < bv) { best = i; bv = v; }
+      for (int64_t i = 1; i < nred && !scalar::is_nan(bv); ++i) {
+        const T v = base[red.offset(i)];
+        if (scalar::arg_better<IsMax>(v, bv)) { best = i; bv = v; }
       }
       o[j] = best;
     }
@@ -168,7 +111,7 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
   std::vector<bool> is_red(static_cast<size_t>(x.dim()), false);
   for (int64_t d : dims) is_red[static_cast<size_t>(d)] = true;
   Walk kept, red;
-  for (int64_t d = 0; d < x.dim(); ++d) (is_red[static_cast<size_t>(d)] ? red : kept).add(x.size(d), x.stride(d));
+  for (int64_t d = 0; d < x.dim(); ++d) (void)(is_red[static_cast<size_t>(d)] ? red : kept).add(x.size(d), x.stride(d));
   if (out.numel() == 0) return;
   if (red.numel == 0) {  // reducing an empty dim: sum 0, prod 1 (max/min/arg are rejected by raw::reduce)
     fill(out, op == ReduceOp::Prod ? 1.0 : 0.0);
@@ -178,14 +121,18 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
     if constexpr (is_reduced_v<T>) {
       throw InternalError("unreachable");
     } else {
-      using S = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;  // sum/prod of ints give int64
       switch (op) {
-        case ReduceOp::Sum: return reduce_values<T, S, ReduceOp::Sum>(out, x, kept, red);
-        case ReduceOp::Prod: return reduce_values<T, S, ReduceOp::Prod>(out, x, kept, red);
-        case ReduceOp::Max: return reduce_values<T, T, ReduceOp::Max>(out, x, kept, red);
-        case ReduceOp::Min: return reduce_values<T, T, ReduceOp::Min>(out, x, kept, red);
-        case ReduceOp::ArgMax: return reduce_arg<T, true>(out, x, kept, red);
-        case ReduceOp::ArgMin: return reduce_arg<T, false>(out, x, kept, red);
+#define EMBER_X(Name, str, kind)                                                                              \
+  case ReduceOp::Name:                                                                                        \
+    if constexpr (is_index_reduction(ReduceOp::Name)) {                                                       \
+      return reduce_arg<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red);                            \
+    } else {                                                                                                  \
+      /* sums and products of integers give int64 */                                                          \
+      using R = std::conditional_t<Reducer<T, ReduceOp::Name>::kSumLike && !std::is_floating_point_v<T>, int64_t, T>; \
+      return reduce_values<T, R, ReduceOp::Name>(out, x, kept, red);                                          \
+    }
+        EMBER_REDUCE_OPS(EMBER_X)
+#undef EMBER_X
       }
     }
   });
@@ -215,9 +162,10 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
           const int64_t base = (r / inner) * D * inner + (r % inner);
           const T* xi = in + base;
           T* oi = o + base;
-          T m = -std::numeric_limits<T>::infinity();
-          for (int64_t k = 0; k < D; ++k) m = std::max(m, xi[k * inner]);
-          if (std::isinf(m) && m < 0) m = 0;  // an all -inf row: avoid (-inf) - (-inf)
+          // the row max (an all -inf row is shifted by 0: avoids (-inf) - (-inf)), as the CUDA kernels
+          T m = scalar::softmax_max_start<T>();
+          for (int64_t k = 0; k < D; ++k) m = scalar::softmax_max_step(m, xi[k * inner]);
+          m = scalar::softmax_shift(m);
           double sum = 0;
           if (inner == 1) {
             // a contiguous row: the exps in one vectorisable pass (written to the output, which log-softmax then

@@ -1,5 +1,4 @@
-// defines: backend_for(Device) — the CPU backend always, the CUDA backend when built and available — and the
-// op enum names. The CUDA backend is reached by a direct call, never a static registrar (a static library
+// defines: backend_for(Device) — the CPU backend always, the CUDA backend when built and available. The CUDA backend is reached by a direct call, never a static registrar (a static library
 // would drop a registrar object silently).
 #include "ember/config.h"
 #include "ember/core/backend.h"
@@ -25,15 +24,6 @@ Backend& backend_for(Device d) {
 #else
   throw DeviceError(detail::str("cannot use ", d, ": ", cuda::unavailable_reason()));
 #endif
-}
-
-const char* name(UnaryOp op) {
-  static const char* names[] = {"neg", "abs", "sqrt", "exp", "log", "relu", "sigmoid", "tanh", "gelu", "sign", "square", "reciprocal", "gelu_grad"};
-  return names[static_cast<int>(op)];
-}
-const char* name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward", "eq", "ne", "lt", "le", "gt", "ge"};
-  return names[static_cast<int>(op)];
 }
 
 }  // namespace ember

@@ -10,31 +10,7 @@
 
 namespace ember {
 
-// --- DType
-size_t itemsize(DType d) {
-  switch (d) {
-    case kFloat32: case kInt32: return 4;
-    case kFloat64: case kInt64: return 8;
-    case kFloat16: case kBFloat16: return 2;
-    case kUInt8: case kBool: return 1;
-  }
-  return 0;
-}
-
-const char* name(DType d) {
-  switch (d) {
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
-    case kFloat16: return "float16";
-    case kBFloat16: return "bfloat16";
-    case kInt64: return "int64";
-    case kInt32: return "int32";
-    case kUInt8: return "uint8";
-    case kBool: return "bool";
-  }
-  return "?";
-}
-
+// --- DType (names and sizes: op_list.h)
 std::ostream& operator<<(std::ostream& os, DType d) { return os << name(d); }
 
 DType promote_types(DType a, DType b) {

@@ -15,14 +15,6 @@ namespace raw {
 using detail::describe;
 
 namespace {
-bool is_float_op(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Sqrt: case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sigmoid: case UnaryOp::Tanh:
-    case UnaryOp::Gelu: case UnaryOp::Reciprocal: case UnaryOp::GeluGrad: return true;
-    default: return false;
-  }
-}
-
 // The dtype a binary op computes in.
 DType compute_dtype(BinaryOp op, DType dt) {
   if ((op == BinaryOp::Div) && !is_floating(dt)) return kFloat32;  // true division, as PyTorch

@@ -18,33 +18,14 @@ namespace {
 using detail::kernel_args;
 using detail::KernelArgs;
 using detail::OnDevice;
-using detail::scalar_type;
-
-static_assert(static_cast<int>(kernels::UnaryKind::GeluGrad) == static_cast<int>(UnaryOp::GeluGrad));
-static_assert(static_cast<int>(kernels::UnaryKind::Reciprocal) == static_cast<int>(UnaryOp::Reciprocal));
-static_assert(static_cast<int>(kernels::BinaryKind::Ge) == static_cast<int>(BinaryOp::Ge));
-static_assert(static_cast<int>(kernels::BinaryKind::Eq) == static_cast<int>(BinaryOp::Eq));
-static_assert(static_cast<int>(kernels::BinaryKind::Minimum) == static_cast<int>(BinaryOp::Minimum));
-static_assert(static_cast<int>(kernels::BinaryKind::ReluBackward) == static_cast<int>(BinaryOp::ReluBackward));
-static_assert(static_cast<int>(kernels::ReduceKind::ArgMin) == static_cast<int>(ReduceOp::ArgMin));
 
 // Scratch memory from the caching allocator on the current stream of `dev` (kept until the Tensor dies).
 Tensor scratch(int64_t bytes, Device dev) { return empty({bytes}, {.dtype = kUInt8, .device = dev}); }
 
-// A walk over dims of x (the CPU backend's Walk::add: size-1 dims dropped, mergeable neighbours merged).
+// Adds dim (size, stride) to a reduction walk (dim_walk.h, as the CPU backend's); throws past kMaxDims.
 void walk_add(kernels::Walk& w, int64_t size, int64_t stride) {
-  if (size == 1) return;
-  w.numel *= size;
-  if (w.ndim > 0 && w.strides[w.ndim - 1] == stride * size) {
-    w.sizes[w.ndim - 1] *= size;
-    w.strides[w.ndim - 1] = stride;
-    return;
-  }
-  EMBER_CHECK_DEVICE(w.ndim < kernels::kMaxDims, "reduce: more than ", kernels::kMaxDims,
+  EMBER_CHECK_DEVICE(w.add(size, stride), "reduce: more than ", kernels::kMaxDims,
                      " dims that cannot be merged (make the input contiguous first)");
-  w.sizes[w.ndim] = size;
-  w.strides[w.ndim] = stride;
-  ++w.ndim;
 }
 
 bool is_reduced(DType dt) { return dt == kFloat16 || dt == kBFloat16; }
@@ -55,7 +36,7 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x) {
   if (out.numel() == 0) return;
   OnDevice on(out);
   KernelArgs k = kernel_args(name(op), {&out, &x});
-  kernels::launch_unary(static_cast<kernels::UnaryKind>(op), k.operands[0], k.operands[1], k.layout, on.stream);
+  kernels::launch_unary(op, k.operands[0], k.operands[1], k.layout, on.stream);
 }
 
 void CudaBackend::clamp(const Tensor& out, const Tensor& x, double lo, double hi) {
@@ -69,7 +50,7 @@ void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const 
   if (out.numel() == 0) return;
   OnDevice on(out);
   KernelArgs k = kernel_args(name(op), {&out, &a, &b});
-  kernels::launch_binary(static_cast<kernels::BinaryKind>(op), k.operands[0], k.operands[1], k.operands[2], k.layout,
+  kernels::launch_binary(op, k.operands[0], k.operands[1], k.operands[2], k.layout,
                          on.stream);
 }
 
@@ -91,13 +72,12 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const 
     return;
   }
   OnDevice on(out);
-  const auto kind = static_cast<kernels::ReduceKind>(op);
-  const int64_t ws_bytes = kernels::reduce_workspace_bytes(kind, kept.numel, red.numel);
+  const int64_t ws_bytes = kernels::reduce_workspace_bytes(op, kept.numel, red.numel);
   Tensor ws = ws_bytes ? scratch(ws_bytes, out.device()) : Tensor();
   KernelArgs k = kernel_args("reduce", {&out});
   k.operands[1].data = x.data_ptr();
-  k.operands[1].type = scalar_type(x.dtype());
-  kernels::launch_reduce(kind, k.operands[0], k.operands[1], kept, red, ws_bytes ? ws.data_ptr() : nullptr, on.stream);
+  k.operands[1].type = x.dtype();
+  kernels::launch_reduce(op, k.operands[0], k.operands[1], kept, red, ws_bytes ? ws.data_ptr() : nullptr, on.stream);
 }
 
 void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -109,7 +89,7 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (is_floating(out.dtype())) return detail::cublas_matmul(out, a, b);
   OnDevice on(out);
   const int64_t sa[3] = {a.stride(0), a.stride(1), a.stride(2)}, sb[3] = {b.stride(0), b.stride(1), b.stride(2)};
-  kernels::launch_matmul_int(scalar_type(out.dtype()), out.data_ptr(), a.data_ptr(), b.data_ptr(), out.size(0),
+  kernels::launch_matmul_int(out.dtype(), out.data_ptr(), a.data_ptr(), b.data_ptr(), out.size(0),
                              out.size(1), out.size(2), a.size(2), sa, sb, on.stream);
 }
 
@@ -120,7 +100,7 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, bo
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
-  kernels::launch_softmax(scalar_type(x.dtype()), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log,
+  kernels::launch_softmax(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log,
                           on.stream);
 }
 
@@ -185,7 +165,7 @@ void CudaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, c
   if (out.numel() == 0) return;
   OnDevice on(out);
   const Tensor x = raw::contiguous(x_in);
-  kernels::launch_pool2d(kind == PoolKind::Max, scalar_type(out.dtype()), out.data_ptr(), x.data_ptr(),
+  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(),
                          pool_shape(x, out, p), on.stream);
 }
 
@@ -195,7 +175,7 @@ void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor&
   OnDevice on(gx);
   const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
   // the kernel writes every element of gx (0 where no window routes a gradient)
-  kernels::launch_pool2d_backward(kind == PoolKind::Max, scalar_type(gx.dtype()), gx.data_ptr(), gy.data_ptr(),
+  kernels::launch_pool2d_backward(kind == PoolKind::Max, gx.dtype(), gx.data_ptr(), gy.data_ptr(),
                                   x.data_ptr(), pool_shape(x, gy, p), on.stream);
 }
 
@@ -227,7 +207,7 @@ void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= out.size(d);
   for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
-  kernels::launch_index_add(scalar_type(dt), out.data_ptr(), src.data_ptr(),
+  kernels::launch_index_add(dt, out.data_ptr(), src.data_ptr(),
                             static_cast<const int64_t*>(index.data_ptr()), outer, out.size(dim), index.numel(), inner,
                             on.stream);
 }
@@ -235,8 +215,7 @@ void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_
 void CudaBackend::random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  const int k = kind == RandomKind::Uniform ? 0 : (kind == RandomKind::Normal ? 1 : 2);
-  kernels::launch_random(k, scalar_type(out.dtype()), out.data_ptr(), out.numel(), lo, hi, state.seed, state.offset,
+  kernels::launch_random(kind, out.dtype(), out.data_ptr(), out.numel(), lo, hi, state.seed, state.offset,
                          on.stream);
 }
 
@@ -254,31 +233,16 @@ void check_step(const char* op, std::initializer_list<const Tensor*> ts) {
 void CudaBackend::sgd_step(const SgdStepArgs& a) {
   check_step("sgd_step", {&a.param, &a.grad, &a.momentum_buf});
   OnDevice on(a.param);
-  kernels::SgdArgs k;
-  k.lr = a.lr;
-  k.momentum = a.momentum;
-  k.dampening = a.dampening;
-  k.weight_decay = a.weight_decay;
-  k.nesterov = a.nesterov;
-  k.first_step = a.first_step;
-  kernels::launch_sgd(scalar_type(a.param.dtype()), a.param.data_ptr(), a.grad.data_ptr(),
-                      a.momentum_buf.defined() ? a.momentum_buf.data_ptr() : nullptr, a.param.numel(), k, on.stream);
+  kernels::launch_sgd(a.param.dtype(), a.param.data_ptr(), a.grad.data_ptr(),
+                      a.momentum_buf.defined() ? a.momentum_buf.data_ptr() : nullptr, a.param.numel(), a.hyper,
+                      on.stream);
 }
 
 void CudaBackend::adam_step(const AdamStepArgs& a) {
   check_step("adam_step", {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq});
   OnDevice on(a.param);
-  kernels::AdamArgs k;
-  k.lr = a.lr;
-  k.beta1 = a.beta1;
-  k.beta2 = a.beta2;
-  k.eps = a.eps;
-  k.weight_decay = a.weight_decay;
-  k.bias_correction1 = a.bias_correction1;
-  k.bias_correction2 = a.bias_correction2;
-  k.decoupled = a.decoupled;
-  kernels::launch_adam(scalar_type(a.param.dtype()), a.param.data_ptr(), a.grad.data_ptr(), a.exp_avg.data_ptr(),
-                       a.exp_avg_sq.data_ptr(), a.param.numel(), k, on.stream);
+  kernels::launch_adam(a.param.dtype(), a.param.data_ptr(), a.grad.data_ptr(), a.exp_avg.data_ptr(),
+                       a.exp_avg_sq.data_ptr(), a.param.numel(), a.hyper, on.stream);
 }
 
 }  // namespace ember::cuda

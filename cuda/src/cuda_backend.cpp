@@ -37,17 +37,8 @@
 namespace ember::cuda {
 namespace {
 
-using kernels::ScalarType;
 using detail::kernel_args;
 using detail::KernelArgs;
-static_assert(static_cast<int>(ScalarType::Float32) == static_cast<int>(DType::kFloat32));
-static_assert(static_cast<int>(ScalarType::Float64) == static_cast<int>(DType::kFloat64));
-static_assert(static_cast<int>(ScalarType::Float16) == static_cast<int>(DType::kFloat16));
-static_assert(static_cast<int>(ScalarType::BFloat16) == static_cast<int>(DType::kBFloat16));
-static_assert(static_cast<int>(ScalarType::Int64) == static_cast<int>(DType::kInt64));
-static_assert(static_cast<int>(ScalarType::Int32) == static_cast<int>(DType::kInt32));
-static_assert(static_cast<int>(ScalarType::UInt8) == static_cast<int>(DType::kUInt8));
-static_assert(static_cast<int>(ScalarType::Bool) == static_cast<int>(DType::kBool));
 static_assert(sizeof(bool) == 1, "kernels store bool as one byte, as the CPU backend does");
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.itemsize(); }
@@ -160,7 +151,7 @@ KernelArgs kernel_args(const char* op, std::initializer_list<const Tensor*> list
   }
   for (int k = 0; k < n; ++k) {
     args.operands[k].data = tensors[k]->data_ptr();
-    args.operands[k].type = scalar_type(tensors[k]->dtype());
+    args.operands[k].type = tensors[k]->dtype();
   }
   return args;
 }

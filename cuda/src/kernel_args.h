@@ -1,5 +1,5 @@
 // defines: KernelArgs and kernel_args(), which describe up to four same-shaped tensors for an elementwise
-// kernel (kernels::Layout + kernels::Operand), scalar_type(), and OnDevice (a tensor's device made current,
+// kernel (kernels::Layout + kernels::Operand), and OnDevice (a tensor's device made current,
 // with its current stream). Private to cuda/src; shared by cuda_backend.cpp and compute_ops.cpp.
 #pragma once
 #include <cuda_runtime.h>
@@ -23,8 +23,6 @@ struct KernelArgs {
 // a contiguous tensor becomes 1-D and a transposed matrix stays 2-D. Throws DeviceError (naming `op`) when
 // more than kernels::kMaxDims dims remain.
 KernelArgs kernel_args(const char* op, std::initializer_list<const Tensor*> tensors);
-
-inline kernels::ScalarType scalar_type(DType dt) { return static_cast<kernels::ScalarType>(static_cast<int>(dt)); }
 
 // The device of `t` made current for the scope, and its current stream.
 struct OnDevice {

@@ -32,10 +32,13 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
 
 void SGD::step() {
   update_each([&](const Tensor& p, const Tensor& g, ParamState& s) {
-    SgdStepArgs a{.param = p, .grad = g, .momentum_buf = {}, .lr = lr_, .momentum = opts_.momentum,
-                  .dampening = opts_.dampening, .weight_decay = opts_.weight_decay, .nesterov = opts_.nesterov};
+    SgdStepArgs a{.param = p,
+                  .grad = g,
+                  .momentum_buf = {},
+                  .hyper = {.lr = lr_, .momentum = opts_.momentum, .dampening = opts_.dampening,
+                            .weight_decay = opts_.weight_decay, .nesterov = opts_.nesterov}};
     if (opts_.momentum != 0) {
-      a.first_step = !s.initialized;
+      a.hyper.first_step = !s.initialized;
       if (!s.initialized) s.buffers = {empty(p.shape(), {.dtype = p.dtype(), .device = p.device()})};  // set to g
       s.initialized = true;
       a.momentum_buf = s.buffers[0];

@@ -2,9 +2,8 @@
 // (arithmetic and comparisons) and where. One kernel per element type takes the op as an argument: the
 // switch is uniform across a launch (no divergence) and keeps the instantiations to a few dozen. Contiguous
 // operands (a merged layout of one dim, stride 1, or 0 for a broadcast scalar) take a vectorised path with
-// 16-byte loads (llm.c's Packed128); everything else the strided path. Semantics mirror
-// core/cpu/elementwise.cpp: integers wrap, float16/bfloat16 compute in float, maximum/minimum/clamp
-// propagate NaN, gelu is the exact erf form.
+// 16-byte loads (llm.c's Packed128); everything else the strided path. The per-element math is
+// ember/internal/scalar_math.h's, the very functions the CPU backend calls; float16/bfloat16 compute in float.
 #include <cstdint>
 
 #include "common.cuh"
@@ -32,120 +31,46 @@ Flat flat(const Operand& o, const Layout& l) {
   return o.strides[0] == 1 ? Flat::Contiguous : (o.strides[0] == 0 ? Flat::Scalar : Flat::No);
 }
 
-// --- math in the compute type (float overloads spelled out: no silent promotion to double)
-__device__ inline float m_sqrt(float v) { return sqrtf(v); }
-__device__ inline double m_sqrt(double v) { return sqrt(v); }
-__device__ inline float m_exp(float v) { return expf(v); }
-__device__ inline double m_exp(double v) { return exp(v); }
-__device__ inline float m_log(float v) { return logf(v); }
-__device__ inline double m_log(double v) { return log(v); }
-__device__ inline float m_tanh(float v) { return tanhf(v); }
-__device__ inline double m_tanh(double v) { return tanh(v); }
-__device__ inline float m_erf(float v) { return erff(v); }
-__device__ inline double m_erf(double v) { return erf(v); }
-__device__ inline float m_pow(float a, float b) { return powf(a, b); }
-__device__ inline double m_pow(double a, double b) { return pow(a, b); }
+// --- the op of a launch, chosen per element by a switch over the op list (uniform across the launch, so no
+// divergence); each case is the op's scalar math (scalar_math.h), the CPU backend's.
 
 template <class C>
-__device__ inline C unary_op(UnaryKind op, C v) {
+__device__ inline C unary_op(UnaryOp op, C v) {
   switch (op) {
-    case UnaryKind::Neg: return wrap_neg(v);
-    case UnaryKind::Abs: return is_neg(v) ? wrap_neg(v) : v;
-    case UnaryKind::Relu: return is_neg(v) ? C(0) : v;  // NaN passes through, as PyTorch's relu
-    case UnaryKind::Sign: return static_cast<C>((C(0) < v) - is_neg(v));
-    case UnaryKind::Square: return wrap_mul(v, v);
-    default: break;
+#define EMBER_X(Name, str, float_only, cost)                                          \
+  case UnaryOp::Name:                                                                 \
+    if constexpr (scalar::kUnaryDefined<UnaryOp::Name, C>) return scalar::unary<UnaryOp::Name>(v); \
+    break;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
   }
-  if constexpr (std::is_floating_point<C>::value) {
-    constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
-    switch (op) {
-      case UnaryKind::Sqrt: return m_sqrt(v);
-      case UnaryKind::Exp: return m_exp(v);
-      case UnaryKind::Log: return m_log(v);
-      case UnaryKind::Reciprocal: return C(1) / v;
-      case UnaryKind::Sigmoid: return C(1) / (C(1) + m_exp(-v));
-      case UnaryKind::Tanh: return m_tanh(v);
-      case UnaryKind::Gelu: return static_cast<C>(0.5) * v * (C(1) + m_erf(v * kSqrt1_2));
-      case UnaryKind::GeluGrad: {  // Phi(x) + x * phi(x)
-        const C cdf = static_cast<C>(0.5) * (C(1) + m_erf(v * kSqrt1_2));
-        const C pdf = m_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.3989422804014327);
-        return cdf + v * pdf;
-      }
-      default: break;
-    }
-  }
-  return v;  // not reached: the backend sends floating ops floating types only
+  return v;  // not reached: the backend sends float-only ops floating types only
 }
 
-// Integer power by squaring; negative exponents give 0 except for bases 1 and -1 (as the CPU backend).
-template <class C>
-__device__ inline C int_pow(C x, C y) {
-  if constexpr (std::is_same<C, bool>::value) {
-    return x;  // not reached: pow on bool is refused by raw::binary
-  } else {
-    if (is_neg(y)) return static_cast<C>(x == C(1) ? 1 : (x == static_cast<C>(-1) ? ((-y) % 2 ? -1 : 1) : 0));
-    C r = 1, base = x;
-    for (C e = y; e > C(0); e = static_cast<C>(e / 2)) {
-      if (e % 2) r = wrap_mul(r, base);
-      base = wrap_mul(base, base);
-    }
-    return r;
-  }
-}
-
-template <class C>
-__device__ inline C arith_op(BinaryKind op, C x, C y) {
-  switch (op) {
-    case BinaryKind::Add: return wrap_add(x, y);
-    case BinaryKind::Sub: return wrap_sub(x, y);
-    case BinaryKind::Mul: return wrap_mul(x, y);
-    case BinaryKind::Div:
-      if constexpr (std::is_floating_point<C>::value) return x / y;
-      else return C(0);  // not reached: integer division is promoted to float32 by raw::binary
-    case BinaryKind::Pow:
-      if constexpr (std::is_floating_point<C>::value) return m_pow(x, y);
-      else return int_pow(x, y);
-    case BinaryKind::Maximum:
-      if (is_nan(x) || is_nan(y)) return x + y;
-      return x > y ? x : y;
-    case BinaryKind::Minimum:
-      if (is_nan(x) || is_nan(y)) return x + y;
-      return x < y ? x : y;
-    case BinaryKind::ReluBackward: return y > C(0) ? x : C(0);  // x: gradient, y: relu's output
-    default: return C(0);  // comparisons go through cmp_op
-  }
-}
-
-template <class C>
-__device__ inline bool cmp_op(BinaryKind op, C x, C y) {
-  switch (op) {
-    case BinaryKind::Eq: return x == y;
-    case BinaryKind::Ne: return x != y;
-    case BinaryKind::Lt: return x < y;
-    case BinaryKind::Le: return x <= y;
-    case BinaryKind::Gt: return x > y;
-    case BinaryKind::Ge: return x >= y;
-    default: return false;
-  }
-}
-
-// R is T for arithmetic, bool for comparisons.
+// R is T for arithmetic, bool for comparisons; computed in compute_t<T>.
 template <class R, class T>
-__device__ inline R binary_op(BinaryKind op, T a, T b) {
-  if constexpr (std::is_same<R, bool>::value && !std::is_same<T, bool>::value) {
-    return cmp_op(op, load_c(a), load_c(b));
-  } else if constexpr (std::is_same<T, bool>::value) {
-    // bool -> bool: arithmetic (add = or, mul = and, max, min) or a comparison, told apart by the op
-    return op >= BinaryKind::Eq ? cmp_op(op, a, b) : arith_op(op, a, b);
-  } else {
-    return store_c<T>(arith_op(op, load_c(a), load_c(b)));
+__device__ inline R binary_op(BinaryOp op, T a, T b) {
+  using C = compute_t<T>;
+  const C x = load_c(a), y = load_c(b);
+  switch (op) {
+#define EMBER_X(Name, str, kind)                                                                          \
+  case BinaryOp::Name:                                                                                    \
+    if constexpr (is_comparison(BinaryOp::Name)) {                                                        \
+      if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y);           \
+    } else if constexpr (std::is_same<R, T>::value && scalar::kBinaryDefined<BinaryOp::Name, C>) {        \
+      return store_c<T>(scalar::binary<BinaryOp::Name>(x, y));                                           \
+    }                                                                                                     \
+    break;
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
   }
+  return R(0);  // not reached: raw::binary sends integer division as float32, and R matches the op's kind
 }
 
 // --- kernels
 
 template <class T>
-__global__ void unary_vec_kernel(UnaryKind op, T* out, const T* x, int64_t n) {
+__global__ void unary_vec_kernel(UnaryOp op, T* out, const T* x, int64_t n) {
   constexpr int N = pack_size<T>();
   const int64_t npack = n / N;
   EMBER_KERNEL_LOOP(p, npack) {
@@ -160,7 +85,7 @@ __global__ void unary_vec_kernel(UnaryKind op, T* out, const T* x, int64_t n) {
 }
 
 template <class T>
-__global__ void unary_strided_kernel(UnaryKind op, Operand out, Operand x, Layout layout) {
+__global__ void unary_strided_kernel(UnaryOp op, Operand out, Operand x, Layout layout) {
   T* o = static_cast<T*>(out.data);
   const T* in = static_cast<const T*>(x.data);
   EMBER_KERNEL_LOOP(i, layout.numel) {
@@ -176,13 +101,13 @@ __global__ void clamp_kernel(Operand out, Operand x, double lo, double hi, Layou
   const T* in = static_cast<const T*>(x.data);
   EMBER_KERNEL_LOOP(i, layout.numel) {
     const C v = load_c(in[element_offset(i, layout, x.strides)]);
-    o[element_offset(i, layout, out.strides)] = store_c<T>(is_nan(v) ? v : (v < l ? l : (v > h ? h : v)));
+    o[element_offset(i, layout, out.strides)] = store_c<T>(scalar::clamp(v, l, h));
   }
 }
 
 // a_scalar / b_scalar: that input is one broadcast value (stride 0), read once.
 template <class R, class T>
-__global__ void binary_vec_kernel(BinaryKind op, R* out, const T* a, const T* b, bool a_scalar, bool b_scalar,
+__global__ void binary_vec_kernel(BinaryOp op, R* out, const T* a, const T* b, bool a_scalar, bool b_scalar,
                                   int64_t n) {
   constexpr int N = pack_size<T>();
   const int64_t npack = n / N;
@@ -213,7 +138,7 @@ __global__ void binary_vec_kernel(BinaryKind op, R* out, const T* a, const T* b,
 }
 
 template <class R, class T>
-__global__ void binary_strided_kernel(BinaryKind op, Operand out, Operand a, Operand b, Layout layout) {
+__global__ void binary_strided_kernel(BinaryOp op, Operand out, Operand a, Operand b, Layout layout) {
   R* o = static_cast<R*>(out.data);
   const T* x = static_cast<const T*>(a.data);
   const T* y = static_cast<const T*>(b.data);
@@ -237,7 +162,7 @@ __global__ void where_kernel(Operand out, Operand cond, Operand a, Operand b, La
 }
 
 template <class R, class T>
-void binary_typed(BinaryKind op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
+void binary_typed(BinaryOp op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
                   CUstream_st* stream) {
   constexpr int N = pack_size<T>();
   const Flat fo = flat(out, layout), fa = flat(a, layout), fb = flat(b, layout);
@@ -254,7 +179,7 @@ void binary_typed(BinaryKind op, const Operand& out, const Operand& a, const Ope
 
 }  // namespace
 
-void launch_unary(UnaryKind op, const Operand& out, const Operand& x, const Layout& layout, CUstream_st* stream) {
+void launch_unary(UnaryOp op, const Operand& out, const Operand& x, const Layout& layout, CUstream_st* stream) {
   if (layout.numel == 0) return;
   dispatch(out.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -280,10 +205,10 @@ void launch_clamp(const Operand& out, const Operand& x, double lo, double hi, co
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_binary(BinaryKind op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
+void launch_binary(BinaryOp op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
                    CUstream_st* stream) {
   if (layout.numel == 0) return;
-  const bool cmp = op >= BinaryKind::Eq;
+  const bool cmp = is_comparison(op);
   dispatch(a.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (cmp) binary_typed<bool, T>(op, out, a, b, layout, stream);

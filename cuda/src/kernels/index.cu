@@ -53,16 +53,16 @@ void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t o
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_index_add(ScalarType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
+void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
                       int64_t n, int64_t inner, CUstream_st* stream) {
   const int64_t total = outer * n * inner;
   if (total == 0) return;
   const unsigned grid = grid_size(total);
   switch (type) {
-    case ScalarType::Float32: index_add_kernel<float><<<grid, kBlockSize, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(src), idx, outer, D, n, inner); break;
-    case ScalarType::Float64: index_add_kernel<double><<<grid, kBlockSize, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(src), idx, outer, D, n, inner); break;
-    case ScalarType::Int32: index_add_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out), static_cast<const int32_t*>(src), idx, outer, D, n, inner); break;
-    case ScalarType::Int64: index_add_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out), static_cast<const int64_t*>(src), idx, outer, D, n, inner); break;
+    case DType::kFloat32: index_add_kernel<float><<<grid, kBlockSize, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(src), idx, outer, D, n, inner); break;
+    case DType::kFloat64: index_add_kernel<double><<<grid, kBlockSize, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(src), idx, outer, D, n, inner); break;
+    case DType::kInt32: index_add_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out), static_cast<const int32_t*>(src), idx, outer, D, n, inner); break;
+    case DType::kInt64: index_add_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out), static_cast<const int64_t*>(src), idx, outer, D, n, inner); break;
     default: return;  // the backend widens the other types first
   }
   EMBER_CUDA_CHECK(cudaGetLastError());

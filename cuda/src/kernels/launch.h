@@ -1,18 +1,21 @@
 // defines: the plain host launchers of the CUDA kernels in this folder (llm.c style: raw pointers, sizes
 // and strides in small structs, a stream), and the types they take. This header is the seam between the
-// C++20 backend (cuda_backend.cpp) and the .cu files, which are C++17: it includes no ember or CUDA header.
+// C++20 backend (cuda_backend.cpp) and the .cu files, which are C++17: it includes no CUDA header and only the
+// plain C++17 ones of core — the op and dtype lists (op_list.h), the optimiser parameters (kernel_params.h)
+// and the dimension walk (dim_walk.h) — so kernels take the backend's own enums and structs, not copies.
 //
 //   kernels::Layout layout = ...;        // coalesced dims, see cuda_backend.cpp
 //   kernels::launch_copy_cast(dst, src, layout, stream);
 #pragma once
 #include <cstdint>
 
+#include "ember/core/kernel_params.h"
+#include "ember/core/op_list.h"
+#include "ember/internal/dim_walk.h"
+
 struct CUstream_st;
 
 namespace ember::cuda::kernels {
-
-// Element types, numbered as ember::DType (cuda_backend.cpp static_asserts that they agree).
-enum class ScalarType : int { Float32, Float64, Float16, BFloat16, Int64, Int32, UInt8, Bool };
 
 // Most dims a kernel takes after adjacent dims have been merged (a contiguous tensor has one).
 constexpr int kMaxDims = 16;
@@ -28,7 +31,7 @@ struct Layout {
 // Layout's dims. A stride may be 0 (a broadcast input).
 struct Operand {
   void* data = nullptr;
-  ScalarType type = ScalarType::Float32;
+  DType type = DType::kFloat32;
   int64_t strides[kMaxDims] = {};
 };
 
@@ -39,44 +42,34 @@ void launch_copy_cast(const Operand& dst, const Operand& src, const Layout& layo
 // dst[i] = value converted to dst's type, for every index i of `layout`.
 void launch_fill(const Operand& dst, double value, const Layout& layout, CUstream_st* stream);
 
-// --- elementwise.cu. float16/bfloat16 compute in float; integers wrap; rules as core/cpu/elementwise.cpp.
-// Numbered as ember::UnaryOp / ember::BinaryOp (compute_ops.cpp static_asserts that they agree).
-enum class UnaryKind : int { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
-enum class BinaryKind : int { Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge };
+// --- elementwise.cu. float16/bfloat16 compute in float; the per-element math is scalar_math.h's, the CPU's.
 
 // out[i] = op(x[i]); out and x of one type (a floating one for the transcendental ops); out may be x.
-void launch_unary(UnaryKind op, const Operand& out, const Operand& x, const Layout& layout, CUstream_st* stream);
+void launch_unary(UnaryOp op, const Operand& out, const Operand& x, const Layout& layout, CUstream_st* stream);
 // out[i] = clamp(x[i], lo, hi) with lo/hi converted to the compute type (NaN passes through); not bool.
 void launch_clamp(const Operand& out, const Operand& x, double lo, double hi, const Layout& layout,
                   CUstream_st* stream);
 // out[i] = a[i] op b[i]; a and b of one type; out of that type, or Bool for comparisons; out may be a.
-void launch_binary(BinaryKind op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
+void launch_binary(BinaryOp op, const Operand& out, const Operand& a, const Operand& b, const Layout& layout,
                    CUstream_st* stream);
 // out[i] = cond[i] ? a[i] : b[i]; cond Bool, a/b/out of one type.
 void launch_where(const Operand& out, const Operand& cond, const Operand& a, const Operand& b, const Layout& layout,
                   CUstream_st* stream);
 
 // --- reduce.cu
-// A strided walk over some dims of a tensor (outermost first; strides in elements).
-struct Walk {
-  int ndim = 0;
-  int64_t numel = 1;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[kMaxDims] = {};
-};
-// Numbered as ember::ReduceOp (compute_ops.cpp static_asserts it).
-enum class ReduceKind : int { Sum, Prod, Max, Min, ArgMax, ArgMin };
+// A strided walk over some dims of a tensor (outermost first; strides in elements), as the CPU's.
+using Walk = DimWalk<kMaxDims>;
 // Bytes of scratch launch_reduce needs for x's type and these sizes (0: none); the caller allocates it on
 // the stream's device. Depends on the sizes only, so the summation order is the same on every run.
-int64_t reduce_workspace_bytes(ReduceKind op, int64_t nout, int64_t nred);
+int64_t reduce_workspace_bytes(ReduceOp op, int64_t nout, int64_t nred);
 // out[j] (contiguous, j in `kept` order) = op over `red` of x at kept.offset(j) + red.offset(i).
 // Sum/Prod give x's type for floats and Int64 for integers, Max/Min x's type, Arg* Int64 (first extreme,
 // NaN counts as the extreme). requires: nred >= 1 (the caller fills empty reductions), nout >= 1.
-void launch_reduce(ReduceKind op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,
+void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,
                    void* workspace, CUstream_st* stream);
 
 // --- softmax.cu: x and out contiguous [outer, D, inner]; softmax or log-softmax over D (floating types).
-void launch_softmax(ScalarType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
+void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
                     CUstream_st* stream);
 
 // --- index.cu (x, out, src contiguous; idx int64, values in range)
@@ -84,12 +77,12 @@ void launch_softmax(ScalarType type, void* out, const void* x, int64_t outer, in
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                          int64_t inner, int itemsize, CUstream_st* stream);
 // out[o, idx[i], k] += src[o, i, k] with atomics (Float32, Float64, Int32, Int64 only).
-void launch_index_add(ScalarType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
+void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
                       int64_t n, int64_t inner, CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
-// keyed by seed (as the CPU backend). kind: 0 uniform [lo, hi), 1 normal(lo, hi), 2 integer [lo, hi).
-void launch_random(int kind, ScalarType type, void* out, int64_t n, double lo, double hi, uint64_t seed,
+// keyed by seed (as the CPU backend; ember/internal/philox.h).
+void launch_random(RandomKind kind, DType type, void* out, int64_t n, double lo, double hi, uint64_t seed,
                    uint64_t offset, CUstream_st* stream);
 
 // --- pool.cu: NCHW, contiguous x/gy; floating types. Max picks the first maximum of a window (NaN wins);
@@ -98,29 +91,21 @@ struct PoolShape {
   int64_t nc = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
 };
-void launch_pool2d(bool max, ScalarType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream);
+void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream);
 // gx (every element written) = gradient of launch_pool2d.
-void launch_pool2d_backward(bool max, ScalarType type, void* gx, const void* gy, const void* x, const PoolShape& s,
+void launch_pool2d_backward(bool max, DType type, void* gx, const void* gy, const void* x, const PoolShape& s,
                             CUstream_st* stream);
 
-// --- optim.cu: one fused update of n contiguous elements (Float32 or Float64), PyTorch's rules as
-// core/cpu/optim_kernels.cpp. momentum_buf may be null (no momentum).
-struct SgdArgs {
-  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
-  bool nesterov = false, first_step = false;
-};
-void launch_sgd(ScalarType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdArgs& a,
+// --- optim.cu: one fused update of n contiguous elements (float32 or float64), scalar_math.h's update (the
+// CPU's). momentum_buf may be null (no momentum).
+void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdParams& a,
                 CUstream_st* stream);
-struct AdamArgs {
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, bias_correction1 = 1, bias_correction2 = 1;
-  bool decoupled = false;
-};
-void launch_adam(ScalarType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
-                 const AdamArgs& a, CUstream_st* stream);
+void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
+                 const AdamParams& a, CUstream_st* stream);
 
 // --- matmul_int.cu: out[b] = a[b] @ b[b] for integer types (wrapping), any strides (cuBLAS has no integer
 // GEMM that matches); sa/sb are {batch, row, col} strides in elements, out is contiguous.
-void launch_matmul_int(ScalarType type, void* out, const void* a, const void* b, int64_t batch, int64_t m,
+void launch_matmul_int(DType type, void* out, const void* a, const void* b, int64_t batch, int64_t m,
                        int64_t n, int64_t k, const int64_t sa[3], const int64_t sb[3], CUstream_st* stream);
 
 }  // namespace ember::cuda::kernels

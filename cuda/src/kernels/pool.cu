@@ -90,19 +90,19 @@ __global__ void pool_backward_kernel(bool max, T* gx, const T* gy, const T* x, P
 }
 
 template <class F>
-void dispatch_float(ScalarType type, F&& f) {
+void dispatch_float(DType type, F&& f) {
   switch (type) {
-    case ScalarType::Float32: f(TypeTag<float>{}); return;
-    case ScalarType::Float64: f(TypeTag<double>{}); return;
-    case ScalarType::Float16: f(TypeTag<__half>{}); return;
-    case ScalarType::BFloat16: f(TypeTag<__nv_bfloat16>{}); return;
+    case DType::kFloat32: f(TypeTag<float>{}); return;
+    case DType::kFloat64: f(TypeTag<double>{}); return;
+    case DType::kFloat16: f(TypeTag<__half>{}); return;
+    case DType::kBFloat16: f(TypeTag<__nv_bfloat16>{}); return;
     default: return;  // the backend sends floating types only
   }
 }
 
 }  // namespace
 
-void launch_pool2d(bool max, ScalarType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream) {
+void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream) {
   const int64_t n = s.nc * s.oh * s.ow;
   if (n == 0) return;
   dispatch_float(type, [&](auto tag) {
@@ -112,7 +112,7 @@ void launch_pool2d(bool max, ScalarType type, void* out, const void* x, const Po
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_pool2d_backward(bool max, ScalarType type, void* gx, const void* gy, const void* x, const PoolShape& s,
+void launch_pool2d_backward(bool max, DType type, void* gx, const void* gy, const void* x, const PoolShape& s,
                             CUstream_st* stream) {
   const int64_t n = s.nc * s.h * s.w;
   if (n == 0) return;

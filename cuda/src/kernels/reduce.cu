@@ -17,72 +17,38 @@ constexpr int64_t kThreadPerOutputMax = 64;  // at most this many elements: one 
 constexpr int64_t kChunk = 4096;             // elements per block before a reduction is split into chunks
 constexpr int64_t kMaxTasks = 1024;          // chunks are added until this many blocks (outputs x chunks)
 
-template <class T>
-struct Limits {
-  __device__ static T lowest() { return IntLimits<T>::lowest; }
-  __device__ static T max() { return IntLimits<T>::max; }
-};
-template <>
-struct Limits<bool> {
-  __device__ static bool lowest() { return false; }
-  __device__ static bool max() { return true; }
-};
-template <>
-struct Limits<float> {
-  __device__ static float lowest() { return -INFINITY; }  // -inf, not the lowest finite: an all -inf max stays -inf
-  __device__ static float max() { return INFINITY; }
-};
-template <>
-struct Limits<double> {
-  __device__ static double lowest() { return -static_cast<double>(INFINITY); }
-  __device__ static double max() { return static_cast<double>(INFINITY); }
-};
-
-template <class T, ReduceKind Op>
+// The accumulator math is scalar::ReduceMath (scalar_math.h), the CPU's; this adds the output type.
+template <class T, ReduceOp Op>
 struct Reducer {
   using C = compute_t<T>;
-  static constexpr bool kSumLike = Op == ReduceKind::Sum || Op == ReduceKind::Prod;
-  using A = typename std::conditional<
-      kSumLike, typename std::conditional<std::is_floating_point<C>::value, double, uint64_t>::type, C>::type;
+  using Math = scalar::ReduceMath<Op, C>;
+  using A = typename Math::Acc;
   // Sum and prod of integers give int64 (wrapped), of floats the input type; max and min the input type.
-  using R = typename std::conditional<kSumLike && !std::is_floating_point<C>::value, int64_t, T>::type;
+  using R = typename std::conditional<Math::kSumLike && !std::is_floating_point<C>::value, int64_t, T>::type;
 
-  __device__ static A init() {
-    if constexpr (Op == ReduceKind::Sum) return A(0);
-    else if constexpr (Op == ReduceKind::Prod) return A(1);
-    else if constexpr (Op == ReduceKind::Max) return Limits<C>::lowest();
-    else return Limits<C>::max();
-  }
-  __device__ static A combine(A acc, A v) {
-    if constexpr (Op == ReduceKind::Sum) return acc + v;
-    else if constexpr (Op == ReduceKind::Prod) return acc * v;
-    else {
-      if (is_nan(v) || is_nan(acc)) return is_nan(acc) ? acc : v;  // NaN propagates
-      if constexpr (Op == ReduceKind::Max) return v > acc ? v : acc;
-      else return v < acc ? v : acc;
-    }
-  }
-  __device__ static A step(A acc, T v) { return combine(acc, static_cast<A>(load_c(v))); }
+  __device__ static A init() { return Math::init(); }
+  __device__ static A combine(A acc, A v) { return Math::combine(acc, v); }
+  __device__ static A step(A acc, T v) { return Math::step(acc, load_c(v)); }
   __device__ static R finish(A acc) {
-    if constexpr (kSumLike && !std::is_floating_point<C>::value) return static_cast<int64_t>(acc);
-    else if constexpr (IsReduced<T>::value) return from_float<T>(static_cast<float>(acc));
+    if constexpr (Math::kSumLike && !std::is_floating_point<C>::value) return static_cast<int64_t>(acc);
+    else if constexpr (is_reduced_v<T>) return scalar::ReducedFloat<T>::from_float(static_cast<float>(acc));
     else return static_cast<T>(acc);
   }
 };
 
-template <class T, ReduceKind Op>
+template <class T, ReduceOp Op>
 __global__ void reduce_thread_kernel(typename Reducer<T, Op>::R* out, const T* x, Walk kept, Walk red) {
   using Red = Reducer<T, Op>;
   EMBER_KERNEL_LOOP(j, kept.numel) {
-    const T* base = x + walk_offset(j, kept);
+    const T* base = x + kept.offset(j);
     typename Red::A acc = Red::init();
-    for (int64_t i = 0; i < red.numel; ++i) acc = Red::step(acc, base[walk_offset(i, red)]);
+    for (int64_t i = 0; i < red.numel; ++i) acc = Red::step(acc, base[red.offset(i)]);
     out[j] = Red::finish(acc);
   }
 }
 
 // Tasks are (output j, chunk c), j-major. partial is null when chunks == 1 (the block writes out[j]).
-template <class T, ReduceKind Op>
+template <class T, ReduceOp Op>
 __global__ void reduce_block_kernel(typename Reducer<T, Op>::R* out, typename Reducer<T, Op>::A* partial,
                                     const T* x, Walk kept, Walk red, int64_t chunks, int64_t chunk_len) {
   using Red = Reducer<T, Op>;
@@ -92,9 +58,9 @@ __global__ void reduce_block_kernel(typename Reducer<T, Op>::R* out, typename Re
   for (int64_t task = blockIdx.x; task < ntasks; task += gridDim.x) {
     const int64_t j = task / chunks, c = task % chunks;
     const int64_t begin = c * chunk_len, end = min(red.numel, begin + chunk_len);
-    const T* base = x + walk_offset(j, kept);
+    const T* base = x + kept.offset(j);
     A acc = Red::init();
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc = Red::step(acc, base[walk_offset(i, red)]);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc = Red::step(acc, base[red.offset(i)]);
     buf[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
@@ -109,7 +75,7 @@ __global__ void reduce_block_kernel(typename Reducer<T, Op>::R* out, typename Re
   }
 }
 
-template <class T, ReduceKind Op>
+template <class T, ReduceOp Op>
 __global__ void reduce_finish_kernel(typename Reducer<T, Op>::R* out, const typename Reducer<T, Op>::A* partial,
                                      int64_t nout, int64_t chunks) {
   using Red = Reducer<T, Op>;
@@ -143,17 +109,12 @@ __device__ inline ArgPair<C> arg_combine(ArgPair<C> a, ArgPair<C> b) {
 template <class T, bool IsMax>
 __global__ void arg_thread_kernel(int64_t* out, const T* x, Walk kept, Walk red) {
   EMBER_KERNEL_LOOP(j, kept.numel) {
-    const T* base = x + walk_offset(j, kept);
+    const T* base = x + kept.offset(j);
     int64_t best = 0;
-    compute_t<T> bv = load_c(base[walk_offset(0, red)]);
-    for (int64_t i = 1; i < red.numel; ++i) {  // the CPU backend's loop
-      const compute_t<T> v = load_c(base[walk_offset(i, red)]);
-      if (is_nan(bv)) break;
-      if (is_nan(v)) {
-        best = i;
-        break;
-      }
-      if (IsMax ? v > bv : v < bv) {
+    compute_t<T> bv = load_c(base[red.offset(0)]);
+    for (int64_t i = 1; i < red.numel && !is_nan(bv); ++i) {  // the CPU backend's loop
+      const compute_t<T> v = load_c(base[red.offset(i)]);
+      if (scalar::arg_better<IsMax>(v, bv)) {
         best = i;
         bv = v;
       }
@@ -167,10 +128,10 @@ __global__ void arg_block_kernel(int64_t* out, const T* x, Walk kept, Walk red) 
   using C = compute_t<T>;
   __shared__ ArgPair<C> buf[kBlockSize];
   for (int64_t j = blockIdx.x; j < kept.numel; j += gridDim.x) {
-    const T* base = x + walk_offset(j, kept);
+    const T* base = x + kept.offset(j);
     ArgPair<C> acc{C(0), -1};
     for (int64_t i = threadIdx.x; i < red.numel; i += blockDim.x)
-      acc = arg_combine<C, IsMax>(acc, ArgPair<C>{load_c(base[walk_offset(i, red)]), i});
+      acc = arg_combine<C, IsMax>(acc, ArgPair<C>{load_c(base[red.offset(i)]), i});
     buf[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
@@ -182,17 +143,15 @@ __global__ void arg_block_kernel(int64_t* out, const T* x, Walk kept, Walk red) 
   }
 }
 
-bool arg_kind(ReduceKind op) { return op == ReduceKind::ArgMax || op == ReduceKind::ArgMin; }
-
-int64_t num_chunks(ReduceKind op, int64_t nout, int64_t nred) {
-  if (arg_kind(op) || nred <= kThreadPerOutputMax || nout >= kMaxTasks) return 1;
+int64_t num_chunks(ReduceOp op, int64_t nout, int64_t nred) {
+  if (is_index_reduction(op) || nred <= kThreadPerOutputMax || nout >= kMaxTasks) return 1;
   const int64_t by_size = CEIL_DIV(nred, kChunk), by_tasks = kMaxTasks / nout;
   return by_size < by_tasks ? by_size : by_tasks;
 }
 
 unsigned task_grid(int64_t tasks) { return static_cast<unsigned>(tasks < (int64_t{1} << 20) ? tasks : (int64_t{1} << 20)); }
 
-template <class T, ReduceKind Op>
+template <class T, ReduceOp Op>
 void reduce_typed(const Operand& out, const Operand& x, const Walk& kept, const Walk& red, void* workspace,
                   CUstream_st* stream) {
   using Red = Reducer<T, Op>;
@@ -221,24 +180,26 @@ void arg_typed(const Operand& out, const Operand& x, const Walk& kept, const Wal
 
 }  // namespace
 
-int64_t reduce_workspace_bytes(ReduceKind op, int64_t nout, int64_t nred) {
+int64_t reduce_workspace_bytes(ReduceOp op, int64_t nout, int64_t nred) {
   if (nred <= kThreadPerOutputMax) return 0;
   const int64_t chunks = num_chunks(op, nout, nred);
   return chunks > 1 ? nout * chunks * 8 : 0;  // every accumulator is at most 8 bytes
 }
 
-void launch_reduce(ReduceKind op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,
+void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,
                    void* workspace, CUstream_st* stream) {
   if (kept.numel == 0 || red.numel == 0) return;
   dispatch(x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (op) {
-      case ReduceKind::Sum: return reduce_typed<T, ReduceKind::Sum>(out, x, kept, red, workspace, stream);
-      case ReduceKind::Prod: return reduce_typed<T, ReduceKind::Prod>(out, x, kept, red, workspace, stream);
-      case ReduceKind::Max: return reduce_typed<T, ReduceKind::Max>(out, x, kept, red, workspace, stream);
-      case ReduceKind::Min: return reduce_typed<T, ReduceKind::Min>(out, x, kept, red, workspace, stream);
-      case ReduceKind::ArgMax: return arg_typed<T, true>(out, x, kept, red, stream);
-      case ReduceKind::ArgMin: return arg_typed<T, false>(out, x, kept, red, stream);
+#define EMBER_X(Name, str, kind)                                                                    \
+  case ReduceOp::Name:                                                                              \
+    if constexpr (is_index_reduction(ReduceOp::Name))                                               \
+      return arg_typed<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red, stream);           \
+    else                                                                                            \
+      return reduce_typed<T, ReduceOp::Name>(out, x, kept, red, workspace, stream);
+      EMBER_REDUCE_OPS(EMBER_X)
+#undef EMBER_X
     }
   });
   EMBER_CUDA_CHECK(cudaGetLastError());

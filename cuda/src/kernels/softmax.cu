@@ -1,5 +1,6 @@
 // defines: the softmax / log-softmax kernels and launch_softmax (launch.h), over the middle dim D of a
-// contiguous [outer, D, inner] tensor, with core/cpu/reduce.cpp's arithmetic: subtract the row max (0 for an
+// contiguous [outer, D, inner] tensor, with core/cpu/reduce.cpp's arithmetic (the row max, its fix and the
+// exp from scalar_math.h): subtract the row max (0 for an
 // all -inf row), e = exp(x - m) in the compute type, sum in double; softmax = e * (1 / sum), log-softmax =
 // (x - m) - log(sum). inner == 1 (the last dim, the usual case): one block per row, reductions in a
 // shared-memory tree; otherwise one thread per (outer, inner) column, walking D in order.
@@ -10,22 +11,12 @@
 namespace ember::cuda::kernels {
 namespace {
 
-__device__ inline float m_exp(float v) { return expf(v); }
-__device__ inline double m_exp(double v) { return exp(v); }
-
+// The row max, its all -inf fix and the exp are scalar_math.h's, the CPU's.
+using scalar::softmax_max_step;
+using scalar::softmax_shift;
 template <class C>
-__device__ inline C row_max_start() {
-  return -static_cast<C>(INFINITY);
-}
-template <class C>
-__device__ inline C fix_max(C m) {
-  return (m == -static_cast<C>(INFINITY)) ? C(0) : m;  // an all -inf row: avoid (-inf) - (-inf)
-}
-// NaN propagates through the max, as std::max(m, v) with m first does not: the CPU's std::max(m, x) keeps
-// m when x is NaN, so mirror that exactly.
-template <class C>
-__device__ inline C max_step(C m, C v) {
-  return (m < v) ? v : m;
+__device__ inline C row_exp(C v) {
+  return scalar::fast_exp(v);
 }
 
 template <class T>
@@ -36,17 +27,17 @@ __global__ void softmax_row_kernel(T* out, const T* x, int64_t rows, int64_t D, 
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xi = x + r * D;
     T* oi = out + r * D;
-    C m = row_max_start<C>();
-    for (int64_t k = threadIdx.x; k < D; k += blockDim.x) m = max_step(m, load_c(xi[k]));
+    C m = scalar::softmax_max_start<C>();
+    for (int64_t k = threadIdx.x; k < D; k += blockDim.x) m = softmax_max_step(m, load_c(xi[k]));
     cbuf[threadIdx.x] = m;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (static_cast<int>(threadIdx.x) < s) cbuf[threadIdx.x] = max_step(cbuf[threadIdx.x], cbuf[threadIdx.x + s]);
+      if (static_cast<int>(threadIdx.x) < s) cbuf[threadIdx.x] = softmax_max_step(cbuf[threadIdx.x], cbuf[threadIdx.x + s]);
       __syncthreads();
     }
-    m = fix_max(cbuf[0]);
+    m = softmax_shift(cbuf[0]);
     double sum = 0;
-    for (int64_t k = threadIdx.x; k < D; k += blockDim.x) sum += static_cast<double>(m_exp(load_c(xi[k]) - m));
+    for (int64_t k = threadIdx.x; k < D; k += blockDim.x) sum += static_cast<double>(row_exp(load_c(xi[k]) - m));
     dbuf[threadIdx.x] = sum;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
@@ -59,7 +50,7 @@ __global__ void softmax_row_kernel(T* out, const T* x, int64_t rows, int64_t D, 
       for (int64_t k = threadIdx.x; k < D; k += blockDim.x) oi[k] = store_c<T>((load_c(xi[k]) - m) - ls);
     } else {
       const C inv = static_cast<C>(1.0 / sum);
-      for (int64_t k = threadIdx.x; k < D; k += blockDim.x) oi[k] = store_c<T>(m_exp(load_c(xi[k]) - m) * inv);
+      for (int64_t k = threadIdx.x; k < D; k += blockDim.x) oi[k] = store_c<T>(row_exp(load_c(xi[k]) - m) * inv);
     }
     __syncthreads();  // the buffers are reused by the next row
   }
@@ -72,17 +63,17 @@ __global__ void softmax_column_kernel(T* out, const T* x, int64_t outer, int64_t
     const int64_t base = (r / inner) * D * inner + (r % inner);
     const T* xi = x + base;
     T* oi = out + base;
-    C m = row_max_start<C>();
-    for (int64_t k = 0; k < D; ++k) m = max_step(m, load_c(xi[k * inner]));
-    m = fix_max(m);
+    C m = scalar::softmax_max_start<C>();
+    for (int64_t k = 0; k < D; ++k) m = softmax_max_step(m, load_c(xi[k * inner]));
+    m = softmax_shift(m);
     double sum = 0;
-    for (int64_t k = 0; k < D; ++k) sum += static_cast<double>(m_exp(load_c(xi[k * inner]) - m));
+    for (int64_t k = 0; k < D; ++k) sum += static_cast<double>(row_exp(load_c(xi[k * inner]) - m));
     if (log) {
       const C ls = static_cast<C>(::log(sum));
       for (int64_t k = 0; k < D; ++k) oi[k * inner] = store_c<T>((load_c(xi[k * inner]) - m) - ls);
     } else {
       const C inv = static_cast<C>(1.0 / sum);
-      for (int64_t k = 0; k < D; ++k) oi[k * inner] = store_c<T>(m_exp(load_c(xi[k * inner]) - m) * inv);
+      for (int64_t k = 0; k < D; ++k) oi[k * inner] = store_c<T>(row_exp(load_c(xi[k * inner]) - m) * inv);
     }
   }
 }
@@ -101,14 +92,14 @@ void softmax_typed(void* out, const void* x, int64_t outer, int64_t D, int64_t i
 
 }  // namespace
 
-void launch_softmax(ScalarType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
+void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
                     CUstream_st* stream) {
   if (outer == 0 || D == 0 || inner == 0) return;
   switch (type) {
-    case ScalarType::Float32: softmax_typed<float>(out, x, outer, D, inner, log, stream); break;
-    case ScalarType::Float64: softmax_typed<double>(out, x, outer, D, inner, log, stream); break;
-    case ScalarType::Float16: softmax_typed<__half>(out, x, outer, D, inner, log, stream); break;
-    case ScalarType::BFloat16: softmax_typed<__nv_bfloat16>(out, x, outer, D, inner, log, stream); break;
+    case DType::kFloat32: softmax_typed<float>(out, x, outer, D, inner, log, stream); break;
+    case DType::kFloat64: softmax_typed<double>(out, x, outer, D, inner, log, stream); break;
+    case DType::kFloat16: softmax_typed<__half>(out, x, outer, D, inner, log, stream); break;
+    case DType::kBFloat16: softmax_typed<__nv_bfloat16>(out, x, outer, D, inner, log, stream); break;
     default: return;  // the backend sends floating types only
   }
   EMBER_CUDA_CHECK(cudaGetLastError());

@@ -7,18 +7,14 @@
 
 #include "ember/core/allocator.h"
 #include "ember/core/factory.h"
+#include "ember/core/kernel_params.h"
+#include "ember/core/op_list.h"
 #include "ember/core/tensor.h"
 
 namespace ember {
 
-// GeluGrad is d gelu(x) / dx, ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass; for autograd).
-enum class UnaryOp : uint8_t { Neg, Abs, Sqrt, Exp, Log, Relu, Sigmoid, Tanh, Gelu, Sign, Square, Reciprocal, GeluGrad };
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge };
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+// UnaryOp, BinaryOp, ReduceOp, their names and properties: op_list.h.
 enum class PoolKind : uint8_t { Max, Avg };
-const char* name(UnaryOp op);
-const char* name(BinaryOp op);
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
@@ -27,23 +23,18 @@ struct Pool2dParams {
   int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
 };
 
-enum class RandomKind : uint8_t { Uniform, Normal, Int };
-
-// One fused optimiser update of one parameter (optim/ fills these; PyTorch's update rules).
+// One fused optimiser update of one parameter (optim/ fills these; PyTorch's update rules; the hyperparameters
+// in kernel_params.h are handed to the CUDA kernels as they are).
 // requires: param, grad and the state buffers are contiguous, of one shape, one floating dtype (float32 or
 // float64) and one device, and none aliases another; param and the buffers are updated in place.
 struct SgdStepArgs {
   Tensor param, grad;
   Tensor momentum_buf;  // undefined when momentum == 0
-  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
-  bool nesterov = false;
-  bool first_step = false;  // the buffer is uninitialised: set it to the gradient (torch: buf = clone(g))
+  SgdParams hyper;
 };
 struct AdamStepArgs {
   Tensor param, grad, exp_avg, exp_avg_sq;
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
-  bool decoupled = false;  // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
-  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
+  AdamParams hyper;
 };
 
 class Backend {

@@ -1,0 +1,26 @@
+// defines: the parameter types that the Backend interface (backend.h) hands to kernels unchanged, on the CPU
+// and through the CUDA launchers (cuda/src/kernels/launch.h): the kind of a random fill and the optimiser
+// hyperparameters of one fused update.
+// Plain C++17 with no other Ember header: nvcc reads it too.
+#pragma once
+
+namespace ember {
+
+// A random fill: Uniform in [lo, hi), Normal(mean lo, std hi), Int uniform in [lo, hi).
+enum class RandomKind : unsigned char { Uniform, Normal, Int };
+
+// SGD with momentum, dampening, weight decay and Nesterov (PyTorch's torch.optim.SGD).
+struct SgdParams {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer is uninitialised: set it to the gradient (torch: buf = clone(g))
+};
+
+// Adam (L2 weight decay) or AdamW (decoupled weight decay).
+struct AdamParams {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
+  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
+};
+
+}  // namespace ember

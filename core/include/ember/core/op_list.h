@@ -1,0 +1,208 @@
+// defines: Ember's one list of element types and of elementwise and reduction ops, as X-macros, and what is
+// generated from it: the enums DType, UnaryOp, BinaryOp and ReduceOp, their names, and each op's properties.
+// Everything that enumerates dtypes or ops (the front-ends in core/src, the CPU kernels in core/cpu, the CUDA
+// kernels in cuda/src/kernels, the tests) expands these lists, so an op added here reaches every one of them,
+// and an op whose scalar math is missing fails to compile (ember/internal/scalar_math.h).
+// Plain C++17 with no other Ember header: nvcc reads it too.
+//
+//   #define EMBER_X(Name, str, float_only, cost) case UnaryOp::Name: ...
+//   EMBER_UNARY_OPS(EMBER_X)
+//   #undef EMBER_X
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+// --- element types: X(Name, "name", itemsize, CPU type, CUDA type). The C++ types are spelled out only where
+// a backend expands the list (ember::Half on the CPU, __half in CUDA kernels), never here.
+#define EMBER_DTYPES(X)                                         \
+  X(kFloat32, "float32", 4, float, float)                       \
+  X(kFloat64, "float64", 8, double, double)                     \
+  X(kFloat16, "float16", 2, ::ember::Half, __half)              \
+  X(kBFloat16, "bfloat16", 2, ::ember::BFloat16, __nv_bfloat16) \
+  X(kInt64, "int64", 8, int64_t, int64_t)                       \
+  X(kInt32, "int32", 4, int32_t, int32_t)                       \
+  X(kUInt8, "uint8", 1, uint8_t, uint8_t)                       \
+  X(kBool, "bool", 1, bool, bool)
+
+// --- unary ops: X(Name, "name", float_only, cost).
+// float_only: defined for floating types only; an integer input computes in float32 (exp of an int64 tensor).
+// cost: Cheap or Transcendental (the CPU backend gives the latter threads at smaller sizes).
+// GeluGrad is d gelu(x) / dx, for autograd.
+#define EMBER_UNARY_OPS(X)                      \
+  X(Neg, "neg", false, Cheap)                   \
+  X(Abs, "abs", false, Cheap)                   \
+  X(Sqrt, "sqrt", true, Cheap)                  \
+  X(Exp, "exp", true, Transcendental)           \
+  X(Log, "log", true, Transcendental)           \
+  X(Relu, "relu", false, Cheap)                 \
+  X(Sigmoid, "sigmoid", true, Transcendental)   \
+  X(Tanh, "tanh", true, Transcendental)         \
+  X(Gelu, "gelu", true, Transcendental)         \
+  X(Sign, "sign", false, Cheap)                 \
+  X(Square, "square", false, Cheap)             \
+  X(Reciprocal, "reciprocal", true, Cheap)      \
+  X(GeluGrad, "gelu_grad", true, Transcendental)
+
+// --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type) or Compare (result bool).
+// ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass, for autograd).
+#define EMBER_BINARY_OPS(X)                 \
+  X(Add, "add", Arith)                      \
+  X(Sub, "sub", Arith)                      \
+  X(Mul, "mul", Arith)                      \
+  X(Div, "div", Arith)                      \
+  X(Pow, "pow", Arith)                      \
+  X(Maximum, "maximum", Arith)              \
+  X(Minimum, "minimum", Arith)              \
+  X(ReluBackward, "relu_backward", Arith)   \
+  X(Eq, "eq", Compare)                      \
+  X(Ne, "ne", Compare)                      \
+  X(Lt, "lt", Compare)                      \
+  X(Le, "le", Compare)                      \
+  X(Gt, "gt", Compare)                      \
+  X(Ge, "ge", Compare)
+
+// --- reductions: X(Name, "name", kind). kind: Value (sum, prod, max, min of the values) or Index (argmax,
+// argmin: the position of the first extreme along one dim, int64).
+#define EMBER_REDUCE_OPS(X)      \
+  X(Sum, "sum", Value)           \
+  X(Prod, "prod", Value)         \
+  X(Max, "max", Value)           \
+  X(Min, "min", Value)           \
+  X(ArgMax, "argmax", Index)     \
+  X(ArgMin, "argmin", Index)
+
+// The properties below are constexpr functions that CUDA kernels call too.
+#if defined(__CUDACC__)
+#define EMBER_OP_HD __host__ __device__
+#else
+#define EMBER_OP_HD
+#endif
+
+namespace ember {
+
+#define EMBER_X_ENUM(Name, ...) Name,
+enum class DType : uint8_t { EMBER_DTYPES(EMBER_X_ENUM) };
+enum class UnaryOp : uint8_t { EMBER_UNARY_OPS(EMBER_X_ENUM) };
+enum class BinaryOp : uint8_t { EMBER_BINARY_OPS(EMBER_X_ENUM) };
+enum class ReduceOp : uint8_t { EMBER_REDUCE_OPS(EMBER_X_ENUM) };
+#undef EMBER_X_ENUM
+
+// Every member of each list, in list order (the tests loop over these).
+#define EMBER_X_MEMBER(Name, ...) Type::Name,
+#define EMBER_ALL(Enum, LIST)                 \
+  [] {                                        \
+    using Type = Enum;                        \
+    return std::array{LIST(EMBER_X_MEMBER)};  \
+  }()
+inline constexpr auto kAllDTypes = EMBER_ALL(DType, EMBER_DTYPES);
+inline constexpr auto kAllUnaryOps = EMBER_ALL(UnaryOp, EMBER_UNARY_OPS);
+inline constexpr auto kAllBinaryOps = EMBER_ALL(BinaryOp, EMBER_BINARY_OPS);
+inline constexpr auto kAllReduceOps = EMBER_ALL(ReduceOp, EMBER_REDUCE_OPS);
+#undef EMBER_ALL
+#undef EMBER_X_MEMBER
+
+// --- names and properties, one switch each, generated from the lists
+
+EMBER_OP_HD constexpr const char* name(DType d) {
+  switch (d) {
+#define EMBER_X(Name, str, ...) \
+  case DType::Name:             \
+    return str;
+    EMBER_DTYPES(EMBER_X)
+#undef EMBER_X
+  }
+  return "?";
+}
+EMBER_OP_HD constexpr size_t itemsize(DType d) {
+  switch (d) {
+#define EMBER_X(Name, str, size, ...) \
+  case DType::Name:                   \
+    return size;
+    EMBER_DTYPES(EMBER_X)
+#undef EMBER_X
+  }
+  return 0;
+}
+
+EMBER_OP_HD constexpr const char* name(UnaryOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, ...) \
+  case UnaryOp::Name:           \
+    return str;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return "?";
+}
+// True for ops defined on floating types only (an integer input computes in float32).
+EMBER_OP_HD constexpr bool is_float_op(UnaryOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, float_only, cost) \
+  case UnaryOp::Name:                        \
+    return float_only;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return false;
+}
+// True for ops costly per element (exp, tanh, erf...).
+EMBER_OP_HD constexpr bool is_transcendental(UnaryOp op) {
+  constexpr bool Cheap = false, Transcendental = true;
+  switch (op) {
+#define EMBER_X(Name, str, float_only, cost) \
+  case UnaryOp::Name:                        \
+    return cost;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return false;
+}
+
+EMBER_OP_HD constexpr const char* name(BinaryOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, kind) \
+  case BinaryOp::Name:           \
+    return str;
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return "?";
+}
+// True for the comparisons (their result is bool).
+EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) {
+  constexpr bool Arith = false, Compare = true;
+  switch (op) {
+#define EMBER_X(Name, str, kind) \
+  case BinaryOp::Name:           \
+    return kind;
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return false;
+}
+
+EMBER_OP_HD constexpr const char* name(ReduceOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, kind) \
+  case ReduceOp::Name:           \
+    return str;
+    EMBER_REDUCE_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return "?";
+}
+// True for argmax / argmin (the result is an int64 position).
+EMBER_OP_HD constexpr bool is_index_reduction(ReduceOp op) {
+  constexpr bool Value = false, Index = true;
+  switch (op) {
+#define EMBER_X(Name, str, kind) \
+  case ReduceOp::Name:           \
+    return kind;
+    EMBER_REDUCE_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return false;
+}
+
+}  // namespace ember

@@ -1,0 +1,402 @@
+// defines: the per-element math of every elementwise op, reduction and optimiser update, written once for both
+// devices: the CPU backend (core/cpu) and the CUDA kernels (cuda/src/kernels) call these same functions, so
+// "the CUDA kernels mirror the CPU's semantics" is a fact of the build, not a promise. Value conversion between
+// element types, wrapping integer arithmetic, NaN rules (relu, maximum/minimum, clamp, max/min reductions and
+// argmax let NaN through), the exact-erf gelu and its gradient, integer powers, the branch-free float exp,
+// the accumulators of reductions, and PyTorch's SGD / Adam / AdamW updates.
+//
+// Plain C++17, every function `__host__ __device__` under nvcc and always inlined (the CPU's loops around these
+// calls must still vectorise). Private to core/ and cuda/ (not installed).
+//
+// Types: C is a compute type: float, double, an integer type or bool. 16-bit floats never reach these
+// functions except through convert(): each backend computes them in float (ReducedFloat says how to get there).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ember/core/op_list.h"
+
+#if defined(__CUDACC__)
+#define EMBER_HD __host__ __device__ __forceinline__
+#else
+#define EMBER_HD [[gnu::always_inline]] inline
+#endif
+
+namespace ember::scalar {
+
+// --- 16-bit floats: a backend specialises ReducedFloat for its storage types (ember::Half on the CPU, __half
+// in CUDA) before it converts values, with to_float / from_float (round to nearest even).
+template <class T>
+struct ReducedFloat : std::false_type {};
+template <class T>
+inline constexpr bool is_reduced_v = ReducedFloat<T>::value;
+
+// The integer range a float saturates to (std::numeric_limits cannot be called in device code).
+template <class T>
+struct IntLimits;
+template <>
+struct IntLimits<int64_t> {
+  static constexpr int64_t lowest = INT64_MIN, max = INT64_MAX;
+};
+template <>
+struct IntLimits<int32_t> {
+  static constexpr int32_t lowest = INT32_MIN, max = INT32_MAX;
+};
+template <>
+struct IntLimits<uint8_t> {
+  static constexpr uint8_t lowest = 0, max = UINT8_MAX;
+};
+template <>
+struct IntLimits<bool> {
+  static constexpr bool lowest = false, max = true;
+};
+
+// Value conversion between any two element types. 16-bit floats go through float; floating -> integer
+// saturates and maps NaN to 0 (C++ leaves out-of-range float -> int casts undefined); x -> bool is x != 0.
+template <class D, class S>
+EMBER_HD D convert(S v) {
+  if constexpr (std::is_same<D, S>::value) {
+    return v;
+  } else if constexpr (is_reduced_v<S>) {
+    return convert<D>(ReducedFloat<S>::to_float(v));
+  } else if constexpr (is_reduced_v<D>) {
+    return ReducedFloat<D>::from_float(static_cast<float>(v));
+  } else if constexpr (std::is_same<D, bool>::value) {
+    return v != S(0);
+  } else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
+    if (v != v) return D(0);  // NaN
+    if (v <= static_cast<S>(IntLimits<D>::lowest)) return IntLimits<D>::lowest;
+    if (v >= static_cast<S>(IntLimits<D>::max)) return IntLimits<D>::max;
+    return static_cast<D>(v);
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+// --- predicates and integer arithmetic
+
+template <class C>
+EMBER_HD bool is_nan(C v) {
+  if constexpr (std::is_floating_point<C>::value) return v != v;
+  else return false;
+}
+// v < 0, spelled so that unsigned types and bool compile without a pointless-comparison warning.
+template <class C>
+EMBER_HD bool is_neg(C v) {
+  if constexpr (std::is_unsigned<C>::value || std::is_same<C, bool>::value) return false;
+  else return v < C(0);
+}
+
+// +, -, * and negation that wrap for signed integers (done in the unsigned type, whose overflow is defined), as
+// PyTorch's do; plain for floats; bool goes through int and back (add is or, mul is and).
+template <class C>
+using unsigned_of = typename std::conditional<std::is_integral<C>::value && std::is_signed<C>::value,
+                                              std::make_unsigned<C>, std::common_type<C>>::type::type;
+template <class C>
+EMBER_HD C wrap_add(C a, C b) {
+  return static_cast<C>(static_cast<unsigned_of<C>>(a) + static_cast<unsigned_of<C>>(b));
+}
+template <class C>
+EMBER_HD C wrap_sub(C a, C b) {
+  return static_cast<C>(static_cast<unsigned_of<C>>(a) - static_cast<unsigned_of<C>>(b));
+}
+template <class C>
+EMBER_HD C wrap_mul(C a, C b) {
+  return static_cast<C>(static_cast<unsigned_of<C>>(a) * static_cast<unsigned_of<C>>(b));
+}
+template <class C>
+EMBER_HD C wrap_neg(C a) {
+  if constexpr (std::is_integral<C>::value && std::is_signed<C>::value) return wrap_sub(C(0), a);
+  else return static_cast<C>(-a);  // -(+0.0) is -0.0, where 0 - 0.0 would be +0.0
+}
+
+// Integer power by squaring, wrapping; a negative exponent gives 0 except for bases 1 and -1 (as PyTorch).
+template <class C>
+EMBER_HD C int_pow(C x, C y) {
+  if constexpr (std::is_same<C, bool>::value) {
+    return x;  // not reached: pow on bool is refused by raw::binary
+  } else {
+    if (is_neg(y)) return static_cast<C>(x == C(1) ? 1 : (x == static_cast<C>(-1) ? ((-y) % 2 ? -1 : 1) : 0));
+    C r = 1, base = x;
+    for (C e = y; e > C(0); e = static_cast<C>(e / 2)) {
+      if (e % 2) r = wrap_mul(r, base);
+      base = wrap_mul(base, base);
+    }
+    return r;
+  }
+}
+
+// --- floating functions in the compute type (no silent promotion of float to double)
+
+#if defined(__CUDA_ARCH__)
+EMBER_HD float m_sqrt(float v) { return ::sqrtf(v); }
+EMBER_HD double m_sqrt(double v) { return ::sqrt(v); }
+EMBER_HD float m_exp(float v) { return ::expf(v); }
+EMBER_HD double m_exp(double v) { return ::exp(v); }
+EMBER_HD float m_log(float v) { return ::logf(v); }
+EMBER_HD double m_log(double v) { return ::log(v); }
+EMBER_HD float m_tanh(float v) { return ::tanhf(v); }
+EMBER_HD double m_tanh(double v) { return ::tanh(v); }
+EMBER_HD float m_erf(float v) { return ::erff(v); }
+EMBER_HD double m_erf(double v) { return ::erf(v); }
+EMBER_HD float m_pow(float a, float b) { return ::powf(a, b); }
+EMBER_HD double m_pow(double a, double b) { return ::pow(a, b); }
+EMBER_HD float bits_to_float(int32_t i) { return __int_as_float(i); }
+#else
+EMBER_HD float m_sqrt(float v) { return std::sqrt(v); }
+EMBER_HD double m_sqrt(double v) { return std::sqrt(v); }
+EMBER_HD float m_exp(float v) { return std::exp(v); }
+EMBER_HD double m_exp(double v) { return std::exp(v); }
+EMBER_HD float m_log(float v) { return std::log(v); }
+EMBER_HD double m_log(double v) { return std::log(v); }
+EMBER_HD float m_tanh(float v) { return std::tanh(v); }
+EMBER_HD double m_tanh(double v) { return std::tanh(v); }
+EMBER_HD float m_erf(float v) { return std::erf(v); }
+EMBER_HD double m_erf(double v) { return std::erf(v); }
+EMBER_HD float m_pow(float a, float b) { return std::pow(a, b); }
+EMBER_HD double m_pow(double a, double b) { return std::pow(a, b); }
+EMBER_HD float bits_to_float(int32_t i) {
+#if defined(__GNUC__) && !defined(__CUDACC__)
+  return __builtin_bit_cast(float, i);
+#else
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+#endif
+}
+#endif
+
+// A float32 exp with arithmetic and bit operations only (no branches, no libm call), so that CPU loops calling
+// it vectorise (8 lanes with AVX2) where std::exp stays a scalar call per element. Within 2 ulp of the correctly
+// rounded result over the whole float range (tests/core/test_elementwise.cpp sweeps it), subnormal results
+// included; 0 below, inf above, NaN through.
+//
+// exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts so that
+// n ln 2 is exact enough), exp(r) by a degree-6 polynomial (Cephes' expf coefficients). 2^n is applied as two
+// powers of two, 2^(n - n/2) * 2^(n/2), each a normal float for n in [-150, 129]: that way results in the
+// subnormal range round correctly and results past FLT_MAX overflow to inf instead of wrapping the exponent.
+EMBER_HD float exp_f32(float x) {
+  // clamp (written so that NaN survives to the end: comparisons with NaN are false)
+  float v = x > 89.f ? 89.f : x;
+  v = v < -104.f ? -104.f : v;
+  const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
+  float r = v - n * 0.693359375f;                                          // ln 2, high part (exact in float)
+  r = r - n * -2.12194440e-4f;                                             // ln 2, low part
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = r * r * p + r + 1.f;
+  const int32_t ni = static_cast<int32_t>(n), h = ni / 2;
+  const float s1 = bits_to_float((h + 127) << 23), s2 = bits_to_float((ni - h + 127) << 23);
+  const float y = e * s1 * s2;
+  return x != x ? x : y;
+}
+// exp in the compute type: exp_f32 for float, the math library's for double.
+template <class C>
+EMBER_HD C fast_exp(C v) {
+  if constexpr (std::is_same<C, float>::value) return exp_f32(v);
+  else return m_exp(v);
+}
+
+template <class>
+inline constexpr bool kMissingMath = false;
+
+// --- unary ops: unary<Op>(v) in the compute type C. A float-only op (op_list.h) is called with float or double.
+template <UnaryOp Op, class C>
+EMBER_HD C unary(C v) {
+  constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
+  if constexpr (Op == UnaryOp::Neg) return wrap_neg(v);
+  else if constexpr (Op == UnaryOp::Abs) return is_neg(v) ? wrap_neg(v) : v;
+  // written so that NaN passes through, as PyTorch's relu (a NaN must not turn into a silent 0)
+  else if constexpr (Op == UnaryOp::Relu) return is_neg(v) ? C(0) : v;
+  else if constexpr (Op == UnaryOp::Sign) return static_cast<C>((C(0) < v) - is_neg(v));
+  else if constexpr (Op == UnaryOp::Square) return wrap_mul(v, v);
+  else if constexpr (Op == UnaryOp::Sqrt) return m_sqrt(v);
+  else if constexpr (Op == UnaryOp::Exp) return fast_exp(v);
+  else if constexpr (Op == UnaryOp::Log) return m_log(v);
+  else if constexpr (Op == UnaryOp::Reciprocal) return C(1) / v;
+  else if constexpr (Op == UnaryOp::Sigmoid) return C(1) / (C(1) + fast_exp(-v));
+  else if constexpr (Op == UnaryOp::Tanh) return m_tanh(v);
+  // exact form, as PyTorch's default: x * Phi(x)
+  else if constexpr (Op == UnaryOp::Gelu) return static_cast<C>(0.5) * v * (C(1) + m_erf(v * kSqrt1_2));
+  else if constexpr (Op == UnaryOp::GeluGrad) {  // Phi(x) + x * phi(x)
+    const C cdf = static_cast<C>(0.5) * (C(1) + m_erf(v * kSqrt1_2));
+    const C pdf = m_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.3989422804014327);  // 1/sqrt(2 pi)
+    return cdf + v * pdf;
+  } else {
+    static_assert(kMissingMath<C>, "scalar_math.h: add the math of this unary op");
+    return v;
+  }
+}
+
+// True when unary<Op> is defined for C (float-only ops on integer types are not).
+template <UnaryOp Op, class C>
+inline constexpr bool kUnaryDefined = !is_float_op(Op) || std::is_floating_point<C>::value;
+
+// True when binary<Op> is defined for C: integer division never reaches a kernel (raw::binary computes it in
+// float32, as PyTorch's true division).
+template <BinaryOp Op, class C>
+inline constexpr bool kBinaryDefined = Op != BinaryOp::Div || std::is_floating_point<C>::value;
+
+// --- binary ops: binary<Op>(x, y) in the compute type C; C for arithmetic, bool for comparisons.
+template <BinaryOp Op, class C>
+EMBER_HD auto binary(C x, C y) {
+  if constexpr (Op == BinaryOp::Add) return wrap_add(x, y);
+  else if constexpr (Op == BinaryOp::Sub) return wrap_sub(x, y);
+  else if constexpr (Op == BinaryOp::Mul) return wrap_mul(x, y);
+  else if constexpr (Op == BinaryOp::Div) {
+    static_assert(kBinaryDefined<Op, C>, "integer division is computed in float32 (raw::binary)");
+    return x / y;
+  } else if constexpr (Op == BinaryOp::Pow) {
+    if constexpr (std::is_floating_point<C>::value) return m_pow(x, y);
+    else return int_pow(x, y);
+  }
+  // maximum / minimum propagate NaN, as PyTorch's do
+  else if constexpr (Op == BinaryOp::Maximum) return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x > y ? x : y);
+  else if constexpr (Op == BinaryOp::Minimum) return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x < y ? x : y);
+  // x: the gradient, y: relu's output (>= 0, or NaN, which gets no gradient, as y > 0 is false)
+  else if constexpr (Op == BinaryOp::ReluBackward) return y > C(0) ? x : C(0);
+  else if constexpr (Op == BinaryOp::Eq) return x == y;
+  else if constexpr (Op == BinaryOp::Ne) return x != y;
+  else if constexpr (Op == BinaryOp::Lt) return x < y;
+  else if constexpr (Op == BinaryOp::Le) return x <= y;
+  else if constexpr (Op == BinaryOp::Gt) return x > y;
+  else if constexpr (Op == BinaryOp::Ge) return x >= y;
+  else {
+    static_assert(kMissingMath<C>, "scalar_math.h: add the math of this binary op");
+    return x;
+  }
+}
+
+// clamp(v, lo, hi) with the bounds already in the compute type; NaN passes through.
+template <class C>
+EMBER_HD C clamp(C v, C lo, C hi) {
+  return is_nan(v) ? v : (v < lo ? lo : (v > hi ? hi : v));
+}
+
+// --- softmax: the row max starts at -inf and lets a later NaN be skipped exactly as std::max(m, v) does; an
+// all -inf row is shifted by 0 instead (avoids (-inf) - (-inf)); then exp(x - shift) with fast_exp.
+template <class C>
+EMBER_HD C softmax_max_start() {
+  if constexpr (std::is_same<C, float>::value) return -__builtin_huge_valf();
+  else return -__builtin_huge_val();
+}
+template <class C>
+EMBER_HD C softmax_max_step(C m, C v) {
+  return (m < v) ? v : m;
+}
+template <class C>
+EMBER_HD C softmax_shift(C m) {
+  return m == softmax_max_start<C>() ? C(0) : m;
+}
+
+// --- reductions: the accumulator of Op over values of compute type C, its start value and how two combine.
+// Sums and products accumulate in double (floats) or uint64 (integers and bool, wrapping modulo 2^64 as
+// PyTorch's sum); max and min in C, starting at -inf / +inf for floats (so an all -inf max stays -inf), and let
+// NaN through.
+template <ReduceOp Op, class C>
+struct ReduceMath {
+  static constexpr bool kSumLike = Op == ReduceOp::Sum || Op == ReduceOp::Prod;
+  using Acc = typename std::conditional<
+      kSumLike, typename std::conditional<std::is_floating_point<C>::value, double, uint64_t>::type, C>::type;
+  static_assert(!is_index_reduction(Op), "argmax / argmin use arg_better");
+
+  EMBER_HD static Acc init() {
+    if constexpr (Op == ReduceOp::Sum) return Acc(0);
+    else if constexpr (Op == ReduceOp::Prod) return Acc(1);
+    else if constexpr (std::is_same<C, float>::value) return Op == ReduceOp::Max ? -__builtin_huge_valf() : __builtin_huge_valf();
+    else if constexpr (std::is_same<C, double>::value) return Op == ReduceOp::Max ? -__builtin_huge_val() : __builtin_huge_val();
+    else return Op == ReduceOp::Max ? IntLimits<C>::lowest : IntLimits<C>::max;
+  }
+  EMBER_HD static Acc combine(Acc acc, Acc v) {
+    if constexpr (Op == ReduceOp::Sum) return acc + v;
+    else if constexpr (Op == ReduceOp::Prod) return acc * v;
+    else if (is_nan(acc) || is_nan(v)) return is_nan(acc) ? acc : v;
+    else if constexpr (Op == ReduceOp::Max) return v > acc ? v : acc;
+    else return v < acc ? v : acc;
+  }
+  EMBER_HD static Acc step(Acc acc, C v) { return combine(acc, static_cast<Acc>(v)); }
+};
+
+// argmax / argmin along a walk in order: whether a later value v takes the place of the best so far. The first
+// extreme wins (ties keep the earlier one); NaN counts as the extreme, and the first NaN is never replaced.
+template <bool IsMax, class C>
+EMBER_HD bool arg_better(C v, C best) {
+  if (is_nan(best)) return false;
+  if (is_nan(v)) return true;
+  return IsMax ? v > best : v < best;
+}
+
+// --- optimiser updates of one element, PyTorch's rules (torch.optim.SGD / Adam / AdamW, single-tensor path),
+// in the parameter's type T with coefficients computed once per parameter on the host.
+
+// SGD (b = momentum buffer, mu = momentum, tau = dampening, wd = weight decay):
+//   g = g + wd * p
+//   b = first step ? g : mu * b + (1 - tau) * g      (only with momentum)
+//   g = nesterov ? g + mu * b : b                     (only with momentum)
+//   p = p - lr * g
+template <class T>
+struct SgdCoeffs {
+  T lr, wd, mu, one_minus_tau;
+  bool first, nesterov;
+};
+template <class T, class Params>
+SgdCoeffs<T> sgd_coeffs(const Params& h) {
+  return {static_cast<T>(h.lr), static_cast<T>(h.weight_decay), static_cast<T>(h.momentum),
+          static_cast<T>(1 - h.dampening), h.first_step, h.nesterov};
+}
+// buf: the element's momentum buffer (unused without momentum).
+template <class T, bool WeightDecay, bool Momentum>
+EMBER_HD void sgd_update(T& p, T g, T* buf, const SgdCoeffs<T>& c) {
+  if constexpr (WeightDecay) g += c.wd * p;
+  if constexpr (Momentum) {
+    const T b = c.first ? g : c.mu * *buf + c.one_minus_tau * g;
+    *buf = b;
+    g = c.nesterov ? g + c.mu * b : b;
+  }
+  p -= c.lr * g;
+}
+
+// Adam / AdamW (t = the parameter's step, counted from 1; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t):
+//   AdamW: p = p * (1 - lr * wd)          Adam: g = g + wd * p   (L2)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   p = p - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+// which is lr * m_hat / (sqrt(v_hat) + eps) written as PyTorch does, so eps enters at the same place.
+template <class T>
+struct AdamCoeffs {
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, bc2_sqrt, wd, decay_factor;
+  bool l2, decay;  // Adam's L2 term / AdamW's decoupled decay (each only with weight decay)
+};
+template <class T, class Params>
+AdamCoeffs<T> adam_coeffs(const Params& h) {
+  return {static_cast<T>(h.beta1),
+          static_cast<T>(h.beta2),
+          static_cast<T>(1 - h.beta1),
+          static_cast<T>(1 - h.beta2),
+          static_cast<T>(h.eps),
+          static_cast<T>(h.lr / h.bias_correction1),
+          static_cast<T>(std::sqrt(h.bias_correction2)),
+          static_cast<T>(h.weight_decay),
+          static_cast<T>(1 - h.lr * h.weight_decay),
+          !h.decoupled && h.weight_decay != 0,
+          h.decoupled && h.weight_decay != 0};
+}
+template <class T, bool L2, bool Decay>
+EMBER_HD void adam_update(T& p, T g, T& m, T& v, const AdamCoeffs<T>& c) {
+  T pi = p;
+  if constexpr (L2) g += c.wd * pi;
+  if constexpr (Decay) pi *= c.decay_factor;
+  const T mi = c.beta1 * m + c.one_minus_beta1 * g;
+  const T vi = c.beta2 * v + c.one_minus_beta2 * g * g;
+  m = mi;
+  v = vi;
+  p = pi - c.step_size * mi / (m_sqrt(vi) / c.bc2_sqrt + c.eps);
+}
+
+}  // namespace ember::scalar
