@@ -72,6 +72,8 @@ Grads AccumulateGrad::apply(Grads&& grad_outputs) {
   return {};
 }
 
+const char* AutogradMeta::grad_fn_name() const { return grad_fn ? grad_fn->name : nullptr; }
+
 AutogradMeta* meta(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
 AutogradMeta& ensure_meta(const Tensor& t) {
   if (!t.impl()->autograd_meta) t.impl()->autograd_meta = std::make_unique<AutogradMeta>();
@@ -103,13 +105,13 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};
   AutogradMeta* m = meta(t);
-  if (!m) return {};
-  if (m->grad_fn) return {m->grad_fn, m->output_nr};
-  if (!m->requires_grad) return {};
-  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (m && m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!t.impl()->requires_grad) return {};
+  AutogradMeta& leaf = ensure_meta(t);
+  std::shared_ptr<Node> acc = leaf.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
-    m->grad_accumulator = acc;
+    leaf.grad_accumulator = acc;
   }
   return {acc, 0};
 }
@@ -138,16 +140,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
 // --- Tensor's autograd members
 bool Tensor::requires_grad() const {
   const autograd::AutogradMeta* m = autograd::meta(*this);
-  return m && (m->requires_grad || m->grad_fn);
-}
-Tensor& Tensor::requires_grad_(bool on) {
-  autograd::AutogradMeta* m = autograd::meta(*this);
-  EMBER_CHECK(!(m && m->grad_fn), Error, "requires_grad_: only leaf tensors can change requires_grad; this ",
-              dtype(), shape(), " tensor was computed by ", m->grad_fn->name, " (use detach() to get a leaf)");
-  EMBER_CHECK_DTYPE(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require gradients, got ",
-                    dtype(), shape());
-  autograd::ensure_meta(*this).requires_grad = on;
-  return *this;
+  return impl()->requires_grad || (m && m->grad_fn);
 }
 Tensor Tensor::grad() const {
   const autograd::AutogradMeta* m = autograd::meta(*this);

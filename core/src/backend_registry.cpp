@@ -1,10 +1,11 @@
-// defines: backend_for(Device) — the CPU backend always, the CUDA backend when built and available. The CUDA backend is reached by a direct call, never a static registrar (a static library
-// would drop a registrar object silently).
-#include "ember/config.h"
+// defines: backend_for(Device) — the CPU backend always; a CUDA device's backend from the CUDA plugin
+// (ember/internal/cuda_hooks.h), which is opened on the first use of a CUDA device.
+#include <atomic>
+
+#include "../cpu/cpu_backend.h"
 #include "ember/core/backend.h"
 #include "ember/cuda/cuda.h"
-#include "../cpu/cpu_backend.h"
-#include "cuda_hooks.h"
+#include "ember/internal/cuda_hooks.h"
 
 namespace ember {
 
@@ -15,15 +16,31 @@ CpuBackend& cpu_backend() {
 }
 }  // namespace cpu
 
+namespace {
+// The CUDA backends handed out so far, by device index: backend_for runs on every op, so a device's backend is
+// looked up through the plugin once and read from here afterwards.
+constexpr int kMaxCachedDevices = 64;
+std::atomic<Backend*> g_cuda_backends[kMaxCachedDevices] = {};
+
+Backend& cuda_backend(Device d) {
+  const int i = d.index();
+  if (i >= 0 && i < kMaxCachedDevices)
+    if (Backend* b = g_cuda_backends[i].load(std::memory_order_acquire)) return *b;
+  std::string why;
+  detail::CudaHooks* h = detail::cuda_hooks(&why);
+  if (h && h->device_count() == 0) why = h->unavailable_reason();
+  EMBER_CHECK_DEVICE(h && h->device_count() > 0, "cannot use ", d, ": ", why);
+  EMBER_CHECK_DEVICE(i >= 0 && i < h->device_count(), "cannot use ", d, ": device index ", i, " is out of range (",
+                     h->device_count(), " CUDA device(s))");
+  Backend& b = h->backend(i);
+  if (i < kMaxCachedDevices) g_cuda_backends[i].store(&b, std::memory_order_release);
+  return b;
+}
+}  // namespace
+
 Backend& backend_for(Device d) {
   if (d.is_cpu()) return cpu::cpu_backend();
-#if EMBER_WITH_CUDA
-  std::string why;
-  if (Backend* b = cuda::detail::backend_or_null(d.index(), &why)) return *b;
-  throw DeviceError(detail::str("cannot use ", d, ": ", why));
-#else
-  throw DeviceError(detail::str("cannot use ", d, ": ", cuda::unavailable_reason()));
-#endif
+  return cuda_backend(d);
 }
 
 }  // namespace ember

@@ -24,16 +24,6 @@ size_t size_class(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-std::string fmt_bytes(size_t b) {
-  std::ostringstream os;
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
-  os << std::fixed << std::setprecision(u ? 2 : 0) << v << ' ' << units[u];
-  return os.str();
-}
-
 class CpuCachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
@@ -54,8 +44,8 @@ class CpuCachingAllocator final : public Allocator {
         release_all_locked();
         p = std::aligned_alloc(kAlign, sz);
       }
-      EMBER_CHECK(p != nullptr, OutOfMemoryError, "CPU out of memory: tried to allocate ", fmt_bytes(sz), " (",
-                  fmt_bytes(stats_.bytes_in_use), " in use by ember)");
+      EMBER_CHECK(p != nullptr, OutOfMemoryError, "CPU out of memory: tried to allocate ", detail::format_bytes(sz), " (",
+                  detail::format_bytes(stats_.bytes_in_use), " in use by ember)");
       ++stats_.system_allocs;
     }
     stats_.bytes_in_use += sz;
@@ -116,12 +106,27 @@ std::string cpu_memory_summary() {
   CpuMemoryStats s = cpu_memory_stats();
   std::ostringstream os;
   os << "ember CPU memory\n"
-     << "  in use:        " << fmt_bytes(s.bytes_in_use) << "\n"
-     << "  peak in use:   " << fmt_bytes(s.peak_bytes_in_use) << "\n"
-     << "  cached (free): " << fmt_bytes(s.bytes_cached) << "\n"
+     << "  in use:        " << detail::format_bytes(s.bytes_in_use) << "\n"
+     << "  peak in use:   " << detail::format_bytes(s.peak_bytes_in_use) << "\n"
+     << "  cached (free): " << detail::format_bytes(s.bytes_cached) << "\n"
      << "  requests:      " << s.requests << " (" << s.cache_hits << " from the cache)\n"
      << "  system allocs: " << s.system_allocs << ", system frees: " << s.system_frees << "\n";
   return os.str();
 }
+
+namespace detail {
+std::string format_bytes(size_t bytes, int precision) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(u ? precision : 0) << v << ' ' << units[u];
+  return os.str();
+}
+}  // namespace detail
 
 }  // namespace ember

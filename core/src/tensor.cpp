@@ -1,9 +1,8 @@
 // defines: the Tensor members that need no autograd (metadata, element access, pinning) and copy_to_host_as.
 #include <cstring>
 
-#include "cuda_hooks.h"
-#include "ember/config.h"
 #include "ember/cuda/cuda.h"
+#include "ember/internal/cuda_hooks.h"
 #include "op_utils.h"
 
 namespace ember {
@@ -52,11 +51,7 @@ Tensor Tensor::pin_memory() const {
   // Pinned memory comes from the CUDA host allocator (cudaHostAlloc), which needs a usable device.
   EMBER_CHECK_DEVICE(cuda::is_available(), "pin_memory: pinned host memory needs a usable CUDA device, but "
                      "cuda::is_available() is false: ", cuda::unavailable_reason());
-#if EMBER_WITH_CUDA
-  return cuda::detail::pin(*this);
-#else
-  throw InternalError("pin_memory: a build without CUDA reported a usable CUDA device");
-#endif
+  return detail::cuda_hooks()->pin(*this);
 }
 void Tensor::set_data(const Tensor& src) {
   TensorImpl* t = checked();
@@ -67,6 +62,19 @@ void Tensor::set_data(const Tensor& src) {
   t->strides = src.impl()->strides;
   t->dtype = src.impl()->dtype;
   t->refresh();
+}
+
+// (requires_grad() and the other autograd members are autograd's; the flag of a leaf is core's, so that core's
+// factories can create tensors that require grad.)
+Tensor& Tensor::requires_grad_(bool on) {
+  TensorImpl* t = checked();
+  const char* fn = t->autograd_meta ? t->autograd_meta->grad_fn_name() : nullptr;
+  EMBER_CHECK(!fn, Error, "requires_grad_: only leaf tensors can change requires_grad; this ", dtype(), shape(),
+              " tensor was computed by ", fn, " (use detach() to get a leaf)");
+  EMBER_CHECK_DTYPE(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require gradients, got ",
+                    dtype(), shape());
+  t->requires_grad = on;
+  return *this;
 }
 
 bool Tensor::is_pinned() const { return checked()->storage->pinned; }

@@ -11,7 +11,10 @@ struct CUstream_st;
 
 namespace ember {
 class Allocator;
+namespace cuda {
+struct HostMemoryStats;
 }
+}  // namespace ember
 
 namespace ember::cuda::detail {
 
@@ -32,5 +35,10 @@ ember::Allocator& host_allocator();
 // `ptr` (any address inside it). Once freed, the block is not handed out again before that work is done.
 // A no-op for nullptr and for memory that is not from host_allocator() (e.g. pageable memory).
 void host_record_use(void* ptr, CUstream_st* stream);
+// The pinned host allocator's statistics (memory.h), their peak reset, and the release of its cached blocks
+// (waits for copies that still use them).
+HostMemoryStats host_stats();
+void host_reset_peak();
+void host_release_cache();
 
 }  // namespace ember::cuda::detail

@@ -35,19 +35,6 @@ size_t segment_size(size_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-std::string format_bytes(size_t bytes, int precision) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(u ? precision : 0) << v << ' ' << units[u];
-  return os.str();
-}
-
 // Requests above this are refused without asking the driver: rounding them up would overflow size_t.
 static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
 
@@ -128,10 +115,10 @@ void DeviceCachingAllocator::throw_oom_locked(size_t size) {
   } catch (const Error&) {  // the message is still useful without the driver's numbers
   }
   throw OutOfMemoryError(ember::detail::str(
-      "CUDA out of memory: tried to allocate ", format_bytes(size, 2), " on cuda:", device_, " (",
-      format_bytes(total_bytes, 1), " total, ", format_bytes(free_bytes, 1), " free, ",
-      format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
-      format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
+      "CUDA out of memory: tried to allocate ", ember::detail::format_bytes(size, 2), " on cuda:", device_, " (",
+      ember::detail::format_bytes(total_bytes, 1), " total, ", ember::detail::format_bytes(free_bytes, 1), " free, ",
+      ember::detail::format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
+      ember::detail::format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
 }
 
 // Splits `block` into [size | rest] when the rest is worth keeping: any leftover in the small pool; in the
@@ -343,7 +330,7 @@ const std::vector<DeviceCachingAllocator*>& all_caching_allocators() {
   // Never destroyed: storages freed during static destruction must still find their allocator.
   static const std::vector<DeviceCachingAllocator*>* all = [] {
     auto* v = new std::vector<DeviceCachingAllocator*>();
-    for (int i = 0; i < device_count(); ++i) v->push_back(new DeviceCachingAllocator(i));
+    for (int i = 0; i < num_devices(); ++i) v->push_back(new DeviceCachingAllocator(i));
     return v;
   }();
   return *all;
@@ -357,7 +344,7 @@ DeviceCachingAllocator& caching_allocator(int device) {
 ember::Allocator& device_allocator(int device) { return caching_allocator(device); }
 
 void record_stream(void* ptr, CUstream_st* stream) {
-  if (!ptr || !is_available()) return;
+  if (!ptr || num_devices() == 0) return;
   for (DeviceCachingAllocator* a : all_caching_allocators())
     if (a->record_stream(ptr, stream)) return;
 }

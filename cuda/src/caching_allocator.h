@@ -152,6 +152,5 @@ DeviceCachingAllocator& caching_allocator(int device);
 const std::vector<DeviceCachingAllocator*>& all_caching_allocators();
 
 // Byte counts for messages: "2.00 GiB" (precision 2) or "79.1 GiB" (precision 1).
-std::string format_bytes(size_t bytes, int precision);
 
 }  // namespace ember::cuda::detail

@@ -24,7 +24,6 @@
 #include <memory>
 #include <vector>
 
-#include "../../core/src/cuda_hooks.h"
 #include "allocator_internal.h"
 #include "check.h"
 #include "device_guard.h"
@@ -186,7 +185,7 @@ void CudaBackend::fill(const Tensor& dst, double v) {
 }
 
 namespace detail {
-// Declared in core/src/cuda_hooks.h. requires: t is a CPU tensor and CUDA is usable (pin_memory checks).
+// Declared in cuda_backend.h. requires: t is a CPU tensor and CUDA is usable (pin_memory checks).
 Tensor pin(const Tensor& t) {
   auto storage = std::make_shared<StorageImpl>(nbytes(t), host_allocator());
   storage->pinned = true;

@@ -1,7 +1,7 @@
 // defines: CudaBackend, ember::Backend for one CUDA device: its allocator (the caching allocator), copies
 // (on the device, host <-> device, device <-> device; rules in docs/cuda.md), fill and the compute ops
 // (own kernels in kernels/, cuBLAS matmul, cuDNN conv2d; docs/cuda.md "Compute ops"). Private to cuda/src;
-// one instance per device, handed out by detail::backend_or_null (runtime.cpp).
+// one instance per device, handed out by detail::backend (runtime.cpp).
 #pragma once
 #include "ember/core/backend.h"
 
@@ -42,5 +42,10 @@ class CudaBackend final : public Backend {
  private:
   int device_;
 };
+
+namespace detail {
+// A copy of the CPU tensor `t` in pinned (page-locked) host memory (Tensor::pin_memory, through the hooks).
+Tensor pin(const Tensor& t);
+}  // namespace detail
 
 }  // namespace ember::cuda

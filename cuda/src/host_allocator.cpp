@@ -25,6 +25,7 @@
 #include "ember/core/error.h"
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
+#include "runtime_internal.h"
 
 namespace ember::cuda::detail {
 namespace {
@@ -61,7 +62,7 @@ class HostCachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    EMBER_CHECK_DEVICE(is_available(), "pinned host memory: ", unavailable_reason());
+    EMBER_CHECK_DEVICE(num_devices() > 0, "pinned host memory: ", why_unusable());
     std::lock_guard<std::mutex> lock(mu_);
     if (nbytes > std::numeric_limits<size_t>::max() / 2) throw_oom_locked(nbytes);
     const size_t size = host_size_class(nbytes);
@@ -209,9 +210,9 @@ class HostCachingAllocator final : public Allocator {
 
   [[noreturn]] void throw_oom_locked(size_t size) {
     throw OutOfMemoryError(ember::detail::str(
-        "CUDA out of memory: tried to allocate ", format_bytes(size, 2), " of pinned host memory (",
-        format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
-        format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
+        "CUDA out of memory: tried to allocate ", ember::detail::format_bytes(size, 2), " of pinned host memory (",
+        ember::detail::format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
+        ember::detail::format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
   }
 
   HostBlock* find_containing_locked(void* ptr) {
@@ -255,32 +256,17 @@ HostCachingAllocator& host_instance() {
   return *a;
 }
 
-void require_cuda(const char* op) { EMBER_CHECK_DEVICE(is_available(), op, ": ", unavailable_reason()); }
-
 }  // namespace
 
 ember::Allocator& host_allocator() { return host_instance(); }
 
 void host_record_use(void* ptr, CUstream_st* stream) {
-  if (!ptr || !is_available()) return;
+  if (!ptr || num_devices() == 0) return;
   host_instance().record_use(ptr, stream);
 }
 
+HostMemoryStats host_stats() { return host_instance().stats(); }
+void host_reset_peak() { host_instance().reset_peak(); }
+void host_release_cache() { host_instance().empty_cache(); }
+
 }  // namespace ember::cuda::detail
-
-namespace ember::cuda {
-
-HostMemoryStats host_memory_stats() {
-  detail::require_cuda("cuda::host_memory_stats");
-  return detail::host_instance().stats();
-}
-void reset_peak_host_memory_stats() {
-  detail::require_cuda("cuda::reset_peak_host_memory_stats");
-  detail::host_instance().reset_peak();
-}
-void host_empty_cache() {
-  detail::require_cuda("cuda::host_empty_cache");
-  detail::host_instance().empty_cache();
-}
-
-}  // namespace ember::cuda

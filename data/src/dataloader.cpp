@@ -2,8 +2,8 @@
 // the device (plain, or on a side stream: DeviceFeeder).
 #include "ember/data/dataloader.h"
 
-#include "ember/autograd/ops.h"
 #include "ember/core/backend.h"
+#include "ember/core/raw_ops.h"
 #include "ember/cuda/cuda.h"
 
 namespace ember::data::detail {
@@ -31,7 +31,7 @@ Tensor collate_field(const std::vector<Tensor>& ts, const char* field) {
   EMBER_CHECK_VALUE(defined == ts.size(), "DataLoader: cannot collate ", field, ": ", ts.size() - defined, " of ",
                     ts.size(), " examples in the batch have an undefined ", field);
   try {
-    return stack(ts, 0);
+    return raw::stack(ts, 0);
   } catch (const ShapeError& e) {
     throw ShapeError(ember::detail::str("DataLoader: cannot collate the examples' ", field,
                                         " into a batch (every example's ", field, " needs the same shape): ", e.what()));
@@ -40,8 +40,8 @@ Tensor collate_field(const std::vector<Tensor>& ts, const char* field) {
 
 Batch deliver(Batch b, const DataLoaderOptions& o) {
   if (o.device.is_cpu()) return b;
-  if (b.x.defined()) b.x = b.x.to(o.device);
-  if (b.y.defined()) b.y = b.y.to(o.device);
+  if (b.x.defined()) b.x = raw::to_device(b.x, o.device);
+  if (b.y.defined()) b.y = raw::to_device(b.y, o.device);
   return b;
 }
 
@@ -57,8 +57,8 @@ DeviceFeeder::DeviceFeeder(Device device) : device_(device), side_(cuda::Stream:
 
 void DeviceFeeder::start(const Batch& host) {
   cuda::StreamGuard guard(side_);  // the device memory is allocated on, and the copy queued on, the side stream
-  batch_.x = host.x.defined() ? host.x.to(device_, /*non_blocking=*/true) : Tensor();
-  batch_.y = host.y.defined() ? host.y.to(device_, /*non_blocking=*/true) : Tensor();
+  batch_.x = host.x.defined() ? raw::to_device(host.x, device_, /*non_blocking=*/true) : Tensor();
+  batch_.y = host.y.defined() ? raw::to_device(host.y, device_, /*non_blocking=*/true) : Tensor();
   ready_.record(side_);
   busy_ = true;
 }

@@ -1,8 +1,8 @@
 // defines: TensorDataset's checks and its batch gather.
 #include "ember/data/tensor_dataset.h"
 
-#include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
 
 namespace ember::data {
 
@@ -17,14 +17,14 @@ TensorDataset::TensorDataset(Tensor x, Tensor y) : x_(std::move(x)), y_(std::mov
 Example TensorDataset::get(int64_t i) const {
   EMBER_CHECK_INDEX(i >= 0 && i < size(), "TensorDataset::get: index ", i, " is out of range for a dataset of size ",
                     size());
-  return {x_.select(0, i), y_.select(0, i)};
+  return {raw::select(x_, 0, i), raw::select(y_, 0, i)};
 }
 
 Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   // index_select checks the bounds; the index lives on the data's device, as index_select requires.
   Tensor idx = tensor(indices, Shape{static_cast<int64_t>(indices.size())}, {.dtype = kInt64, .device = x_.device()});
-  Tensor idy = y_.device() == x_.device() ? idx : idx.to(y_.device());
-  return {index_select(x_, 0, idx), index_select(y_, 0, idy)};
+  Tensor idy = y_.device() == x_.device() ? idx : raw::to_device(idx, y_.device());
+  return {raw::index_select(x_, 0, idx), raw::index_select(y_, 0, idy)};
 }
 
 }  // namespace ember::data

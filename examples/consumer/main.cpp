@@ -1,21 +1,32 @@
-// A user's program built against an installed ember (see CMakeLists.txt beside it).
+// A user's program built against an installed ember (see CMakeLists.txt beside it): it trains a small model on
+// the CPU and says whether CUDA is usable here, and why not. It must start and train on a machine without any
+// CUDA library (the install test runs it with the CUDA plugin removed).
 #include <ember/ember.h>
 
 #include <cmath>
 #include <iostream>
 
+using namespace ember;
+
 int main() {
-  ember::manual_seed(1);
-  ember::Tensor x = ember::randn({8, 4});
-  ember::Tensor w = ember::randn({3, 4});
-  ember::Tensor y = ember::softmax(ember::linear(x, w, ember::zeros({3})), 1);
-  // each row of a softmax sums to one
-  double worst = 0;
-  for (double s : ember::sum(y, {1}).to_vector<double>()) worst = std::max(worst, std::fabs(s - 1.0));
-  if (worst > 1e-5) {
-    std::cerr << "softmax rows do not sum to 1 (worst error " << worst << ")\n";
+  manual_seed(1);
+  Tensor x = randn({256, 8}), y = argmax(x.slice(1, 0, 3), 1);  // label: the largest of 3 features
+  nn::Chain model{nn::Dense(8, 32, nn::relu), nn::Dense(32, 3)};
+  optim::Adam opt(model.parameters(), {.lr = 1e-2});
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    Tensor loss = nn::cross_entropy(model(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  if (!(last < 0.5 * first)) {
+    std::cerr << "the loss did not fall: " << first << " -> " << last << "\n";
     return 1;
   }
-  std::cout << "consumer ok: ember " << EMBER_VERSION << ", y " << y.shape() << "\n";
+  std::cout << "cuda: " << (cuda::is_available() ? "available" : "unavailable (" + cuda::unavailable_reason() + ")")
+            << "\n";
+  std::cout << "consumer ok: ember " << EMBER_VERSION << ", loss " << first << " -> " << last << "\n";
   return 0;
 }

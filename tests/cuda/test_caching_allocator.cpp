@@ -15,7 +15,7 @@
 #if EMBER_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "../../cuda/src/allocator_internal.h"
+#include "allocator_internal.h"
 #endif
 
 namespace {

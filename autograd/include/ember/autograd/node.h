@@ -65,8 +65,9 @@ struct AccumulateGrad final : Node {
   std::shared_ptr<TensorImpl> leaf;
 };
 
+// (A leaf's requires_grad flag is TensorImpl::requires_grad, set by core.)
 struct AutogradMeta final : AutogradMetaBase {
-  bool requires_grad = false;  // set by the user on leaves
+  const char* grad_fn_name() const override;
   bool is_view = false;        // produced by a view op from a tensor that requires grad
   Tensor grad;
   std::shared_ptr<Node> grad_fn;  // null for leaves

@@ -37,4 +37,9 @@ void cpu_empty_cache();
 void cpu_reset_peak_memory_stats();
 std::string cpu_memory_summary();
 
+namespace detail {
+// "1.50 GiB": bytes in the largest binary unit below 1024 of them, with `precision` decimals ("512 B" for bytes).
+std::string format_bytes(size_t bytes, int precision = 2);
+}  // namespace detail
+
 }  // namespace ember

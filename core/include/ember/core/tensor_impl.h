@@ -10,9 +10,11 @@
 
 namespace ember {
 
-// Autograd hangs its per-tensor state (requires_grad, grad, grad_fn) here; core never looks inside.
+// Autograd hangs its per-tensor state (grad, grad_fn, ...) here; core only asks whether the tensor was computed
+// by an op (requires_grad_ is refused on such a non-leaf).
 struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
+  virtual const char* grad_fn_name() const = 0;  // the op that computed the tensor; null for a leaf
 };
 
 // CONVENTION:
@@ -28,6 +30,7 @@ struct TensorImpl {
   DType dtype = kFloat32;
   bool contiguous = true;
   int64_t numel = 0;
+  bool requires_grad = false;  // set by the user on leaves (Tensor::requires_grad_; core's factories)
   std::unique_ptr<AutogradMetaBase> autograd_meta;  // null until autograd needs it
 
   TensorImpl(Storage s, int64_t offset, Shape sizes, Shape strides, DType dtype);

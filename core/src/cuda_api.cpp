@@ -1,0 +1,140 @@
+// defines: the public CUDA API of ember/cuda/cuda.h and memory.h — device queries and selection, the settings
+// (scalar-access guard, TF32), memory statistics and memory_summary() — for every build, on top of the CUDA
+// plugin's hooks (ember/internal/cuda_hooks.h). Without the plugin (no CUDA build, no CUDA libraries on this
+// machine) or without a usable device, is_available() is false, device_count() is 0 and every call that
+// needs a device throws DeviceError with the reason. Streams and events: cuda_streams.cpp.
+#include <atomic>
+#include <iomanip>
+#include <sstream>
+
+#include "cuda_api_internal.h"
+#include "ember/core/allocator.h"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/memory.h"
+
+namespace ember::cuda {
+
+namespace detail_api {
+ember::detail::CudaHooks& usable(const char* op) {
+  std::string why;
+  ember::detail::CudaHooks* h = ember::detail::cuda_hooks(&why);
+  EMBER_CHECK_DEVICE(h, op, ": ", why);
+  EMBER_CHECK_DEVICE(h->device_count() > 0, op, ": ", h->unavailable_reason());
+  return *h;
+}
+
+On on_device(const char* op, int device) {
+  ember::detail::CudaHooks& h = usable(op);
+  if (device == -1) device = h.current_device();
+  EMBER_CHECK_DEVICE(device >= 0 && device < h.device_count(), op, ": device index ", device,
+                     " is out of range (", h.device_count(), " CUDA device(s))");
+  return {h, device};
+}
+}  // namespace detail_api
+
+using detail_api::on_device;
+using detail_api::usable;
+
+// --- devices
+
+bool is_available() {
+  ember::detail::CudaHooks* h = ember::detail::cuda_hooks();
+  return h && h->device_count() > 0;
+}
+int device_count() {
+  ember::detail::CudaHooks* h = ember::detail::cuda_hooks();
+  return h ? h->device_count() : 0;
+}
+std::string unavailable_reason() {
+  std::string why;
+  ember::detail::CudaHooks* h = ember::detail::cuda_hooks(&why);
+  return h ? h->unavailable_reason() : why;
+}
+int current_device() { return on_device("cuda::current_device", -1).device; }
+void set_device(int index) {
+  auto [h, d] = on_device("cuda::set_device", index);
+  h.set_device(d);
+}
+std::string get_device_name(int index) {
+  auto [h, d] = on_device("cuda::get_device_name", index);
+  return h.device_name(d);
+}
+void synchronize() { usable("cuda::synchronize").synchronize_current_device(); }
+
+// --- settings, process-wide, in every build
+
+namespace {
+std::atomic<bool> g_allow_scalar{false};
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+void set_allow_scalar(bool allow) { g_allow_scalar.store(allow); }
+bool allow_scalar() { return g_allow_scalar.load(); }
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+// --- memory
+
+MemoryStats memory_stats(int device) {
+  auto [h, d] = on_device("cuda::memory_stats", device);
+  return h.memory_stats(d);
+}
+size_t memory_allocated(int device) {
+  auto [h, d] = on_device("cuda::memory_allocated", device);
+  return h.memory_stats(d).allocated_bytes;
+}
+size_t max_memory_allocated(int device) {
+  auto [h, d] = on_device("cuda::max_memory_allocated", device);
+  return h.memory_stats(d).peak_allocated_bytes;
+}
+size_t memory_reserved(int device) {
+  auto [h, d] = on_device("cuda::memory_reserved", device);
+  return h.memory_stats(d).reserved_bytes;
+}
+size_t max_memory_reserved(int device) {
+  auto [h, d] = on_device("cuda::max_memory_reserved", device);
+  return h.memory_stats(d).peak_reserved_bytes;
+}
+void reset_peak_memory_stats(int device) {
+  auto [h, d] = on_device("cuda::reset_peak_memory_stats", device);
+  h.reset_peak_memory_stats(d);
+}
+std::pair<size_t, size_t> mem_get_info(int device) {
+  auto [h, d] = on_device("cuda::mem_get_info", device);
+  return h.mem_get_info(d);
+}
+void empty_cache() { usable("cuda::empty_cache").empty_cache(); }
+HostMemoryStats host_memory_stats() { return usable("cuda::host_memory_stats").host_memory_stats(); }
+void reset_peak_host_memory_stats() { usable("cuda::reset_peak_host_memory_stats").reset_peak_host_memory_stats(); }
+void host_empty_cache() { usable("cuda::host_empty_cache").host_empty_cache(); }
+
+std::string memory_summary(int device) {
+  auto [h, d] = on_device("cuda::memory_summary", device);
+  const MemoryStats s = h.memory_stats(d);
+  const auto [free_bytes, total_bytes] = h.mem_get_info(d);
+  auto bytes = [](size_t b) { return ember::detail::format_bytes(b, 2); };
+  const std::string rule(64, '-');
+  std::ostringstream os;
+  os << "ember CUDA memory summary, cuda:" << d << "\n"
+     << rule << "\n"
+     << std::left << std::setw(24) << " Metric" << "| " << std::setw(18) << "Current" << "| " << "Peak\n"
+     << rule << "\n";
+  auto row = [&](const char* name, const std::string& cur, const std::string& peak) {
+    os << ' ' << std::left << std::setw(23) << name << "| " << std::setw(18) << cur << "| " << peak << "\n";
+  };
+  row("Allocated memory", bytes(s.allocated_bytes), bytes(s.peak_allocated_bytes));
+  row("Reserved memory", bytes(s.reserved_bytes), bytes(s.peak_reserved_bytes));
+  row("Cached memory", bytes(s.reserved_bytes - s.allocated_bytes), "");
+  row("Segments", std::to_string(s.segments), std::to_string(s.peak_segments));
+  row("Active blocks", std::to_string(s.active_blocks), "");
+  row("Pending frees", std::to_string(s.pending_free_blocks), "");
+  os << rule << "\n"
+     << " Allocations:       " << s.num_allocs << " (cache hits: " << s.cache_hits << "), frees: " << s.num_frees
+     << "\n"
+     << " cudaMalloc calls:  " << s.num_cuda_mallocs << ", cudaFree calls: " << s.num_cuda_frees << "\n"
+     << " OOM retries:       " << s.num_alloc_retries << ", OOMs: " << s.num_ooms << "\n"
+     << " Device memory:     " << bytes(free_bytes) << " free of " << bytes(total_bytes) << "\n"
+     << rule << "\n";
+  return os.str();
+}
+
+}  // namespace ember::cuda
