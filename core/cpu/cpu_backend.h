@@ -28,7 +28,7 @@ namespace ember::cpu {
 using scalar::convert;
 using scalar::is_reduced_v;
 
-// A temporary contiguous buffer, reused from call to call (Note [Scratch arenas] in matmul.cpp).
+// A temporary contiguous buffer, reused from call to call (Note [Scratch arenas] in linalg.cpp).
 class Scratch {
  public:
   explicit Scratch(size_t nbytes);
@@ -69,7 +69,7 @@ class CpuBackend final : public Backend {
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
-  void sgd_step(const SgdStepArgs& a) override;  // optim_kernels.cpp
+  void sgd_step(const SgdStepArgs& a) override;  // optim.cpp
   void adam_step(const AdamStepArgs& a) override;
 };
 

@@ -25,6 +25,12 @@ inline void check_floating(const char* op, const Tensor& t) {
   EMBER_CHECK_DTYPE(is_floating(t.dtype()), op, ": expected a floating-point tensor, got ", describe(t),
                     " (convert with .to(kFloat32))");
 }
+// The two operands of a product (matmul, linear, conv2d): one dtype, not bool.
+inline void check_product_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK_DTYPE(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", describe(a),
+                    " and ", describe(b));
+  EMBER_CHECK_DTYPE(a.dtype() != kBool, op, ": not supported for bool tensors");
+}
 inline Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   return empty(shape, {.dtype = dtype, .device = device});
 }

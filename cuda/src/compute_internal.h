@@ -1,5 +1,5 @@
-// defines: the library-backed compute ops of the CUDA backend — matmul through cuBLAS (blas.cpp), conv2d
-// and its backward through cuDNN (dnn.cpp) — called by CudaBackend (cuda_backend.cpp), which has checked
+// defines: the library-backed compute ops of the CUDA backend — matmul through cuBLAS (cublas.cpp), conv2d
+// and its backward through cuDNN (cudnn.cpp) — called by CudaBackend (linalg.cpp, conv_pool.cpp), which has checked
 // and prepared the arguments. Private to cuda/src; no CUDA headers.
 #pragma once
 #include "ember/core/backend.h"

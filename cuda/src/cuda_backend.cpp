@@ -1,4 +1,5 @@
-// defines: CudaBackend's allocator, synchronize, copies and fill (the compute ops are in compute_ops.cpp),
+// defines: CudaBackend's allocator, synchronize, copies and fill (the compute ops are in the op-family files
+// elementwise.cpp, reduce.cpp, linalg.cpp, conv_pool.cpp, index.cpp, random.cpp, optim.cpp),
 // detail::kernel_args (kernel_args.h), and detail::pin, the pinned host copy behind Tensor::pin_memory().
 //
 // Note [CUDA copies]: every copy has three steps — pack, move, unpack:

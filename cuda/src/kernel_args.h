@@ -1,6 +1,6 @@
 // defines: KernelArgs and kernel_args(), which describe up to four same-shaped tensors for an elementwise
 // kernel (kernels::Layout + kernels::Operand), and OnDevice (a tensor's device made current,
-// with its current stream). Private to cuda/src; shared by cuda_backend.cpp and compute_ops.cpp.
+// with its current stream). Private to cuda/src; shared by cuda_backend.cpp and the op-family files.
 #pragma once
 #include <cuda_runtime.h>
 

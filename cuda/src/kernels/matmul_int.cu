@@ -1,6 +1,6 @@
 // defines: the integer batched matmul kernel and launch_matmul_int (launch.h), for the dtypes cuBLAS has no
 // matching GEMM for (int64, int32, uint8, bool). One thread per output element, accumulating in uint64 so
-// that overflow wraps as core/cpu/matmul.cpp's gemm_naive does; correctness, not speed, is the point.
+// that overflow wraps as core/cpu/linalg.cpp's gemm_naive does; correctness, not speed, is the point.
 #include <cstdint>
 
 #include "common.cuh"

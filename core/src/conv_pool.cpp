@@ -1,95 +1,9 @@
-// defines: matmul (1-D, 2-D and batched with broadcast batch dims), linear, conv2d and the 2-D pools.
+// defines: the convolution-and-pooling raw ops: conv2d and its backward (NCHW), max_pool2d / avg_pool2d and
+// their backward, with their argument checks.
 #include "op_utils.h"
 
 namespace ember::raw {
 using detail::describe;
-
-namespace {
-void check_mm_dtypes(const char* op, const Tensor& a, const Tensor& b) {
-  EMBER_CHECK_DTYPE(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, got ", describe(a),
-                    " and ", describe(b));
-  EMBER_CHECK_DTYPE(a.dtype() != kBool, op, ": not supported for bool tensors");
-}
-
-// Views t [batch..., R, C] (already expanded to `batch`) as [B, R, C] without copying when the batch dims
-// collapse to one stride, else through a contiguous copy.
-Tensor as_batched3(const Tensor& t, const Shape& batch) {
-  Shape full = batch;
-  full.push_back(t.size(-2));
-  full.push_back(t.size(-1));
-  Tensor e = expand(t, full);
-  const int64_t nb = static_cast<int64_t>(batch.size());
-  int64_t B = 1, stride = 0;
-  bool ok = true;
-  for (int64_t d = nb - 1; d >= 0; --d) {
-    const int64_t sz = e.size(d);
-    if (sz == 1) continue;
-    if (B == 1) stride = e.stride(d);
-    else if (e.stride(d) != stride * B) ok = false;  // stride of this dim must continue the inner ones
-    B *= sz;
-  }
-  if (ok) return as_strided(e, {B, e.size(-2), e.size(-1)}, {stride, e.stride(-2), e.stride(-1)}, e.storage_offset());
-  return reshape(contiguous(e), {B, e.size(-2), e.size(-1)});
-}
-}  // namespace
-
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_defined("matmul", a, "a");
-  detail::check_defined("matmul", b, "b");
-  detail::check_same_device("matmul", a, b);
-  check_mm_dtypes("matmul", a, b);
-  EMBER_CHECK_SHAPE(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
-                    a.shape(), " and ", b.shape());
-  // 1-D operands as NumPy: a vector on the left is a row, on the right a column; that dim is dropped after.
-  Tensor A = a.dim() == 1 ? unsqueeze(a, 0) : a;
-  Tensor Bm = b.dim() == 1 ? unsqueeze(b, 1) : b;
-  const int64_t M = A.size(-2), K = A.size(-1), K2 = Bm.size(-2), N = Bm.size(-1);
-  EMBER_CHECK_SHAPE(K == K2, "matmul: shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", K, " != ", K2,
-                    ")");
-  Shape ba(A.shape().begin(), A.shape().end() - 2), bb(Bm.shape().begin(), Bm.shape().end() - 2);
-  // Checked here so that the message names both full shapes, not only their batch dims.
-  bool batch_ok = true;
-  for (size_t i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
-    const int64_t da = ba[ba.size() - i], db = bb[bb.size() - i];
-    batch_ok = batch_ok && (da == db || da == 1 || db == 1);
-  }
-  EMBER_CHECK_SHAPE(batch_ok, "matmul: shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (batch dims ",
-                    ba, " and ", bb, " do not broadcast)");
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
-  Tensor A3 = as_batched3(A, batch), B3 = as_batched3(Bm, batch);
-  Tensor out = detail::new_tensor({A3.size(0), M, N}, a.dtype(), a.device());
-  backend_for(a.device()).matmul(out, A3, B3);
-  Shape os = batch;
-  if (a.dim() > 1) os.push_back(M);
-  if (b.dim() > 1) os.push_back(N);
-  return view(out, os);
-}
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  detail::check_defined("linear", x, "x");
-  detail::check_defined("linear", w, "weight");
-  detail::check_same_device("linear", x, w);
-  check_mm_dtypes("linear", x, w);
-  EMBER_CHECK_SHAPE(w.dim() == 2, "linear: weight must be 2-D [out, in], got ", w.shape());
-  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ", x.shape(), " does not match weight ",
-                    w.shape(), " (expected the last dim of the input to be ", w.size(1), ")");
-  if (b.defined()) {
-    detail::check_same_device("linear", x, b);
-    check_mm_dtypes("linear", x, b);
-    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "linear: bias ", b.shape(), " does not match weight ",
-                      w.shape(), " (expected [", w.size(0), "])");
-  }
-  // y[N, out] = x[N, in] @ w^T, the transpose being a free strided view; then + b in place.
-  // Rows counted explicitly: reshape cannot infer -1 when in_features is 0.
-  Tensor x2 = reshape(x, {Shape(x.shape().begin(), x.shape().end() - 1).numel(), x.size(-1)});
-  Tensor out = detail::new_tensor({1, x2.size(0), w.size(0)}, x.dtype(), x.device());
-  Backend& be = backend_for(x.device());
-  be.matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0));
-  if (b.defined()) be.binary(BinaryOp::Add, out, out, expand(b, out.shape()));
-  Shape os = x.shape();
-  os[os.size() - 1] = w.size(0);
-  return view(out, os);
-}
 
 namespace {
 std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std::vector<int64_t>& v, int64_t dflt) {
@@ -121,14 +35,14 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
   detail::check_defined("conv2d", w, "weight");
   detail::check_same_device("conv2d", x, w);
   detail::check_floating("conv2d", x);
-  check_mm_dtypes("conv2d", x, w);
+  detail::check_product_dtypes("conv2d", x, w);
   EMBER_CHECK_SHAPE(x.dim() == 4, "conv2d: expected a 4-D input [N, C, H, W], got ", x.shape());
   EMBER_CHECK_SHAPE(w.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels, kH, kW], got ", w.shape());
   EMBER_CHECK_SHAPE(x.size(1) == w.size(1), "conv2d: input ", x.shape(), " has ", x.size(1),
                     " channels but weight ", w.shape(), " expects ", w.size(1));
   if (b.defined()) {
     detail::check_same_device("conv2d", x, b);
-    check_mm_dtypes("conv2d", x, b);
+    detail::check_product_dtypes("conv2d", x, b);
     EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", b.shape(), " does not match ",
                       w.size(0), " output channels");
   }

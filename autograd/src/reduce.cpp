@@ -1,5 +1,5 @@
-// defines: the public reductions, matmul/linear, softmax/log_softmax, conv2d and pooling, cat/stack and
-// index_select of ops.h, each recording its backward when an input requires grad.
+// defines: the public reductions (sum, mean, max, min, var, argmax, argmin) and softmax / log_softmax of ops.h,
+// each recording its backward when an input requires grad.
 #include <algorithm>
 
 #include "ember/autograd/ops.h"
@@ -91,54 +91,6 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int6
 Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k); }
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
 
-// --- linear algebra
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor y = raw::matmul(a, b);
-  if (!needs_grad({&a, &b})) return y;
-  InputInfo ia(a), ib(b);
-  record("matmul", {a, b}, {y}, [ia, ib, sa = save(ib.wants ? a : Tensor()), sb = save(ia.wants ? b : Tensor())](const Grads& g) -> Grads {
-    // 1-D operands were a row (left) and a column (right); the gradient of A @ B is G @ B^T and A^T @ G,
-    // summed over broadcast batch dims by reduce_to.
-    Tensor G = g[0];
-    if (ia.shape.size() == 1) G = raw::unsqueeze(G, G.dim() - (ib.shape.size() == 1 ? 0 : 1));
-    if (ib.shape.size() == 1) G = raw::unsqueeze(G, G.dim());
-    Tensor ga, gb;
-    if (ia.wants) {
-      Tensor B = sb.get("matmul");
-      if (B.dim() == 1) B = raw::unsqueeze(B, 1);
-      ga = raw::matmul(G, raw::transpose(B, -1, -2));
-      if (ia.shape.size() == 1) ga = raw::squeeze(ga, -2);
-      ga = reduce_to(ga, ia);
-    }
-    if (ib.wants) {
-      Tensor A = sa.get("matmul");
-      if (A.dim() == 1) A = raw::unsqueeze(A, 0);
-      gb = raw::matmul(raw::transpose(A, -1, -2), G);
-      if (ib.shape.size() == 1) gb = raw::squeeze(gb, -1);
-      gb = reduce_to(gb, ib);
-    }
-    return {ga, gb};
-  });
-  return y;
-}
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor y = raw::linear(x, w, b);
-  if (!needs_grad({&x, &w, &b})) return y;
-  InputInfo ix(x), iw(w);
-  const bool b_wants = b.defined() && b.requires_grad();
-  record("linear", {x, w, b}, {y}, [ix, iw, b_wants, sx = save(iw.wants ? x : Tensor()), sw = save(ix.wants ? w : Tensor())](const Grads& g) -> Grads {
-    const int64_t out = iw.shape[0], in = iw.shape[1];
-    Tensor g2 = raw::reshape(g[0], {-1, out});  // [N, out]
-    Tensor gx, gw, gb;
-    if (ix.wants) gx = raw::reshape(raw::matmul(g2, sw.get("linear")), ix.shape);          // g @ W
-    if (iw.wants) gw = raw::matmul(raw::transpose(g2, 0, 1), raw::reshape(sx.get("linear"), {-1, in}));  // g^T @ x
-    if (b_wants) gb = raw::sum(g2, {0});
-    return {gx, gw, gb};
-  });
-  return y;
-}
-
 // --- softmax family
 Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor y = raw::softmax(x, dim);
@@ -159,77 +111,6 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
     const Tensor& yv = sy.get("log_softmax");  // dx = g - softmax * sum(g)
     if (yv.dim() == 0) return {zeros_like(yv)};
     return {g[0] - raw::unary(UnaryOp::Exp, yv) * raw::sum(g[0], {d}, true)};
-  });
-  return y;
-}
-
-// --- shape
-Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
-  Tensor y = raw::cat(xs, dim);
-  if (!needs_grad(xs)) return y;
-  const int64_t d = normalize_dim(dim, xs[0].dim(), "cat");
-  std::vector<InputInfo> infos;
-  for (const Tensor& t : xs) infos.emplace_back(t);
-  record("cat", xs, {y}, [infos, d](const Grads& g) -> Grads {
-    Grads out;
-    int64_t at = 0;
-    for (const InputInfo& in : infos) {
-      const int64_t n = in.shape[static_cast<size_t>(d)];
-      out.push_back(in.wants ? raw::cast(raw::slice(g[0], d, at, at + n), in.dtype) : Tensor());
-      at += n;
-    }
-    return out;
-  });
-  return y;
-}
-Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
-  Tensor y = raw::stack(xs, dim);
-  if (!needs_grad(xs)) return y;
-  const int64_t d = normalize_dim(dim, xs[0].dim() + 1, "stack");
-  std::vector<InputInfo> infos;
-  for (const Tensor& t : xs) infos.emplace_back(t);
-  record("stack", xs, {y}, [infos, d](const Grads& g) -> Grads {
-    Grads out;
-    for (size_t i = 0; i < infos.size(); ++i)
-      out.push_back(infos[i].wants ? raw::cast(raw::select(g[0], d, static_cast<int64_t>(i)), infos[i].dtype) : Tensor());
-    return out;
-  });
-  return y;
-}
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  Tensor y = raw::index_select(x, dim, index);
-  if (!needs_grad({&x})) return y;
-  InputInfo ix(x);
-  record("index_select", {x}, {y}, [ix, dim, si = save(index)](const Grads& g) -> Grads {
-    return {raw::index_add_zeros(ix.shape, dim, si.get("index_select"), g[0])};
-  });
-  return y;
-}
-
-// --- convolution family
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> s, std::vector<int64_t> p) {
-  Tensor y = raw::conv2d(x, w, b, s, p);
-  if (!needs_grad({&x, &w, &b})) return y;
-  const bool nx = x.requires_grad(), nw = w.requires_grad(), nb = b.defined() && b.requires_grad();
-  record("conv2d", {x, w, b}, {y}, [s, p, nx, nw, nb, sx = save(x), sw = save(w)](const Grads& g) -> Grads {
-    raw::Conv2dGrads r = raw::conv2d_backward(g[0], sx.get("conv2d"), sw.get("conv2d"), s, p, nx, nw, nb);
-    return {r.x, r.w, r.b};
-  });
-  return y;
-}
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  Tensor y = raw::max_pool2d(x, k, s, p);
-  if (!needs_grad({&x})) return y;
-  record("max_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
-    return {raw::max_pool2d_backward(g[0], sx.get("max_pool2d"), k, s, p)};
-  });
-  return y;
-}
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  Tensor y = raw::avg_pool2d(x, k, s, p);
-  if (!needs_grad({&x})) return y;
-  record("avg_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
-    return {raw::avg_pool2d_backward(g[0], sx.get("avg_pool2d"), k, s, p)};
   });
   return y;
 }

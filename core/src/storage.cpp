@@ -1,0 +1,34 @@
+// defines: the lifetimes of StorageImpl (its allocator or deleter frees it) and TensorImpl (metadata refresh).
+#include "ember/core/allocator.h"
+#include "ember/core/storage.h"
+#include "ember/core/tensor_impl.h"
+
+namespace ember {
+
+// --- Storage
+StorageImpl::StorageImpl(size_t n, Allocator& alloc)
+    : data(alloc.allocate(n)), nbytes(n), device(alloc.device()), allocator(&alloc) {}
+StorageImpl::StorageImpl(void* d, size_t n, Device dev, std::function<void(void*)> del)
+    : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
+StorageImpl::~StorageImpl() {
+  if (allocator) allocator->deallocate(data, nbytes);
+  else if (deleter) deleter(data);
+}
+
+// --- TensorImpl
+TensorImpl::TensorImpl(Storage s, int64_t off, Shape sz, Shape st, DType dt)
+    : storage(std::move(s)), offset(off), sizes(std::move(sz)), strides(std::move(st)), dtype(dt) {
+  refresh();
+}
+void TensorImpl::refresh() {
+  numel = sizes.numel();
+  contiguous = true;
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) { contiguous = numel == 0; break; }
+    expected *= sizes[i];
+  }
+}
+
+}  // namespace ember

@@ -1,0 +1,93 @@
+// defines: CudaBackend's conv2d (cuDNN, cudnn.cpp) and pooling (kernels/pool.cu), forward and backward
+// (contracts in core/include/ember/core/backend.h; each checks nothing raw_ops has checked and runs on the
+// current stream of its tensors' device).
+#include "compute_internal.h"
+#include "cuda_backend.h"
+#include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
+#include "kernel_args.h"
+#include "kernels/launch.h"
+
+namespace ember::cuda {
+namespace {
+
+using detail::OnDevice;
+
+}  // namespace
+
+// float16 / bfloat16 convolutions run in float32 (as on the CPU); cuDNN takes float32 and float64.
+void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& b,
+                         const Conv2dParams& p) {
+  if (out.numel() == 0) return;
+  if (is_reduced_float(out.dtype())) {
+    Tensor tmp = empty(out.shape(), {.dtype = kFloat32, .device = out.device()});
+    conv2d(tmp, raw::cast(x_in, kFloat32), raw::cast(w_in, kFloat32), b.defined() ? raw::cast(b, kFloat32) : b, p);
+    copy(out, tmp);
+    return;
+  }
+  OnDevice on(out);
+  const Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in);
+  if (x.numel() == 0 || w.numel() == 0) fill(out, 0);  // no input channels: only the bias
+  else detail::cudnn_conv2d(out, x, w, p);
+  if (b.defined()) binary(BinaryOp::Add, out, out, raw::expand(raw::reshape(b, {1, b.numel(), 1, 1}), out.shape()));
+}
+
+void CudaBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
+                                  const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
+  if (is_reduced_float(x_in.dtype())) {
+    auto f32 = [](const Tensor& t) { return t.defined() ? empty(t.shape(), {.dtype = kFloat32, .device = t.device()}) : t; };
+    Tensor gxf = f32(gx), gwf = f32(gw), gbf = f32(gb);
+    conv2d_backward(raw::cast(gy_in, kFloat32), raw::cast(x_in, kFloat32), raw::cast(w_in, kFloat32), gxf, gwf, gbf, p);
+    if (gx.defined()) copy(gx, gxf);
+    if (gw.defined()) copy(gw, gwf);
+    if (gb.defined()) copy(gb, gbf);
+    return;
+  }
+  OnDevice on(gy_in);
+  const Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
+  if (gy.numel() == 0 || x.numel() == 0 || w.numel() == 0) {  // some extent is 0: the gradients are 0
+    if (gx.defined()) fill(gx, 0);
+    if (gw.defined()) fill(gw, 0);
+  } else {
+    detail::cudnn_conv2d_backward(gy, x, w, gx, gw, p);
+  }
+  if (gb.defined()) reduce(ReduceOp::Sum, raw::view(gb, {1, gb.numel(), 1, 1}), gy, {0, 2, 3});
+}
+
+namespace {
+kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  kernels::PoolShape s;
+  s.nc = x.size(0) * x.size(1);
+  s.h = x.size(2);
+  s.w = x.size(3);
+  s.oh = y.size(2);
+  s.ow = y.size(3);
+  s.kh = p.kernel_h;
+  s.kw = p.kernel_w;
+  s.sh = p.stride_h;
+  s.sw = p.stride_w;
+  s.ph = p.pad_h;
+  s.pw = p.pad_w;
+  return s;
+}
+}  // namespace
+
+void CudaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  OnDevice on(out);
+  const Tensor x = raw::contiguous(x_in);
+  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(),
+                         pool_shape(x, out, p), on.stream);
+}
+
+void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
+                                  const Pool2dParams& p) {
+  if (gx.numel() == 0) return;
+  OnDevice on(gx);
+  const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
+  // the kernel writes every element of gx (0 where no window routes a gradient)
+  kernels::launch_pool2d_backward(kind == PoolKind::Max, gx.dtype(), gx.data_ptr(), gy.data_ptr(),
+                                  x.data_ptr(), pool_shape(x, gy, p), on.stream);
+}
+
+}  // namespace ember::cuda
