@@ -245,6 +245,161 @@ ConvGeom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, cons
   return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), OH, OW, p};
 }
 
+// --- conv2d_backward, in named steps
+
+// gb[oc] = sum over n, oh, ow of gy[n, oc, oh, ow], in double.
+template <class T>
+void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
+  for (int64_t oc = 0; oc < g.OC; ++oc) {
+    double s = 0;
+    for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gy + (n * g.OC + oc) * g.ohw(), g.ohw());
+    gb[oc] = static_cast<T>(s);
+  }
+}
+
+// What every image of one backward call shares: the geometry, the tensors, and how the column matrix is cut.
+//  - The weight gradient: with fewer columns than output channels (a first layer: CKK = 25 or 27) it is computed
+//    transposed, gW^T[CKK, OC] = col @ gy[n]^T, so that the wider dimension runs along the GEMM's 16-wide tiles,
+//    and transposed into place once per part. Otherwise gW[:, block] += gy[n] @ col[block]^T over blocks of
+//    column-matrix rows, with gy[n] packed once per image.
+//  - The input gradient, in blocks of column-matrix rows too: gcol[block] = W^T[block] @ gy[n], added into gx[n]
+//    by col2im while it is in L2. W^T is packed once per call, block by block; gy[n] once per image.
+template <class T>
+struct BackwardPlan {
+  static constexpr bool kPacked = std::is_same_v<T, float> && kHaveSgemmKernel;
+  const ConvGeom& g;
+  const T *x, *w, *gy;
+  T *gx, *gw;  // null: not wanted
+  bool gw_transposed;
+  int64_t wblock, xblock, xblocks, wt_block_size;
+  Scratch wt_packed;  // W^T in blocks of xblock rows, packed as the float32 GEMM's A (float32 only)
+
+  BackwardPlan(const ConvGeom& g_, const T* x_, const T* w_, const T* gy_, T* gx_, T* gw_)
+      : g(g_), x(x_), w(w_), gy(gy_), gx(gx_), gw(gw_), gw_transposed(g_.ckk() < g_.OC),
+        wblock(gw_transposed ? g_.ckk() : rows_per_block(g_, kSgemmNR)), xblock(rows_per_block(g_, kSgemmMR)),
+        xblocks((g_.ckk() + xblock - 1) / xblock), wt_block_size(sgemm_packed_a_size(xblock, g_.OC)),
+        wt_packed(kPacked && gx ? sizeof(float) * static_cast<size_t>(xblocks * wt_block_size) : 0) {
+    if constexpr (kPacked)
+      if (gx)
+        for (int64_t q = 0; q < xblocks; ++q)
+          sgemm_pack_a(std::min(xblock, g.ckk() - q * xblock), g.OC, w + q * xblock, 1, g.ckk(),
+                       wt_packed.as<float>() + q * wt_block_size);
+  }
+  int64_t wsize() const { return g.OC * g.ckk(); }
+  const T* x_of(int64_t n) const { return x + n * g.C * g.H * g.W; }
+  const T* gy_of(int64_t n) const { return gy + n * g.OC * g.ohw(); }  // gy[n] as [OC, OH*OW]
+};
+
+// The buffers of one part (thread), sized once and reused for each of its images.
+template <class T>
+struct PartBuffers {
+  Scratch blk, gwT;           // a column-matrix block; gW^T of the part (transposed weight gradient only)
+  Scratch gy_a, gw_b, gy_b;   // float32 GEMM only: gy[n] as the gW GEMM's A, col[block]^T packed, gy[n] as gX's B
+  explicit PartBuffers(const BackwardPlan<T>& b)
+      : blk(sizeof(T) * static_cast<size_t>(std::max(b.wblock, b.xblock) * b.g.ohw())),
+        gwT(b.gw && b.gw_transposed ? sizeof(T) * static_cast<size_t>(b.wsize()) : 0),
+        gy_a(gw_packed(b) ? floats(sgemm_packed_a_size(b.g.OC, b.g.ohw())) : 0),
+        gw_b(gw_packed(b) ? floats(PackedBLayout(b.g.ohw(), b.wblock).size()) : 0),
+        gy_b(BackwardPlan<T>::kPacked && b.gx ? floats(PackedBLayout(b.g.OC, b.g.ohw()).size()) : 0) {}
+  static bool gw_packed(const BackwardPlan<T>& b) { return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed; }
+  static size_t floats(int64_t n) { return sizeof(float) * static_cast<size_t>(n); }
+};
+
+// gW^T (+)= col(x[n]) @ gy[n]^T, into the part's gwT buffer.
+template <class T>
+void weight_grad_transposed_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf, bool acc) {
+  const ConvGeom& g = b.g;
+  im2col_rows(g, b.x_of(n), 0, g.ckk(), buf.blk.template as<T>());
+  gemm_serial(g.ckk(), g.OC, g.ohw(), buf.blk.template as<T>(), g.ohw(), 1, b.gy_of(n), 1, g.ohw(),
+              buf.gwT.template as<T>(), g.OC, acc);
+}
+
+// gW[:, block] (+)= gy[n] @ col(x[n])[block]^T over blocks of column-matrix rows, into gw_part.
+template <class T>
+void weight_grad_image(const BackwardPlan<T>& b, int64_t n, T* gw_part, PartBuffers<T>& buf, bool acc) {
+  const ConvGeom& g = b.g;
+  const T* xn = b.x_of(n);
+  const T* gyn = b.gy_of(n);
+  const int64_t ohw = g.ohw(), ckk = g.ckk();
+  if constexpr (BackwardPlan<T>::kPacked) sgemm_pack_a(g.OC, ohw, gyn, ohw, 1, buf.gy_a.template as<float>());
+  for (int64_t q0 = 0; q0 < ckk; q0 += b.wblock) {
+    const int64_t qb = std::min(b.wblock, ckk - q0);
+    if constexpr (BackwardPlan<T>::kPacked) {
+      // B = col[block]^T, packed 16 columns (column-matrix rows) at a time straight from an L1-sized piece of
+      // im2col, instead of writing the whole block and transposing it from L2
+      for (int64_t j = 0; j < qb; j += kSgemmNR) {
+        const int64_t nj = std::min(kSgemmNR, qb - j);
+        im2col_rows(g, xn, q0 + j, q0 + j + nj, buf.blk.template as<float>());
+        sgemm_pack_b_columns(ohw, qb, j, nj, buf.blk.template as<float>(), 1, ohw, buf.gw_b.template as<float>());
+      }
+      sgemm_serial_packed(g.OC, qb, ohw, nullptr, 0, 0, buf.gy_a.template as<float>(), nullptr, 0, 0,
+                          buf.gw_b.template as<float>(), gw_part + q0, ckk, acc);
+    } else {
+      im2col_rows(g, xn, q0, q0 + qb, buf.blk.template as<T>());
+      gemm_serial(g.OC, qb, ohw, gyn, ohw, 1, buf.blk.template as<T>(), 1, ohw, gw_part + q0, ckk, acc);
+    }
+  }
+}
+
+// gx[n] = col2im(W^T @ gy[n]), block by block of column-matrix rows.
+template <class T>
+void input_grad_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) {
+  const ConvGeom& g = b.g;
+  const T* gyn = b.gy_of(n);
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), chw = g.C * g.H * g.W;
+  T* gxn = b.gx + n * chw;
+  std::fill(gxn, gxn + chw, T(0));
+  if constexpr (BackwardPlan<T>::kPacked) sgemm_pack_b(g.OC, ohw, gyn, ohw, 1, buf.gy_b.template as<float>());
+  for (int64_t q = 0; q < b.xblocks; ++q) {
+    const int64_t q0 = q * b.xblock, qb = std::min(b.xblock, ckk - q0);
+    if constexpr (BackwardPlan<T>::kPacked)
+      sgemm_serial_packed(qb, ohw, g.OC, nullptr, 0, 0, b.wt_packed.template as<float>() + q * b.wt_block_size,
+                          nullptr, 0, 0, buf.gy_b.template as<float>(), buf.blk.template as<float>(), ohw, false);
+    else
+      gemm_serial(qb, ohw, g.OC, b.w + q0, 1, ckk, gyn, ohw, 1, buf.blk.template as<T>(), ohw, false);
+    col2im_rows(g, buf.blk.template as<T>(), q0, q0 + qb, gxn);
+  }
+}
+
+// One part's images [start, end): their weight gradients summed into gw_part, their input gradients written.
+template <class T>
+void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_part, PartBuffers<T>& buf) {
+  for (int64_t n = start; n < end; ++n) {
+    const bool acc = n > start;
+    if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
+    else if (gw_part) weight_grad_image(b, n, gw_part, buf, acc);
+    if (b.gx) input_grad_image(b, n, buf);
+  }
+  if (gw_part && b.gw_transposed && end > start) {
+    const T* gwT = buf.gwT.template as<T>();
+    for (int64_t oc = 0; oc < b.g.OC; ++oc)
+      for (int64_t j = 0; j < b.g.ckk(); ++j) gw_part[oc * b.g.ckk() + j] = gwT[j * b.g.OC + oc];
+  }
+}
+
+template <class T>
+void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, const T* w, const T* gy, T* gx, T* gw,
+                           T* gb) {
+  if (gb) bias_grad(g, gy, gb);
+  if (!gx && !gw) return;
+  const BackwardPlan<T> b(g, x, w, gy, gx, gw);
+  if (gw && g.N == 0) std::fill(gw, gw + b.wsize(), T(0));
+  // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
+  Tensor gw_parts = gw && sp.parts > 1 ? empty({sp.parts - 1, b.wsize()}, {.dtype = dtype_of_v<T>}) : Tensor();
+  parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
+    PartBuffers<T> buf(b);
+    for (int64_t part = part0; part < part1; ++part) {
+      T* gw_part = !gw ? nullptr : part == 0 ? gw : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * b.wsize();
+      backward_part(b, part * sp.per, std::min(g.N, (part + 1) * sp.per), gw_part, buf);
+    }
+  });
+  if (gw_parts.defined()) {  // the parts' sums, in part order (the same result for the same thread count)
+    const T* parts = static_cast<const T*>(gw_parts.data_ptr());
+    for (int64_t q = 0; q < sp.parts - 1; ++q)
+      for (int64_t i = 0; i < b.wsize(); ++i) gw[i] += parts[q * b.wsize() + i];
+  }
+}
+
 }  // namespace
 
 void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
@@ -336,104 +491,8 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
     } else {
       ConvGeom g = g0;
       const ColumnMasks<T> masks(g);
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const T* wp = static_cast<const T*>(w.data_ptr());
-      const T* gyp = static_cast<const T*>(gy.data_ptr());
-      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk(), wsize = g.OC * ckk;
-      if (gb.defined()) {
-        T* gbp = static_cast<T*>(gb.data_ptr());
-        for (int64_t oc = 0; oc < g.OC; ++oc) {
-          double s = 0;
-          for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gyp + (n * g.OC + oc) * ohw, ohw);
-          gbp[oc] = static_cast<T>(s);
-        }
-      }
-      if (!gx.defined() && !gw.defined()) return;
-      T* gwp = gw.defined() ? static_cast<T*>(gw.data_ptr()) : nullptr;
-      T* gxp = gx.defined() ? static_cast<T*>(gx.data_ptr()) : nullptr;
-      if (gwp && g.N == 0) std::fill(gwp, gwp + wsize, T(0));
-      constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
-      // With fewer columns than output channels (a first layer: CKK = 25 or 27), the weight gradient is
-      // computed transposed, gW^T[CKK, OC] = col @ gy[n]^T, so that the wider dimension runs along the GEMM's
-      // 16-wide tiles; it is transposed into place once per part. Otherwise gW[:, block] += gy[n] @ col[block]^T
-      // over blocks of column-matrix rows, with gy[n] packed once per image.
-      const bool gw_transposed = ckk < g.OC;
-      const int64_t wblock = gw_transposed ? ckk : rows_per_block(g, kSgemmNR);
-      // The input gradient in blocks of column-matrix rows too: gcol[block] = W^T[block] @ gy[n], added into
-      // gx[n] by col2im while it is in L2. W^T is packed once per call, block by block; gy[n] once per image.
-      const int64_t xblock = rows_per_block(g, kSgemmMR);
-      const int64_t xblocks = (ckk + xblock - 1) / xblock, wt_block_size = sgemm_packed_a_size(xblock, g.OC);
-      Scratch wtpack(packed && gxp ? sizeof(float) * static_cast<size_t>(xblocks * wt_block_size) : 0);
-      if constexpr (packed)
-        if (gxp)
-          for (int64_t q = 0; q < xblocks; ++q)
-            sgemm_pack_a(std::min(xblock, ckk - q * xblock), g.OC, wp + q * xblock, 1, ckk,
-                         wtpack.as<float>() + q * wt_block_size);
-      // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
-      Tensor gw_parts = gwp && sp.parts > 1 ? empty({sp.parts - 1, wsize}, {.dtype = x.dtype()}) : Tensor();
-      parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch blk(sizeof(T) * static_cast<size_t>(std::max(wblock, xblock) * ohw));
-        Scratch gwT(gwp && gw_transposed ? sizeof(T) * static_cast<size_t>(wsize) : 0);
-        const bool gw_packed = packed && gwp && !gw_transposed, gx_packed = packed && gxp;
-        auto floats = [](int64_t n) { return sizeof(float) * static_cast<size_t>(n); };
-        Scratch gy_a(gw_packed ? floats(sgemm_packed_a_size(g.OC, ohw)) : 0);    // gy[n] as the gW GEMM's A
-        Scratch gw_b(gw_packed ? floats(PackedBLayout(ohw, wblock).size()) : 0);  // col[block]^T, packed
-        Scratch gy_b(gx_packed ? floats(PackedBLayout(g.OC, ohw).size()) : 0);    // gy[n] as the gX GEMM's B
-        for (int64_t part = part0; part < part1; ++part) {
-          T* gw_mine = !gwp ? nullptr : part == 0 ? gwp : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * wsize;
-          const int64_t start = part * sp.per, end = std::min(g.N, start + sp.per);
-          for (int64_t n = start; n < end; ++n) {
-            const T* gyn = gyp + n * g.OC * ohw;  // gy[n] as [OC, OH*OW]
-            const T* xn = xp + n * chw;
-            const bool acc = n > start;
-            if (gw_mine && gw_transposed) {
-              im2col_rows(g, xn, 0, ckk, blk.as<T>());
-              gemm_serial(ckk, g.OC, ohw, blk.as<T>(), ohw, 1, gyn, 1, ohw, gwT.as<T>(), g.OC, acc);
-            } else if (gw_mine) {
-              if constexpr (packed) sgemm_pack_a(g.OC, ohw, gyn, ohw, 1, gy_a.as<float>());
-              for (int64_t q0 = 0; q0 < ckk; q0 += wblock) {
-                const int64_t qb = std::min(wblock, ckk - q0);
-                if constexpr (packed) {
-                  // B = col[block]^T, packed 16 columns (column-matrix rows) at a time straight from an L1-sized
-                  // piece of im2col, instead of writing the whole block and transposing it from L2
-                  for (int64_t j = 0; j < qb; j += kSgemmNR) {
-                    const int64_t nj = std::min(kSgemmNR, qb - j);
-                    im2col_rows(g, xn, q0 + j, q0 + j + nj, blk.as<float>());
-                    sgemm_pack_b_columns(ohw, qb, j, nj, blk.as<float>(), 1, ohw, gw_b.as<float>());
-                  }
-                  sgemm_serial_packed(g.OC, qb, ohw, nullptr, 0, 0, gy_a.as<float>(), nullptr, 0, 0, gw_b.as<float>(),
-                                      gw_mine + q0, ckk, acc);
-                } else {
-                  im2col_rows(g, xn, q0, q0 + qb, blk.as<T>());
-                  gemm_serial(g.OC, qb, ohw, gyn, ohw, 1, blk.as<T>(), 1, ohw, gw_mine + q0, ckk, acc);
-                }
-              }
-            }
-            if (gxp) {
-              T* gxn = gxp + n * chw;
-              std::fill(gxn, gxn + chw, T(0));
-              if constexpr (packed) sgemm_pack_b(g.OC, ohw, gyn, ohw, 1, gy_b.as<float>());
-              for (int64_t q = 0; q < xblocks; ++q) {
-                const int64_t q0 = q * xblock, qb = std::min(xblock, ckk - q0);
-                if constexpr (packed)
-                  sgemm_serial_packed(qb, ohw, g.OC, nullptr, 0, 0, wtpack.as<float>() + q * wt_block_size, nullptr, 0,
-                                      0, gy_b.as<float>(), blk.as<float>(), ohw, false);
-                else
-                  gemm_serial(qb, ohw, g.OC, wp + q0, 1, ckk, gyn, ohw, 1, blk.as<T>(), ohw, false);
-                col2im_rows(g, blk.as<T>(), q0, q0 + qb, gxn);
-              }
-            }
-          }
-          if (gw_mine && gw_transposed && end > start)
-            for (int64_t oc = 0; oc < g.OC; ++oc)
-              for (int64_t j = 0; j < ckk; ++j) gw_mine[oc * ckk + j] = gwT.as<T>()[j * g.OC + oc];
-        }
-      });
-      if (gw_parts.defined()) {  // the parts' sums, in part order (the same result for the same thread count)
-        const T* parts = static_cast<const T*>(gw_parts.data_ptr());
-        for (int64_t q = 0; q < sp.parts - 1; ++q)
-          for (int64_t i = 0; i < wsize; ++i) gwp[i] += parts[q * wsize + i];
-      }
+      auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+      conv2d_backward_typed<T>(g, sp, ptr(x), ptr(w), ptr(gy), ptr(gx), ptr(gw), ptr(gb));
     }
   });
 }
