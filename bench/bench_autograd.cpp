@@ -21,7 +21,8 @@ double median_ns_per_op(F&& run_chain) {
   for (int r = 0; r < kReps; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kInner; ++i) run_chain();
-    t.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / (kInner * kOps));
+    t.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+                (kInner * kOps));
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];

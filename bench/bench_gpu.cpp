@@ -119,27 +119,48 @@ int main(int argc, char** argv) {
   try {
     const Device dev = Device::cuda();
     cuda::set_allow_tf32(false);  // Ember's default; PyTorch's side turns TF32 off too
-    const std::vector<Config> configs = {
-        {"mlp-b64", [] { return mlp({784, 128, 10}); }, 64},
-        {"mlp-b256", [] { return mlp({784, 128, 10}); }, 256},
-        {"mlp-big", [] { return mlp({784, 1024, 1024, 10}); }, 256},
-        {"mlp-big-b4096", [] { return mlp({784, 1024, 1024, 10}); }, 4096},
-        {"cnn-b64",
-         [] {
-           return nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                            nn::Conv2d(32, 64, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                            nn::Flatten(), nn::Dense(3136, 128, nn::relu), nn::Dense(128, 10)};
-         },
-         64}};
+    const std::vector<Config> configs = {{"mlp-b64",
+                                          [] {
+                                            return mlp({784, 128, 10});
+                                          },
+                                          64},
+                                         {"mlp-b256",
+                                          [] {
+                                            return mlp({784, 128, 10});
+                                          },
+                                          256},
+                                         {"mlp-big",
+                                          [] {
+                                            return mlp({784, 1024, 1024, 10});
+                                          },
+                                          256},
+                                         {"mlp-big-b4096",
+                                          [] {
+                                            return mlp({784, 1024, 1024, 10});
+                                          },
+                                          4096},
+                                         {"cnn-b64",
+                                          [] {
+                                            return nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
+                                                             nn::relu,
+                                                             nn::MaxPool2d(2),
+                                                             nn::Conv2d(32, 64, 5, {.padding = 2}),
+                                                             nn::relu,
+                                                             nn::MaxPool2d(2),
+                                                             nn::Flatten(),
+                                                             nn::Dense(3136, 128, nn::relu),
+                                                             nn::Dense(128, 10)};
+                                          },
+                                          64}};
     const std::string device_name = cuda::get_device_name(dev.index());
     std::vector<Row> rows;
     for (const Config& c : configs) {
       if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
       Row r = run(c, steps, warmup, dev);
-      std::printf("{\"impl\": \"ember\", \"device\": \"%s\", \"config\": \"%s\", \"batch\": %lld, "
-                  "\"median_step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_bytes\": %zu}\n",
-                  device_name.c_str(), r.name.c_str(), static_cast<long long>(r.batch), r.step_ms, r.samples_per_s,
-                  r.peak);
+      std::printf(
+          "{\"impl\": \"ember\", \"device\": \"%s\", \"config\": \"%s\", \"batch\": %lld, "
+          "\"median_step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_bytes\": %zu}\n",
+          device_name.c_str(), r.name.c_str(), static_cast<long long>(r.batch), r.step_ms, r.samples_per_s, r.peak);
       std::fflush(stdout);
       rows.push_back(r);
     }

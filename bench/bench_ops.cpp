@@ -20,8 +20,8 @@ void BM_matmul(benchmark::State& s) {
   manual_seed(0);
   Tensor a = randn({n, n}), b = randn({n, n});
   for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b).data_ptr());
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                                             benchmark::Counter::kIs1000);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 #ifdef EMBER_BENCH_OPENBLAS
@@ -36,8 +36,8 @@ void BM_openblas_sgemm(benchmark::State& s) {
                 0.0f, c.data<float>(), static_cast<int>(n));
     benchmark::ClobberMemory();
   }
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                                             benchmark::Counter::kIs1000);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 #endif
 
@@ -52,15 +52,16 @@ void BM_elementwise(benchmark::State& s) {
     benchmark::DoNotOptimize(y.data_ptr());
   }
   const double bytes = (Op == 2 ? 2.0 : 3.0) * 4.0 * static_cast<double>(n);
-  s.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  s.counters["GB/s"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void BM_softmax(benchmark::State& s) {
   set_threads(s);
   Tensor x = randn({s.range(0), 1000});
   for (auto _ : s) benchmark::DoNotOptimize(softmax(x, 1).data_ptr());
-  s.counters["GB/s"] = benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate,
-                                          benchmark::Counter::kIs1000);
+  s.counters["GB/s"] =
+      benchmark::Counter(8.0 * x.numel(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // The example CNN's first two convolutions on a batch of 64.
@@ -69,8 +70,8 @@ void BM_conv2d(benchmark::State& s) {
   const int64_t c = s.range(0), hw = c == 1 ? 28 : 14, oc = c == 1 ? 32 : 64;
   Tensor x = randn({64, c, hw, hw}), w = randn({oc, c, 5, 5}), b = randn({oc});
   for (auto _ : s) benchmark::DoNotOptimize(conv2d(x, w, b, {1}, {2}).data_ptr());
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate,
-                                             benchmark::Counter::kIs1000);
+  s.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // End-to-end cost of one small op (checks, allocation from the cache, kernel, handle): add of two [64].
@@ -82,15 +83,30 @@ void BM_tiny_add(benchmark::State& s) {
 }  // namespace
 
 BENCHMARK(BM_tiny_add);
-BENCHMARK(BM_matmul)->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_matmul)
+    ->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})
+    ->ArgNames({"n", "threads"})
+    ->Unit(benchmark::kMicrosecond);
 #ifdef EMBER_BENCH_OPENBLAS
-BENCHMARK(BM_openblas_sgemm)->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_openblas_sgemm)
+    ->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})
+    ->ArgNames({"n", "threads"})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_openblas_sgemm)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
 #endif
 BENCHMARK(BM_matmul)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_elementwise<0>)->Name("BM_add")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
-BENCHMARK(BM_elementwise<1>)->Name("BM_mul")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
-BENCHMARK(BM_elementwise<2>)->Name("BM_relu")->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<0>)
+    ->Name("BM_add")
+    ->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})
+    ->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<1>)
+    ->Name("BM_mul")
+    ->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})
+    ->ArgNames({"n", "threads"});
+BENCHMARK(BM_elementwise<2>)
+    ->Name("BM_relu")
+    ->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})
+    ->ArgNames({"n", "threads"});
 BENCHMARK(BM_elementwise<0>)->Name("BM_add")->Args({1 << 22, 2})->ArgNames({"n", "threads"});
 BENCHMARK(BM_softmax)->ArgsProduct({{64, 1024}, {1}})->ArgNames({"rows", "threads"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_conv2d)->ArgsProduct({{1, 32}, {1, 2}})->ArgNames({"in_ch", "threads"})->Unit(benchmark::kMillisecond);

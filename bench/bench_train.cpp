@@ -54,12 +54,18 @@ double throughput(int64_t batch, int64_t nbatches, Step&& step) {
 
 double run_ember(const Config& c, const ember::Tensor& images, const ember::Tensor& labels) {
   using namespace ember;
-  nn::Chain model = c.cnn ? nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                                      nn::Conv2d(32, 64, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                                      nn::Flatten(), nn::Dense(3136, 128, nn::relu), nn::Dense(128, 10)}
-                          : c.big ? nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
-                                              nn::Dense(1024, 10)}
-                                  : nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
+  nn::Chain model = c.cnn   ? nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
+                                      nn::relu,
+                                      nn::MaxPool2d(2),
+                                      nn::Conv2d(32, 64, 5, {.padding = 2}),
+                                      nn::relu,
+                                      nn::MaxPool2d(2),
+                                      nn::Flatten(),
+                                      nn::Dense(3136, 128, nn::relu),
+                                      nn::Dense(128, 10)}
+                    : c.big ? nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
+                                        nn::Dense(1024, 10)}
+                            : nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
   optim::Adam opt(model.parameters(), {.lr = 1e-3});
   const int64_t nb = images.size(0) / c.batch;
   std::vector<Tensor> xs, ys;
@@ -101,7 +107,8 @@ double run_torch(const Config& c, const ember::Tensor& images, const ember::Tens
     ys.push_back(Y.slice(0, i * c.batch, (i + 1) * c.batch).contiguous());
   }
   return throughput(c.batch, nb, [&](int64_t i) {
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
+    torch::Tensor loss =
+        torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -119,8 +126,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--data")) data = argv[i + 1];
   }
-  const std::vector<Config> configs = {{"mlp-b64", 64, false, false}, {"mlp-b256", 256, false, false},
-                                       {"mlp-big", 256, false, true},  {"cnn-b64", 64, true, false}};
+  const std::vector<Config> configs = {{"mlp-b64", 64, false, false},
+                                       {"mlp-b256", 256, false, false},
+                                       {"mlp-big", 256, false, true},
+                                       {"cnn-b64", 64, true, false}};
   auto it = std::find_if(configs.begin(), configs.end(), [&](const Config& c) { return c.name == config; });
   if (it == configs.end()) {
     std::fprintf(stderr, "unknown config %s\n", config.c_str());

@@ -17,7 +17,9 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   InputInfo ia(a), ib(b);
   switch (op) {
     case BinaryOp::Add:
-      record("add", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads { return {reduce_to(g[0], ia), reduce_to(g[0], ib)}; });
+      record("add", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads {
+        return {reduce_to(g[0], ia), reduce_to(g[0], ib)};
+      });
       break;
     case BinaryOp::Sub:
       record("sub", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads {
@@ -25,10 +27,11 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
       });
       break;
     case BinaryOp::Mul:
-      record("mul", {a, b}, {y}, [ia, ib, sa = save(ib.wants ? a : Tensor()), sb = save(ia.wants ? b : Tensor())](const Grads& g) -> Grads {
-        return {ia.wants ? reduce_to(g[0] * sb.get("mul"), ia) : Tensor(),
-                ib.wants ? reduce_to(g[0] * sa.get("mul"), ib) : Tensor()};
-      });
+      record("mul", {a, b}, {y},
+             [ia, ib, sa = save(ib.wants ? a : Tensor()), sb = save(ia.wants ? b : Tensor())](const Grads& g) -> Grads {
+               return {ia.wants ? reduce_to(g[0] * sb.get("mul"), ia) : Tensor(),
+                       ib.wants ? reduce_to(g[0] * sa.get("mul"), ib) : Tensor()};
+             });
       break;
     case BinaryOp::Div:
       record("div", {a, b}, {y}, [ia, ib, sb = save(b), sy = save(y)](const Grads& g) -> Grads {
@@ -59,7 +62,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
                        ib.wants ? reduce_to(g[0] * (1 - a_wins - half_tie), ib) : Tensor()};
              });
       break;
-    default: break;
+    default:
+      break;
   }
   return y;
 }
@@ -115,9 +119,9 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, bool keep_x, bool
   Tensor y = raw::unary(op, x);
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
-  record(name, {x}, {y}, [ix, name, deriv, sx = save(keep_x ? x : Tensor()), sy = save(keep_y ? y : Tensor())](const Grads& g) -> Grads {
-    return {reduce_to(g[0] * deriv(sx.get(name), sy.get(name)), ix)};
-  });
+  record(name, {x}, {y},
+         [ix, name, deriv, sx = save(keep_x ? x : Tensor()), sy = save(keep_y ? y : Tensor())](
+             const Grads& g) -> Grads { return {reduce_to(g[0] * deriv(sx.get(name), sy.get(name)), ix)}; });
   return y;
 }
 }  // namespace
@@ -196,7 +200,8 @@ Tensor square(const Tensor& x) {
   return unary_op(UnaryOp::Square, "square", x, true, false, [](const Tensor& xv, const Tensor&) { return 2 * xv; });
 }
 Tensor sign(const Tensor& x) {
-  return unary_op(UnaryOp::Sign, "sign", x, true, false, [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
+  return unary_op(UnaryOp::Sign, "sign", x, true, false,
+                  [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
 }
 Tensor relu(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Relu, x);
@@ -209,7 +214,8 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 Tensor sigmoid(const Tensor& x) {
-  return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true, [](const Tensor&, const Tensor& y) { return y * (1 - y); });
+  return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true,
+                  [](const Tensor&, const Tensor& y) { return y * (1 - y); });
 }
 Tensor tanh(const Tensor& x) {
   return unary_op(UnaryOp::Tanh, "tanh", x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });

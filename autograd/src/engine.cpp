@@ -88,7 +88,8 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, 
         for (size_t i : c->second) {
           uint32_t nr = (*captures)[i].output_nr;
           if (nr < grads.size() && grads[nr].defined())
-            (*captured)[i] = (*captured)[i].defined() ? raw::binary(BinaryOp::Add, (*captured)[i], grads[nr]) : grads[nr];
+            (*captured)[i] =
+                (*captured)[i].defined() ? raw::binary(BinaryOp::Add, (*captured)[i], grads[nr]) : grads[nr];
         }
       if (n->is_accumulator()) continue;  // grad() never touches .grad
     }
@@ -126,7 +127,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> result(inputs.size());
   run(outputs, grad_outputs, retain_graph, &caps, &result);
   for (size_t i = 0; i < result.size(); ++i)
-    EMBER_CHECK(allow_unused || result[i].defined(), Error, "grad: input ", i, " (", inputs[i].dtype(), inputs[i].shape(),
+    EMBER_CHECK(allow_unused || result[i].defined(), Error, "grad: input ", i, " (", inputs[i].dtype(),
+                inputs[i].shape(),
                 ") was not used to compute the outputs (pass allow_unused=true to get an undefined tensor)");
   return result;
 }

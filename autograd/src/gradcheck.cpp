@@ -77,7 +77,7 @@ GradcheckResult gradcheck_report(const TensorFn& fn, const std::vector<Tensor>& 
   for (int64_t j = 0; j < nout; ++j) {
     Tensor go = zeros(out.shape(), {.dtype = kFloat64});
     static_cast<double*>(go.data_ptr())[j] = 1.0;  // go is contiguous: element j is at offset j
-    if (!out.requires_grad()) break;  // nothing depends on the inputs: all analytic gradients are zero
+    if (!out.requires_grad()) break;               // nothing depends on the inputs: all analytic gradients are zero
     std::vector<Tensor> g = grad({out}, dx, {go}, /*retain_graph=*/true, /*allow_unused=*/true);
     for (size_t i = 0; i < diff.size(); ++i) {
       if (!g[i].defined()) continue;

@@ -33,7 +33,8 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   record("stack", xs, {y}, [infos, d](const Grads& g) -> Grads {
     Grads out;
     for (size_t i = 0; i < infos.size(); ++i)
-      out.push_back(infos[i].wants ? raw::cast(raw::select(g[0], d, static_cast<int64_t>(i)), infos[i].dtype) : Tensor());
+      out.push_back(infos[i].wants ? raw::cast(raw::select(g[0], d, static_cast<int64_t>(i)), infos[i].dtype)
+                                   : Tensor());
     return out;
   });
   return y;

@@ -80,11 +80,12 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *meta(t);
 }
 
-SavedTensor::SavedTensor(const Tensor& t) : t_(t.defined() ? raw::alias(t) : Tensor()), version_(t.defined() ? t.version() : 0) {}
+SavedTensor::SavedTensor(const Tensor& t)
+    : t_(t.defined() ? raw::alias(t) : Tensor()), version_(t.defined() ? t.version() : 0) {}
 const Tensor& SavedTensor::get(const char* op) const {
   if (t_.defined())
-    EMBER_CHECK(t_.version() == version_, Error, op, ": one of the tensors saved for backward (", t_.dtype(), t_.shape(),
-                ") was modified by an in-place operation after it was saved (its version is ", t_.version(),
+    EMBER_CHECK(t_.version() == version_, Error, op, ": one of the tensors saved for backward (", t_.dtype(),
+                t_.shape(), ") was modified by an in-place operation after it was saved (its version is ", t_.version(),
                 ", expected ", version_, "); use an out-of-place op or clone() it first");
   return t_;
 }

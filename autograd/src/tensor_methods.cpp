@@ -18,7 +18,8 @@ template <class Back>
 Tensor view_op(const char* name, const Tensor& x, Tensor y, Back back, bool is_view = true) {
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
-  record(name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/is_view);
+  record(
+      name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/is_view);
   return y;
 }
 template <class Back>
@@ -28,25 +29,32 @@ Tensor copy_op(const char* name, const Tensor& x, Tensor y, Back back) {
 }  // namespace
 
 Tensor Tensor::reshape(const Shape& s) const {
-  return view_op("reshape", *this, raw::reshape(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("reshape", *this, raw::reshape(*this, s),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::view(const Shape& s) const {
-  return view_op("view", *this, raw::view(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("view", *this, raw::view(*this, s),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::flatten(int64_t a, int64_t b) const {
-  return view_op("flatten", *this, raw::flatten(*this, a, b), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("flatten", *this, raw::flatten(*this, a, b),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::squeeze() const {
-  return view_op("squeeze", *this, raw::squeeze(*this), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("squeeze", *this, raw::squeeze(*this),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::squeeze(int64_t d) const {
-  return view_op("squeeze", *this, raw::squeeze(*this, d), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("squeeze", *this, raw::squeeze(*this, d),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::unsqueeze(int64_t d) const {
-  return view_op("unsqueeze", *this, raw::unsqueeze(*this, d), [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+  return view_op("unsqueeze", *this, raw::unsqueeze(*this, d),
+                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
 }
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
-  return view_op("transpose", *this, raw::transpose(*this, a, b), [a, b](const Tensor& g, const InputInfo&) { return raw::transpose(g, a, b); });
+  return view_op("transpose", *this, raw::transpose(*this, a, b),
+                 [a, b](const Tensor& g, const InputInfo&) { return raw::transpose(g, a, b); });
 }
 Tensor Tensor::t() const {
   EMBER_CHECK_SHAPE(dim() <= 2, "t: expects a tensor with <= 2 dims, got ", shape(), " (use transpose(a, b))");
@@ -56,11 +64,14 @@ Tensor Tensor::t() const {
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   Tensor y = raw::permute(*this, dims);
   std::vector<int64_t> inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
-  return view_op("permute", *this, y, [inverse](const Tensor& g, const InputInfo&) { return raw::permute(g, inverse); });
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
+  return view_op("permute", *this, y,
+                 [inverse](const Tensor& g, const InputInfo&) { return raw::permute(g, inverse); });
 }
 Tensor Tensor::expand(const Shape& s) const {
-  return view_op("expand", *this, raw::expand(*this, s), [](const Tensor& g, const InputInfo& i) { return raw::sum_to(g, i.shape); });
+  return view_op("expand", *this, raw::expand(*this, s),
+                 [](const Tensor& g, const InputInfo& i) { return raw::sum_to(g, i.shape); });
 }
 // slice / select: the gradient is zero except in the part that was read.
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
@@ -108,7 +119,8 @@ namespace {
 bool check_inplace(const char* op, const Tensor& self, const Tensor* other) {
   if (!GradMode::is_enabled()) return false;
   const bool self_rg = self.requires_grad();
-  EMBER_CHECK(!(self_rg && self.is_leaf()), Error, op, ": a leaf tensor that requires grad (", self.dtype(), self.shape(),
+  EMBER_CHECK(!(self_rg && self.is_leaf()), Error, op, ": a leaf tensor that requires grad (", self.dtype(),
+              self.shape(),
               ") cannot be modified in place while recording; do parameter updates under NoGradGuard, or use the "
               "out-of-place op");
   const bool record_it = self_rg || (other && other->defined() && other->requires_grad());
@@ -123,7 +135,8 @@ bool check_inplace(const char* op, const Tensor& self, const Tensor* other) {
 
 // Runs `apply` (the raw in-place op) and, when needed, records `name` with inputs {self, other} whose backward
 // gets (g, value of self before the op, saved other, value of self after).
-using InplaceGrad = std::function<Grads(const Tensor& g, const Tensor& before, const Tensor& other, const Tensor& after)>;
+using InplaceGrad =
+    std::function<Grads(const Tensor& g, const Tensor& before, const Tensor& other, const Tensor& after)>;
 Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_before, bool keep_after,
                 const std::function<void()>& apply, InplaceGrad grad) {
   const bool rec = check_inplace(name, self, other.defined() ? &other : nullptr);
@@ -147,64 +160,82 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& o) {
-  return inplace("add_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Add, *this, o); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g, g}; });
+  return inplace(
+      "add_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Add, *this, o); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
+        return {g, g};
+      });
 }
 Tensor& Tensor::sub_(const Tensor& o) {
-  return inplace("sub_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, o); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g, -g}; });
+  return inplace(
+      "sub_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, o); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
+        return {g, -g};
+      });
 }
 Tensor& Tensor::mul_(const Tensor& o) {
-  return inplace("mul_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Mul, *this, o); },
-                 [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
-                   return {g * other, g * before};
-                 });
+  return inplace(
+      "mul_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Mul, *this, o); },
+      [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
+        return {g * other, g * before};
+      });
 }
 Tensor& Tensor::div_(const Tensor& o) {
-  return inplace("div_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Div, *this, o); },
-                 [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
-                   Tensor ga = g / other;
-                   return {ga, -(ga * before / other)};
-                 });
+  return inplace(
+      "div_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Div, *this, o); },
+      [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
+        Tensor ga = g / other;
+        return {ga, -(ga * before / other)};
+      });
 }
 Tensor& Tensor::add_(Scalar s) {
-  return inplace("add_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Add, *this, s); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
+  return inplace(
+      "add_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Add, *this, s); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
 }
 Tensor& Tensor::sub_(Scalar s) {
-  return inplace("sub_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, s); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
+  return inplace(
+      "sub_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, s); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
 }
 Tensor& Tensor::mul_(Scalar s) {
   const double v = s.value;
-  return inplace("mul_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Mul, *this, s); },
-                 [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g * v}; });
+  return inplace(
+      "mul_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Mul, *this, s); },
+      [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g * v}; });
 }
 Tensor& Tensor::div_(Scalar s) {
   const double v = s.value;
-  return inplace("div_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Div, *this, s); },
-                 [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g / v}; });
+  return inplace(
+      "div_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Div, *this, s); },
+      [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g / v}; });
 }
 Tensor& Tensor::relu_() {
-  return inplace("relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
-                   return {raw::binary(BinaryOp::ReluBackward, g, after)};  // as in relu()
-                 });
+  return inplace(
+      "relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
+        return {raw::binary(BinaryOp::ReluBackward, g, after)};  // as in relu()
+      });
 }
 Tensor& Tensor::clamp_(double lo, double hi) {
-  return inplace("clamp_", *this, {}, true, false, [&] { raw::clamp_(*this, lo, hi); },
-                 [lo, hi](const Tensor& g, const Tensor& before, const Tensor&, const Tensor&) -> Grads {
-                   return {g * (ge(before, lo).to(g.dtype()) * le(before, hi).to(g.dtype()))};
-                 });
+  return inplace(
+      "clamp_", *this, {}, true, false, [&] { raw::clamp_(*this, lo, hi); },
+      [lo, hi](const Tensor& g, const Tensor& before, const Tensor&, const Tensor&) -> Grads {
+        return {g * (ge(before, lo).to(g.dtype()) * le(before, hi).to(g.dtype()))};
+      });
 }
 // fill_ and copy_ overwrite self: no gradient flows to its old value.
 Tensor& Tensor::fill_(Scalar v) {
-  return inplace("fill_", *this, {}, false, false, [&] { raw::fill_(*this, v); },
-                 [](const Tensor&, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor()}; });
+  return inplace(
+      "fill_", *this, {}, false, false, [&] { raw::fill_(*this, v); },
+      [](const Tensor&, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor()}; });
 }
 Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
-  return inplace("copy_", *this, src, false, false, [&] { raw::copy_(*this, src, non_blocking); },
-                 [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor(), g}; });
+  return inplace(
+      "copy_", *this, src, false, false, [&] { raw::copy_(*this, src, non_blocking); },
+      [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
+        return {Tensor(), g};
+      });
 }
 
 }  // namespace ember

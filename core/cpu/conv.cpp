@@ -149,8 +149,8 @@ void im2col_rows(const ConvGeom& g, const T* x, int64_t p0, int64_t p1, T* col) 
 // Each row is built in `row` (lay.npad floats, in L1) and copied out in pieces, the padding columns past OH*OW
 // zeroed. This replaces writing the column block and then packing it.
 // ([[maybe_unused]]: builds without the AVX2 kernel never call it.)
-[[maybe_unused]] void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1,
-                                    const PackedBLayout& lay, float* row, float* out) {
+[[maybe_unused]] void im2col_packed(const ConvGeom& g, const float* x, int64_t p0, int64_t p1, const PackedBLayout& lay,
+                                    float* row, float* out) {
   const int64_t K = p1 - p0, npad = lay.npad;
   std::fill(row + g.ohw(), row + npad, 0.f);
   KernelPos k(g, p0);
@@ -275,9 +275,17 @@ struct BackwardPlan {
   Scratch wt_packed;  // W^T in blocks of xblock rows, packed as the float32 GEMM's A (float32 only)
 
   BackwardPlan(const ConvGeom& g_, const T* x_, const T* w_, const T* gy_, T* gx_, T* gw_)
-      : g(g_), x(x_), w(w_), gy(gy_), gx(gx_), gw(gw_), gw_transposed(g_.ckk() < g_.OC),
-        wblock(gw_transposed ? g_.ckk() : rows_per_block(g_, kSgemmNR)), xblock(rows_per_block(g_, kSgemmMR)),
-        xblocks((g_.ckk() + xblock - 1) / xblock), wt_block_size(sgemm_packed_a_size(xblock, g_.OC)),
+      : g(g_),
+        x(x_),
+        w(w_),
+        gy(gy_),
+        gx(gx_),
+        gw(gw_),
+        gw_transposed(g_.ckk() < g_.OC),
+        wblock(gw_transposed ? g_.ckk() : rows_per_block(g_, kSgemmNR)),
+        xblock(rows_per_block(g_, kSgemmMR)),
+        xblocks((g_.ckk() + xblock - 1) / xblock),
+        wt_block_size(sgemm_packed_a_size(xblock, g_.OC)),
         wt_packed(kPacked && gx ? sizeof(float) * static_cast<size_t>(xblocks * wt_block_size) : 0) {
     if constexpr (kPacked)
       if (gx)
@@ -293,8 +301,8 @@ struct BackwardPlan {
 // The buffers of one part (thread), sized once and reused for each of its images.
 template <class T>
 struct PartBuffers {
-  Scratch blk, gwT;           // a column-matrix block; gW^T of the part (transposed weight gradient only)
-  Scratch gy_a, gw_b, gy_b;   // float32 GEMM only: gy[n] as the gW GEMM's A, col[block]^T packed, gy[n] as gX's B
+  Scratch blk, gwT;          // a column-matrix block; gW^T of the part (transposed weight gradient only)
+  Scratch gy_a, gw_b, gy_b;  // float32 GEMM only: gy[n] as the gW GEMM's A, col[block]^T packed, gy[n] as gX's B
   explicit PartBuffers(const BackwardPlan<T>& b)
       : blk(sizeof(T) * static_cast<size_t>(std::max(b.wblock, b.xblock) * b.g.ohw())),
         gwT(b.gw && b.gw_transposed ? sizeof(T) * static_cast<size_t>(b.wsize()) : 0),
@@ -353,10 +361,9 @@ void input_grad_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) 
   for (int64_t q = 0; q < b.xblocks; ++q) {
     const int64_t q0 = q * b.xblock, qb = std::min(b.xblock, ckk - q0);
     if constexpr (BackwardPlan<T>::kPacked)
-      sgemm_serial_packed(qb, ohw, g.OC, nullptr, 0, 0, b.wt_packed.template as<float>() + q * b.wt_block_size,
-                          nullptr, 0, 0, buf.gy_b.template as<float>(), buf.blk.template as<float>(), ohw, false);
-    else
-      gemm_serial(qb, ohw, g.OC, b.w + q0, 1, ckk, gyn, ohw, 1, buf.blk.template as<T>(), ohw, false);
+      sgemm_serial_packed(qb, ohw, g.OC, nullptr, 0, 0, b.wt_packed.template as<float>() + q * b.wt_block_size, nullptr,
+                          0, 0, buf.gy_b.template as<float>(), buf.blk.template as<float>(), ohw, false);
+    else gemm_serial(qb, ohw, g.OC, b.w + q0, 1, ckk, gyn, ohw, 1, buf.blk.template as<T>(), ohw, false);
     col2im_rows(g, buf.blk.template as<T>(), q0, q0 + qb, gxn);
   }
 }

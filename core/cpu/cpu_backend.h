@@ -36,7 +36,9 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_;
@@ -65,7 +67,8 @@ class CpuBackend final : public Backend {
   void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                        const Tensor& gb, const Conv2dParams& p) override;
   void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) override;
-  void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p) override;
+  void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                       const Pool2dParams& p) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;

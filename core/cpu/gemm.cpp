@@ -20,7 +20,7 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t MR = kSgemmMR, NR = kSgemmNR;  // micro-tile of C
-constexpr int64_t MC = 144, NC = 3072;             // cache blocks (MC a multiple of MR, NC of NR); KC in gemm.h
+constexpr int64_t MC = 144, NC = 3072;           // cache blocks (MC a multiple of MR, NC of NR); KC in gemm.h
 
 // Packs rows [0, mc) x cols [0, kc) of A into MR-row slivers: sliver s holds, for each p, MR values
 // A[s*MR + r, p]; rows past mc are zero so the kernel never needs a row count. Whole slivers of row-major A
@@ -79,10 +79,14 @@ inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
   const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
                t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
                t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  r0 = _mm256_shuffle_ps(t0, t2, 0x44); r1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  r2 = _mm256_shuffle_ps(t1, t3, 0x44); r3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  r4 = _mm256_shuffle_ps(t4, t6, 0x44); r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  r6 = _mm256_shuffle_ps(t5, t7, 0x44); r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r0 = _mm256_shuffle_ps(t0, t2, 0x44);
+  r1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  r2 = _mm256_shuffle_ps(t1, t3, 0x44);
+  r3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  r4 = _mm256_shuffle_ps(t4, t6, 0x44);
+  r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  r6 = _mm256_shuffle_ps(t5, t7, 0x44);
+  r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
   _mm256_storeu_ps(out + 0 * NR, _mm256_permute2f128_ps(r0, r4, 0x20));
   _mm256_storeu_ps(out + 1 * NR, _mm256_permute2f128_ps(r1, r5, 0x20));
   _mm256_storeu_ps(out + 2 * NR, _mm256_permute2f128_ps(r2, r6, 0x20));

@@ -26,14 +26,15 @@ void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_i
       T* op = static_cast<T*>(out.data_ptr());
       const T* sp = static_cast<const T*>(src.data_ptr());
       // Parallel over the outer dims only: repeated indices within one outer slice add up in order.
-      parallel_for(0, outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * inner)), [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o)
-          for (int64_t i = 0; i < n; ++i) {
-            T* dst = op + (o * D + idx[i]) * inner;
-            const T* s = sp + (o * n + i) * inner;
-            for (int64_t k = 0; k < inner; ++k) dst[k] = static_cast<T>(dst[k] + s[k]);
-          }
-      });
+      parallel_for(0, outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, n * inner)),
+                   [&](int64_t o0, int64_t o1) {
+                     for (int64_t o = o0; o < o1; ++o)
+                       for (int64_t i = 0; i < n; ++i) {
+                         T* dst = op + (o * D + idx[i]) * inner;
+                         const T* s = sp + (o * n + i) * inner;
+                         for (int64_t k = 0; k < inner; ++k) dst[k] = static_cast<T>(dst[k] + s[k]);
+                       }
+                   });
     }
   });
 }
@@ -49,12 +50,13 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t dim
   char* op = static_cast<char*>(out.data_ptr());
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
   if (out.numel() == 0) return;
-  parallel_for(0, outer * n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r / n, i = r % n;
-      std::memcpy(op + static_cast<size_t>(r) * row, xp + static_cast<size_t>(o * D + idx[i]) * row, row);
-    }
-  });
+  parallel_for(0, outer * n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const int64_t o = r / n, i = r % n;
+                   std::memcpy(op + static_cast<size_t>(r) * row, xp + static_cast<size_t>(o * D + idx[i]) * row, row);
+                 }
+               });
 }
 
 }  // namespace ember::cpu

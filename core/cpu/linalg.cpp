@@ -53,11 +53,13 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
   const bool pack_b = layout_of(K, N, b.stride(1), b.stride(2)) == Layout::Pack;
   auto one = [&](int64_t i, T* pa, T* pb) {
     Eigen::Map<RowMat<T>> c(C + i * M * N, M, N);
-    if (K == 0) { c.setZero(); return; }
+    if (K == 0) {
+      c.setZero();
+      return;
+    }
     with_matrix<T>(A + i * a.stride(0), M, K, a.stride(1), a.stride(2), pa, [&](const auto& am) {
-      with_matrix<T>(Bp + i * b.stride(0), K, N, b.stride(1), b.stride(2), pb, [&](const auto& bm) {
-        c.noalias() = am * bm;
-      });
+      with_matrix<T>(Bp + i * b.stride(0), K, N, b.stride(1), b.stride(2), pb,
+                     [&](const auto& bm) { c.noalias() = am * bm; });
     });
   };
   const int64_t flops = M * N * K;
@@ -107,8 +109,8 @@ void gemm_naive(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 template <class T>
-void gemm_serial_eigen(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
-                       int64_t b_cs, T* C, int64_t ldc, bool accumulate) {
+void gemm_serial_eigen(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+                       int64_t b_rs, int64_t b_cs, T* C, int64_t ldc, bool accumulate) {
   using GStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
   Eigen::Map<const RowMat<T>, 0, GStride> am(A, M, K, GStride(a_rs, a_cs));
   Eigen::Map<const RowMat<T>, 0, GStride> bm(B, K, N, GStride(b_rs, b_cs));

@@ -14,7 +14,7 @@ namespace ember::cpu {
 
 template <int N>
 struct ElementwisePlan {
-  Shape sizes;                    // innermost last (Shape: no heap use up to rank 6)
+  Shape sizes;                   // innermost last (Shape: no heap use up to rank 6)
   std::array<Shape, N> strides;  // in bytes, per operand
   std::array<char*, N> base{};
   int64_t numel = 0;
@@ -55,7 +55,10 @@ struct ElementwisePlan {
     parallel_for(0, numel, grain, [&](int64_t begin, int64_t end) {
       Shape idx(static_cast<size_t>(nd), 0);
       int64_t rem = begin;
-      for (int d = nd - 1; d >= 0; --d) { idx[d] = rem % sizes[d]; rem /= sizes[d]; }
+      for (int d = nd - 1; d >= 0; --d) {
+        idx[d] = rem % sizes[d];
+        rem /= sizes[d];
+      }
       std::array<char*, N> ptrs;
       int64_t pos = begin;
       while (pos < end) {
@@ -68,7 +71,10 @@ struct ElementwisePlan {
         inner(ptrs, inner_strides, n);
         pos += n;
         idx[nd - 1] += n;
-        for (int d = nd - 1; d > 0 && idx[d] == sizes[d]; --d) { idx[d] = 0; ++idx[d - 1]; }
+        for (int d = nd - 1; d > 0 && idx[d] == sizes[d]; --d) {
+          idx[d] = 0;
+          ++idx[d - 1];
+        }
       }
     });
   }

@@ -37,7 +37,9 @@ void sgd_kernel(const SgdStepArgs& a) {
   const scalar::SgdCoeffs<T> c = scalar::sgd_coeffs<T>(a.hyper);
   const bool use_wd = a.hyper.weight_decay != 0;
   parallel_for(0, a.param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
-    auto run = [&]<bool WD, bool M>() { sgd_range<T, WD, M>(p + begin, gp + begin, M ? buf + begin : nullptr, end - begin, c); };
+    auto run = [&]<bool WD, bool M>() {
+      sgd_range<T, WD, M>(p + begin, gp + begin, M ? buf + begin : nullptr, end - begin, c);
+    };
     if (use_wd && buf) run.template operator()<true, true>();
     else if (use_wd) run.template operator()<true, false>();
     else if (buf) run.template operator()<false, true>();
@@ -59,7 +61,9 @@ void adam_kernel(const AdamStepArgs& a) {
   T* v = static_cast<T*>(a.exp_avg_sq.data_ptr());
   const scalar::AdamCoeffs<T> c = scalar::adam_coeffs<T>(a.hyper);
   parallel_for(0, a.param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
-    auto run = [&]<bool L2, bool Decay>() { adam_range<T, L2, Decay>(p + begin, gp + begin, m + begin, v + begin, end - begin, c); };
+    auto run = [&]<bool L2, bool Decay>() {
+      adam_range<T, L2, Decay>(p + begin, gp + begin, m + begin, v + begin, end - begin, c);
+    };
     if (c.l2) run.template operator()<true, false>();
     else if (c.decay) run.template operator()<false, true>();
     else run.template operator()<false, false>();

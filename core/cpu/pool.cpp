@@ -34,7 +34,10 @@ inline int64_t first_max(const T* xc, int64_t W, int64_t kh, int64_t kw, T& m) {
   for (int64_t h = 0; h < kh; ++h)
     for (int64_t w = 0; w < kw; ++w) {
       const T v = xc[h * W + w];
-      if (v > m || (v != v && m == m)) { m = v; best = h * W + w; }
+      if (v > m || (v != v && m == m)) {
+        m = v;
+        best = h * W + w;
+      }
     }
   return best;
 }
@@ -176,7 +179,6 @@ void max2x2_backward_scalar(const T* r0, const T* r1, const T* g, T* o0, T* o1, 
   }
 }
 
-
 template <class T>
 void max2x2_backward_row(const T* r0, const T* r1, const T* g, T* o0, T* o1, int64_t OW) {
   int64_t done = 0;
@@ -232,37 +234,38 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
       const T* xp = static_cast<const T*>(x.data_ptr());
       T* op = static_cast<T*>(out.data_ptr());
       const double inv_area = 1.0 / static_cast<double>(p.kernel_h * p.kernel_w);
-      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)), [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const T* xc = xp + c * H * W;
-          T* oc = op + c * OH * OW;
-          if (tiles(p)) {
-            pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
-            continue;
-          }
-          for (int64_t oh = 0; oh < OH; ++oh)
-            for (int64_t ow = 0; ow < OW; ++ow) {
-              const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
-              const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
-              const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
-              if (kind == PoolKind::Max) {
-                T m = -std::numeric_limits<T>::infinity();
-                for (int64_t h = hs; h < he; ++h)
-                  for (int64_t w = ws; w < we; ++w) {
-                    T v = xc[h * W + w];
-                    if (v > m || std::isnan(v)) m = v;
-                    if (std::isnan(m)) break;
-                  }
-                oc[oh * OW + ow] = m;
-              } else {
-                double s = 0;
-                for (int64_t h = hs; h < he; ++h)
-                  for (int64_t w = ws; w < we; ++w) s += xc[h * W + w];
-                oc[oh * OW + ow] = static_cast<T>(s * inv_area);
-              }
-            }
-        }
-      });
+      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
+                   [&](int64_t c0, int64_t c1) {
+                     for (int64_t c = c0; c < c1; ++c) {
+                       const T* xc = xp + c * H * W;
+                       T* oc = op + c * OH * OW;
+                       if (tiles(p)) {
+                         pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
+                         continue;
+                       }
+                       for (int64_t oh = 0; oh < OH; ++oh)
+                         for (int64_t ow = 0; ow < OW; ++ow) {
+                           const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+                           const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
+                           const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
+                           if (kind == PoolKind::Max) {
+                             T m = -std::numeric_limits<T>::infinity();
+                             for (int64_t h = hs; h < he; ++h)
+                               for (int64_t w = ws; w < we; ++w) {
+                                 T v = xc[h * W + w];
+                                 if (v > m || std::isnan(v)) m = v;
+                                 if (std::isnan(m)) break;
+                               }
+                             oc[oh * OW + ow] = m;
+                           } else {
+                             double s = 0;
+                             for (int64_t h = hs; h < he; ++h)
+                               for (int64_t w = ws; w < we; ++w) s += xc[h * W + w];
+                             oc[oh * OW + ow] = static_cast<T>(s * inv_area);
+                           }
+                         }
+                     }
+                   });
     }
   });
 }
@@ -285,39 +288,43 @@ void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& 
       const T* gyp = static_cast<const T*>(gy.data_ptr());
       T* gxp = static_cast<T*>(gx.data_ptr());
       const T inv_area = static_cast<T>(1.0 / static_cast<double>(p.kernel_h * p.kernel_w));
-      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)), [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const T* xc = xp + c * H * W;
-          const T* gc = gyp + c * OH * OW;
-          T* gxc = gxp + c * H * W;
-          if (tiles(p)) {
-            pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
-            continue;
-          }
-          std::fill(gxc, gxc + H * W, T(0));
-          for (int64_t oh = 0; oh < OH; ++oh)
-            for (int64_t ow = 0; ow < OW; ++ow) {
-              const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
-              const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
-              const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
-              const T g = gc[oh * OW + ow];
-              if (kind == PoolKind::Max) {  // the same first maximum the forward picked
-                int64_t best = -1;
-                T m = -std::numeric_limits<T>::infinity();
-                for (int64_t h = hs; h < he && !(best >= 0 && std::isnan(m)); ++h)
-                  for (int64_t w = ws; w < we; ++w) {
-                    const T v = xc[h * W + w];
-                    if (best < 0 || v > m || std::isnan(v)) { m = v; best = h * W + w; }
-                    if (std::isnan(m)) break;
-                  }
-                if (best >= 0) gxc[best] += g;
-              } else {
-                for (int64_t h = hs; h < he; ++h)
-                  for (int64_t w = ws; w < we; ++w) gxc[h * W + w] += g * inv_area;
-              }
-            }
-        }
-      });
+      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
+                   [&](int64_t c0, int64_t c1) {
+                     for (int64_t c = c0; c < c1; ++c) {
+                       const T* xc = xp + c * H * W;
+                       const T* gc = gyp + c * OH * OW;
+                       T* gxc = gxp + c * H * W;
+                       if (tiles(p)) {
+                         pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
+                         continue;
+                       }
+                       std::fill(gxc, gxc + H * W, T(0));
+                       for (int64_t oh = 0; oh < OH; ++oh)
+                         for (int64_t ow = 0; ow < OW; ++ow) {
+                           const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+                           const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
+                           const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
+                           const T g = gc[oh * OW + ow];
+                           if (kind == PoolKind::Max) {  // the same first maximum the forward picked
+                             int64_t best = -1;
+                             T m = -std::numeric_limits<T>::infinity();
+                             for (int64_t h = hs; h < he && !(best >= 0 && std::isnan(m)); ++h)
+                               for (int64_t w = ws; w < we; ++w) {
+                                 const T v = xc[h * W + w];
+                                 if (best < 0 || v > m || std::isnan(v)) {
+                                   m = v;
+                                   best = h * W + w;
+                                 }
+                                 if (std::isnan(m)) break;
+                               }
+                             if (best >= 0) gxc[best] += g;
+                           } else {
+                             for (int64_t h = hs; h < he; ++h)
+                               for (int64_t w = ws; w < we; ++w) gxc[h * W + w] += g * inv_area;
+                           }
+                         }
+                     }
+                   });
     }
   });
 }

@@ -39,8 +39,10 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
       for (int64_t blk = b0; blk < b1; ++blk) {
         int64_t s = blk * kBlock, e = std::min(nred, s + kBlock);
         A acc = Red::init();
-        if (inner_contig) for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[i]);
-        else for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[red.offset(i)]);
+        if (inner_contig)
+          for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[i]);
+        else
+          for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[red.offset(i)]);
         partial[static_cast<size_t>(blk)] = acc;
       }
     });
@@ -57,7 +59,8 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
       std::vector<A> acc(static_cast<size_t>(j1 - j0), Red::init());
       for (int64_t r = 0; r < nred; ++r) {
         const T* row = in + red.offset(r);
-        for (int64_t j = j0; j < j1; ++j) acc[static_cast<size_t>(j - j0)] = Red::step(acc[static_cast<size_t>(j - j0)], row[j]);
+        for (int64_t j = j0; j < j1; ++j)
+          acc[static_cast<size_t>(j - j0)] = Red::step(acc[static_cast<size_t>(j - j0)], row[j]);
       }
       for (int64_t j = j0; j < j1; ++j) o[j] = static_cast<R>(acc[static_cast<size_t>(j - j0)]);
     });
@@ -69,8 +72,10 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
     for (int64_t j = j0; j < j1; ++j) {
       const T* base = in + kept.offset(j);
       A acc = Red::init();
-      if (inner_contig) for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[i]);
-      else for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[red.offset(i)]);
+      if (inner_contig)
+        for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[i]);
+      else
+        for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[red.offset(i)]);
       o[j] = static_cast<R>(acc);
     }
   });
@@ -84,17 +89,20 @@ void reduce_arg(const Tensor& out, const Tensor& x, const Walk& kept, const Walk
   const int64_t nred = red.numel;
   parallel_for(0, kept.numel, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(nred, 1)),
                [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const T* base = in + kept.offset(j);
-      int64_t best = 0;
-      T bv = base[red.offset(0)];
-      for (int64_t i = 1; i < nred && !scalar::is_nan(bv); ++i) {
-        const T v = base[red.offset(i)];
-        if (scalar::arg_better<IsMax>(v, bv)) { best = i; bv = v; }
-      }
-      o[j] = best;
-    }
-  });
+                 for (int64_t j = j0; j < j1; ++j) {
+                   const T* base = in + kept.offset(j);
+                   int64_t best = 0;
+                   T bv = base[red.offset(0)];
+                   for (int64_t i = 1; i < nred && !scalar::is_nan(bv); ++i) {
+                     const T v = base[red.offset(i)];
+                     if (scalar::arg_better<IsMax>(v, bv)) {
+                       best = i;
+                       bv = v;
+                     }
+                   }
+                   o[j] = best;
+                 }
+               });
 }
 
 }  // namespace
@@ -122,14 +130,14 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
       throw InternalError("unreachable");
     } else {
       switch (op) {
-#define EMBER_X(Name, str, kind)                                                                              \
-  case ReduceOp::Name:                                                                                        \
-    if constexpr (is_index_reduction(ReduceOp::Name)) {                                                       \
-      return reduce_arg<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red);                            \
-    } else {                                                                                                  \
-      /* sums and products of integers give int64 */                                                          \
+#define EMBER_X(Name, str, kind)                                                                                      \
+  case ReduceOp::Name:                                                                                                \
+    if constexpr (is_index_reduction(ReduceOp::Name)) {                                                               \
+      return reduce_arg<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red);                                    \
+    } else {                                                                                                          \
+      /* sums and products of integers give int64 */                                                                  \
       using R = std::conditional_t<Reducer<T, ReduceOp::Name>::kSumLike && !std::is_floating_point_v<T>, int64_t, T>; \
-      return reduce_values<T, R, ReduceOp::Name>(out, x, kept, red);                                          \
+      return reduce_values<T, R, ReduceOp::Name>(out, x, kept, red);                                                  \
     }
         EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X

@@ -38,16 +38,17 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
   detail::check_product_dtypes("conv2d", x, w);
   EMBER_CHECK_SHAPE(x.dim() == 4, "conv2d: expected a 4-D input [N, C, H, W], got ", x.shape());
   EMBER_CHECK_SHAPE(w.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels, kH, kW], got ", w.shape());
-  EMBER_CHECK_SHAPE(x.size(1) == w.size(1), "conv2d: input ", x.shape(), " has ", x.size(1),
-                    " channels but weight ", w.shape(), " expects ", w.size(1));
+  EMBER_CHECK_SHAPE(x.size(1) == w.size(1), "conv2d: input ", x.shape(), " has ", x.size(1), " channels but weight ",
+                    w.shape(), " expects ", w.size(1));
   if (b.defined()) {
     detail::check_same_device("conv2d", x, b);
     detail::check_product_dtypes("conv2d", x, b);
-    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", b.shape(), " does not match ",
-                      w.size(0), " output channels");
+    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "conv2d: bias ", b.shape(), " does not match ", w.size(0),
+                      " output channels");
   }
   Conv2dParams p = conv_params(x, w, stride, padding);
-  const int64_t OH = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h), OW = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w);
+  const int64_t OH = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
+                OW = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w);
   Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device());
   backend_for(x.device()).conv2d(out, x, w, b, p);
   return out;
@@ -87,7 +88,10 @@ Pool2dParams pool_params(const char* op, const Tensor& x, const std::vector<int6
   EMBER_CHECK_VALUE(!kernel.empty(), op, ": kernel size is required");
   auto [kh, kw] = pair_arg(op, "kernel", kernel, 0);
   auto [sh, sw] = pair_arg(op, "stride", stride, 0);
-  if (stride.empty()) { sh = kh; sw = kw; }  // default stride = kernel size
+  if (stride.empty()) {
+    sh = kh;
+    sw = kw;
+  }  // default stride = kernel size
   auto [ph, pw] = pair_arg(op, "padding", padding, 0);
   EMBER_CHECK_VALUE(kh > 0 && kw > 0 && sh > 0 && sw > 0, op, ": kernel and stride must be positive, got kernel ",
                     Shape(kernel), " stride ", Shape(stride));
@@ -136,10 +140,12 @@ Tensor avg_pool2d_backward(const Tensor& gy, const Tensor& x, std::vector<int64_
   return pool2d_backward(PoolKind::Avg, "avg_pool2d", gy, x, k, s, p);
 }
 
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding) {
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding) {
   return pool2d(PoolKind::Max, "max_pool2d", x, kernel, stride, padding);
 }
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding) {
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding) {
   return pool2d(PoolKind::Avg, "avg_pool2d", x, kernel, stride, padding);
 }
 

@@ -19,8 +19,8 @@ constexpr size_t kAlign = 64;
 size_t size_class(size_t n) {
   if (n <= 512) return (n + kAlign - 1) / kAlign * kAlign;
   size_t p = 1;
-  while (p < n) p <<= 1;          // next power of two
-  size_t step = (p >> 1) / 8;     // 8 classes between p/2 and p
+  while (p < n) p <<= 1;       // next power of two
+  size_t step = (p >> 1) / 8;  // 8 classes between p/2 and p
   return (n + step - 1) / step * step;
 }
 
@@ -44,8 +44,8 @@ class CpuCachingAllocator final : public Allocator {
         release_all_locked();
         p = std::aligned_alloc(kAlign, sz);
       }
-      EMBER_CHECK(p != nullptr, OutOfMemoryError, "CPU out of memory: tried to allocate ", detail::format_bytes(sz), " (",
-                  detail::format_bytes(stats_.bytes_in_use), " in use by ember)");
+      EMBER_CHECK(p != nullptr, OutOfMemoryError, "CPU out of memory: tried to allocate ", detail::format_bytes(sz),
+                  " (", detail::format_bytes(stats_.bytes_in_use), " in use by ember)");
       ++stats_.system_allocs;
     }
     stats_.bytes_in_use += sz;

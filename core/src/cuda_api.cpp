@@ -26,8 +26,8 @@ ember::detail::CudaHooks& usable(const char* op) {
 On on_device(const char* op, int device) {
   ember::detail::CudaHooks& h = usable(op);
   if (device == -1) device = h.current_device();
-  EMBER_CHECK_DEVICE(device >= 0 && device < h.device_count(), op, ": device index ", device,
-                     " is out of range (", h.device_count(), " CUDA device(s))");
+  EMBER_CHECK_DEVICE(device >= 0 && device < h.device_count(), op, ": device index ", device, " is out of range (",
+                     h.device_count(), " CUDA device(s))");
   return {h, device};
 }
 }  // namespace detail_api
@@ -116,7 +116,10 @@ std::string memory_summary(int device) {
   std::ostringstream os;
   os << "ember CUDA memory summary, cuda:" << d << "\n"
      << rule << "\n"
-     << std::left << std::setw(24) << " Metric" << "| " << std::setw(18) << "Current" << "| " << "Peak\n"
+     << std::left << std::setw(24) << " Metric"
+     << "| " << std::setw(18) << "Current"
+     << "| "
+     << "Peak\n"
      << rule << "\n";
   auto row = [&](const char* name, const std::string& cur, const std::string& peak) {
     os << ' ' << std::left << std::setw(23) << name << "| " << std::setw(18) << cur << "| " << peak << "\n";

@@ -14,13 +14,21 @@ DType promote_types(DType a, DType b) {
   // A rank for each dtype: bool < uint8 < int32 < int64 < float16/bfloat16 < float32 < float64.
   auto rank = [](DType d) {
     switch (d) {
-      case kBool: return 0;
-      case kUInt8: return 1;
-      case kInt32: return 2;
-      case kInt64: return 3;
-      case kFloat16: case kBFloat16: return 4;
-      case kFloat32: return 5;
-      case kFloat64: return 6;
+      case kBool:
+        return 0;
+      case kUInt8:
+        return 1;
+      case kInt32:
+        return 2;
+      case kInt64:
+        return 3;
+      case kFloat16:
+      case kBFloat16:
+        return 4;
+      case kFloat32:
+        return 5;
+      case kFloat64:
+        return 6;
     }
     return 0;
   };
@@ -29,9 +37,7 @@ DType promote_types(DType a, DType b) {
 }
 
 // --- Device
-std::string Device::to_string() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index_);
-}
+std::string Device::to_string() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index_); }
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.to_string(); }
 
 }  // namespace ember

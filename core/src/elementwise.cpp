@@ -86,7 +86,8 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other_in) {
                     describe(self), " (other is ", describe(other_in), ")");
   detail::check_writable(opn, self);
   // Reading `other` while writing `self` is safe only if they are the same view or do not share memory.
-  Tensor other = (detail::shares_storage(self, other_in) && !detail::same_view(self, other_in)) ? clone(other_in) : other_in;
+  Tensor other =
+      (detail::shares_storage(self, other_in) && !detail::same_view(self, other_in)) ? clone(other_in) : other_in;
   backend_for(self.device()).binary(op, self, self, expand(cast(other, self.dtype()), shape));
   self.impl()->bump_version();
   return self;
@@ -111,8 +112,8 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 
 Tensor& unary_(UnaryOp op, Tensor& self) {
   detail::check_defined(name(op), self, "self");
-  EMBER_CHECK_DTYPE(!is_float_op(op) || is_floating(self.dtype()), name(op), "_: needs a floating tensor in place, got ",
-                    describe(self));
+  EMBER_CHECK_DTYPE(!is_float_op(op) || is_floating(self.dtype()), name(op),
+                    "_: needs a floating tensor in place, got ", describe(self));
   EMBER_CHECK_DTYPE(!(self.dtype() == kBool && op == UnaryOp::Neg), "neg_: not supported for bool tensors");
   detail::check_writable(name(op), self);
   backend_for(self.device()).unary(op, self, self);

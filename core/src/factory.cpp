@@ -82,7 +82,8 @@ Tensor random_tensor(RandomKind kind, const Shape& shape, double lo, double hi, 
   TensorOptions o = opts;
   o.requires_grad = false;
   Tensor t = empty(shape, o);
-  if (t.numel()) backend_for(t.device()).random(kind, t, lo, hi, next_philox(static_cast<uint64_t>((t.numel() + 3) / 4)));
+  if (t.numel())
+    backend_for(t.device()).random(kind, t, lo, hi, next_philox(static_cast<uint64_t>((t.numel() + 3) / 4)));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
@@ -102,8 +103,8 @@ Tensor normal(const Shape& shape, double mean, double std, const TensorOptions& 
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {
   EMBER_CHECK_VALUE(low < high, "randint: expected low < high, got [", low, ", ", high, ")");
-  EMBER_CHECK_VALUE(static_cast<double>(high) - static_cast<double>(low) <= 4294967296.0,
-                    "randint: the range [", low, ", ", high, ") is wider than 2^32");
+  EMBER_CHECK_VALUE(static_cast<double>(high) - static_cast<double>(low) <= 4294967296.0, "randint: the range [", low,
+                    ", ", high, ") is wider than 2^32");
   EMBER_CHECK_DTYPE(opts.dtype != kBool || (low >= 0 && high <= 2), "randint: range [", low, ", ", high,
                     ") does not fit bool");
   return random_tensor(RandomKind::Int, shape, static_cast<double>(low), static_cast<double>(high), opts);
@@ -125,8 +126,8 @@ Tensor randperm(int64_t n) {
 }
 
 Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& shape, const TensorOptions& opts) {
-  EMBER_CHECK_SHAPE(shape.numel() == count, "tensor: ", count, " values do not fill shape ", shape, " (",
-                    shape.numel(), " elements)");
+  EMBER_CHECK_SHAPE(shape.numel() == count, "tensor: ", count, " values do not fill shape ", shape, " (", shape.numel(),
+                    " elements)");
   for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "tensor: negative size in shape ", shape);
   Tensor host = empty(shape, {.dtype = src});
   if (count) std::memcpy(host.data_ptr(), data, static_cast<size_t>(count) * itemsize(src));

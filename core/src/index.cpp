@@ -53,8 +53,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   detail::check_defined("index_select", x, "x");
   detail::check_defined("index_select", index, "index");
   detail::check_same_device("index_select", x, index);
-  EMBER_CHECK_DTYPE(index.dtype() == kInt64 || index.dtype() == kInt32, "index_select: index must be int64 or int32, got ",
-                    describe(index));
+  EMBER_CHECK_DTYPE(index.dtype() == kInt64 || index.dtype() == kInt32,
+                    "index_select: index must be int64 or int32, got ", describe(index));
   EMBER_CHECK_SHAPE(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", index.shape());
   Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
   const int64_t d = normalize_dim(dim, x.dim(), "index_select");

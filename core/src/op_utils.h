@@ -39,8 +39,8 @@ inline bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.impl()->storage == b.impl()->storage && a.numel() > 0 && b.numel() > 0;
 }
 inline bool same_view(const Tensor& a, const Tensor& b) {
-  return a.impl()->storage == b.impl()->storage && a.storage_offset() == b.storage_offset() &&
-         a.shape() == b.shape() && a.strides() == b.strides() && a.dtype() == b.dtype();
+  return a.impl()->storage == b.impl()->storage && a.storage_offset() == b.storage_offset() && a.shape() == b.shape() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
 }
 
 }  // namespace ember::detail

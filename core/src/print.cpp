@@ -78,7 +78,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (p.floating) {
     double mx = 0, mn = INFINITY;
     for (double v : p.vals)
-      if (std::isfinite(v) && v != 0) { mx = std::max(mx, std::fabs(v)); mn = std::min(mn, std::fabs(v)); }
+      if (std::isfinite(v) && v != 0) {
+        mx = std::max(mx, std::fabs(v));
+        mn = std::min(mn, std::fabs(v));
+      }
     p.sci = mx >= 1e8 || (mn < 1e-4 && mx > 0);
   }
   for (double v : p.vals) p.width = std::max(p.width, static_cast<int>(p.fmt(v).size()));

@@ -72,8 +72,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   int64_t count = 1;
   for (int64_t k : d) count *= x.size(k);
   Tensor s = reduce(ReduceOp::Sum, x, d, keepdim, "mean");
-  backend_for(s.device()).binary(BinaryOp::Div, s, s,
-                                 expand(full({}, static_cast<double>(count), {.dtype = s.dtype(), .device = s.device()}), s.shape()));
+  backend_for(s.device())
+      .binary(BinaryOp::Div, s, s,
+              expand(full({}, static_cast<double>(count), {.dtype = s.dtype(), .device = s.device()}), s.shape()));
   return s;
 }
 
@@ -106,7 +107,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   EMBER_CHECK_SHAPE(lead >= 0, "sum_to: cannot reduce ", x.shape(), " to the larger rank ", shape);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < lead) { dims.push_back(d); continue; }
+    if (d < lead) {
+      dims.push_back(d);
+      continue;
+    }
     const int64_t want = shape[static_cast<size_t>(d - lead)];
     if (want == 1 && x.size(d) != 1) dims.push_back(d);
     else EMBER_CHECK_SHAPE(want == x.size(d), "sum_to: ", x.shape(), " does not broadcast from ", shape);

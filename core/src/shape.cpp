@@ -19,9 +19,7 @@ void Shape::resize(size_t n, int64_t value) {
   }
   n_ = n;
 }
-void Shape::push_back(int64_t v) {
-  resize(n_ + 1, v);
-}
+void Shape::push_back(int64_t v) { resize(n_ + 1, v); }
 void Shape::insert(size_t pos, int64_t v) {
   resize(n_ + 1);
   int64_t* d = data();

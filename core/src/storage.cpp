@@ -1,6 +1,6 @@
 // defines: the lifetimes of StorageImpl (its allocator or deleter frees it) and TensorImpl (metadata refresh).
-#include "ember/core/allocator.h"
 #include "ember/core/storage.h"
+#include "ember/core/allocator.h"
 #include "ember/core/tensor_impl.h"
 
 namespace ember {
@@ -26,7 +26,10 @@ void TensorImpl::refresh() {
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     if (sizes[i] == 1) continue;
-    if (strides[i] != expected) { contiguous = numel == 0; break; }
+    if (strides[i] != expected) {
+      contiguous = numel == 0;
+      break;
+    }
     expected *= sizes[i];
   }
 }

@@ -49,8 +49,10 @@ Tensor Tensor::pin_memory() const {
   EMBER_CHECK_DEVICE(is_cpu(), "pin_memory: only CPU tensors can be pinned, got ", describe(*this));
   if (is_pinned()) return *this;
   // Pinned memory comes from the CUDA host allocator (cudaHostAlloc), which needs a usable device.
-  EMBER_CHECK_DEVICE(cuda::is_available(), "pin_memory: pinned host memory needs a usable CUDA device, but "
-                     "cuda::is_available() is false: ", cuda::unavailable_reason());
+  EMBER_CHECK_DEVICE(cuda::is_available(),
+                     "pin_memory: pinned host memory needs a usable CUDA device, but "
+                     "cuda::is_available() is false: ",
+                     cuda::unavailable_reason());
   return detail::cuda_hooks()->pin(*this);
 }
 void Tensor::set_data(const Tensor& src) {
@@ -71,8 +73,8 @@ Tensor& Tensor::requires_grad_(bool on) {
   const char* fn = t->autograd_meta ? t->autograd_meta->grad_fn_name() : nullptr;
   EMBER_CHECK(!fn, Error, "requires_grad_: only leaf tensors can change requires_grad; this ", dtype(), shape(),
               " tensor was computed by ", fn, " (use detach() to get a leaf)");
-  EMBER_CHECK_DTYPE(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require gradients, got ",
-                    dtype(), shape());
+  EMBER_CHECK_DTYPE(!on || is_floating(dtype()),
+                    "requires_grad_: only floating-point tensors can require gradients, got ", dtype(), shape());
   t->requires_grad = on;
   return *this;
 }

@@ -63,7 +63,8 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   for (int64_t d = static_cast<int64_t>(os.size()) - 1; d >= 0; --d) {
     tensor_numel *= os[static_cast<size_t>(d)];
     // a chunk of dims ends where the next-outer dim is not contiguous with it
-    if (d == 0 || (os[static_cast<size_t>(d - 1)] != 1 && ost[static_cast<size_t>(d - 1)] != tensor_numel * chunk_stride)) {
+    if (d == 0 ||
+        (os[static_cast<size_t>(d - 1)] != 1 && ost[static_cast<size_t>(d - 1)] != tensor_numel * chunk_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[static_cast<size_t>(view_d)] == 1)) {
         ns[static_cast<size_t>(view_d)] = view_numel * chunk_stride;
         view_numel *= shape[static_cast<size_t>(view_d)];
@@ -147,8 +148,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   EMBER_CHECK_SHAPE(x.dim() > 0, "select: cannot select from a 0-dim tensor");
   dim = normalize_dim(dim, x.dim(), "select");
   const int64_t n = x.size(dim);
-  EMBER_CHECK_INDEX(index >= -n && index < n, "select: index ", index, " is out of bounds for dim ", dim,
-                    " with size ", n);
+  EMBER_CHECK_INDEX(index >= -n && index < n, "select: index ", index, " is out of bounds for dim ", dim, " with size ",
+                    n);
   if (index < 0) index += n;
   Shape sz = x.shape(), st = x.strides();
   sz.erase(static_cast<size_t>(dim));
@@ -160,7 +161,10 @@ Tensor squeeze(const Tensor& x) {
   detail::check_defined("squeeze", x, "x");
   Shape sz, st;
   for (int64_t d = 0; d < x.dim(); ++d)
-    if (x.size(d) != 1) { sz.push_back(x.size(d)); st.push_back(x.stride(d)); }
+    if (x.size(d) != 1) {
+      sz.push_back(x.size(d));
+      st.push_back(x.stride(d));
+    }
   return as_strided(x, sz, st, x.storage_offset());
 }
 

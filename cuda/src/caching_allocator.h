@@ -24,15 +24,15 @@
 namespace ember::cuda::detail {
 
 // Sizes (see Note [CUDA caching allocator] in memory.h).
-inline constexpr size_t kMinBlockSize = 512;              // every block size is a multiple of this
-inline constexpr size_t kSmallSize = 1u << 20;            // requests <= 1 MiB come from the small pool
-inline constexpr size_t kSmallBuffer = 2u << 20;          // small-pool segments are 2 MiB
-inline constexpr size_t kLargeBuffer = 20u << 20;         // segment for requests in (1 MiB, 10 MiB)
-inline constexpr size_t kMinLargeAlloc = 10u << 20;       // from here on, a request gets its own segment
-inline constexpr size_t kRoundLarge = 2u << 20;           // ... rounded up to 2 MiB
+inline constexpr size_t kMinBlockSize = 512;         // every block size is a multiple of this
+inline constexpr size_t kSmallSize = 1u << 20;       // requests <= 1 MiB come from the small pool
+inline constexpr size_t kSmallBuffer = 2u << 20;     // small-pool segments are 2 MiB
+inline constexpr size_t kLargeBuffer = 20u << 20;    // segment for requests in (1 MiB, 10 MiB)
+inline constexpr size_t kMinLargeAlloc = 10u << 20;  // from here on, a request gets its own segment
+inline constexpr size_t kRoundLarge = 2u << 20;      // ... rounded up to 2 MiB
 
-size_t round_size(size_t nbytes);       // up to a multiple of kMinBlockSize
-size_t segment_size(size_t rounded);    // the cudaMalloc size for a request that missed the cache
+size_t round_size(size_t nbytes);     // up to a multiple of kMinBlockSize
+size_t segment_size(size_t rounded);  // the cudaMalloc size for a request that missed the cache
 
 // A current / peak gauge plus totals of increases and decreases (PyTorch's Stat).
 struct Stat {
@@ -75,8 +75,8 @@ struct Block {
   BlockPool* pool = nullptr;
   void* ptr = nullptr;
   bool allocated = false;
-  int event_count = 0;            // outstanding events before a pending block becomes free
-  Block* prev = nullptr;          // neighbours within the segment
+  int event_count = 0;    // outstanding events before a pending block becomes free
+  Block* prev = nullptr;  // neighbours within the segment
   Block* next = nullptr;
   std::unordered_set<cudaStream_t> stream_uses;
 
@@ -110,11 +110,11 @@ class DeviceCachingAllocator final : public Allocator {
   void deallocate(void* ptr, size_t nbytes) override;  // never throws (called from destructors)
   Device device() const override { return Device::cuda(device_); }
 
-  void* malloc(size_t nbytes, cudaStream_t stream);   // throws OutOfMemoryError / DeviceError
+  void* malloc(size_t nbytes, cudaStream_t stream);  // throws OutOfMemoryError / DeviceError
   void free(void* ptr) noexcept;
   // Records that `stream` uses the live block at `ptr`; false when ptr is not a live block of this device.
   bool record_stream(void* ptr, cudaStream_t stream);
-  void empty_cache();   // waits for pending frees, then cudaFrees every segment that is one free block
+  void empty_cache();  // waits for pending frees, then cudaFrees every segment that is one free block
   MemoryStats stats();
   void reset_peak_stats();
 
@@ -123,21 +123,21 @@ class DeviceCachingAllocator final : public Allocator {
   Block* new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size);
   [[noreturn]] void throw_oom_locked(size_t size);
   void split_locked(Block* block, size_t size);
-  void free_block_locked(Block* block);                    // a freed block (no pending uses) back into its pool
+  void free_block_locked(Block* block);  // a freed block (no pending uses) back into its pool
   void merge_locked(Block* dst, Block* src);
-  void insert_events_locked(Block* block) noexcept;        // pending free: one event per stream in stream_uses
-  void process_events_locked();                            // pending blocks whose events completed -> free
-  void synchronize_and_free_events_locked();               // wait for every pending event
-  void release_cached_locked();                            // cudaFree every segment that is one free block
+  void insert_events_locked(Block* block) noexcept;  // pending free: one event per stream in stream_uses
+  void process_events_locked();                      // pending blocks whose events completed -> free
+  void synchronize_and_free_events_locked();         // wait for every pending event
+  void release_cached_locked();                      // cudaFree every segment that is one free block
   cudaEvent_t get_event_locked();
 
   const int device_;
   std::mutex mu_;
   BlockPool small_;
   BlockPool large_;
-  std::unordered_map<void*, Block*> allocated_;            // live blocks by pointer
-  std::deque<std::pair<cudaEvent_t, Block*>> pending_;     // events guarding pending blocks
-  std::vector<cudaEvent_t> free_events_;                   // recycled events
+  std::unordered_map<void*, Block*> allocated_;         // live blocks by pointer
+  std::deque<std::pair<cudaEvent_t, Block*>> pending_;  // events guarding pending blocks
+  std::vector<cudaEvent_t> free_events_;                // recycled events
   size_t pending_blocks_ = 0;
 
   Stat allocated_bytes_, reserved_bytes_, segments_, active_blocks_;

@@ -15,8 +15,8 @@ const char* base_name(const char* file) {
   return slash ? slash + 1 : file;
 }
 std::string message(cudaError_t err, const char* expr, const char* file, int line) {
-  return ember::detail::str("CUDA error: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err), " in `", expr,
-                            "` (", base_name(file), ":", line, ")");
+  return ember::detail::str("CUDA error: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err), " in `", expr, "` (",
+                            base_name(file), ":", line, ")");
 }
 }  // namespace
 
@@ -30,7 +30,8 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
 
 void throw_library_error(const char* library, const char* status, bool out_of_memory, const char* expr,
                          const char* file, int line) {
-  std::string msg = ember::detail::str(library, " error: ", status, " in `", expr, "` (", base_name(file), ":", line, ")");
+  std::string msg =
+      ember::detail::str(library, " error: ", status, " in `", expr, "` (", base_name(file), ":", line, ")");
   if (out_of_memory) throw OutOfMemoryError(msg);
   throw DeviceError(msg);
 }

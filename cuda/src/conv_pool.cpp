@@ -35,7 +35,9 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_
 void CudaBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
                                   const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
   if (is_reduced_float(x_in.dtype())) {
-    auto f32 = [](const Tensor& t) { return t.defined() ? empty(t.shape(), {.dtype = kFloat32, .device = t.device()}) : t; };
+    auto f32 = [](const Tensor& t) {
+      return t.defined() ? empty(t.shape(), {.dtype = kFloat32, .device = t.device()}) : t;
+    };
     Tensor gxf = f32(gx), gwf = f32(gw), gbf = f32(gb);
     conv2d_backward(raw::cast(gy_in, kFloat32), raw::cast(x_in, kFloat32), raw::cast(w_in, kFloat32), gxf, gwf, gbf, p);
     if (gx.defined()) copy(gx, gxf);
@@ -76,8 +78,8 @@ void CudaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, c
   if (out.numel() == 0) return;
   OnDevice on(out);
   const Tensor x = raw::contiguous(x_in);
-  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(),
-                         pool_shape(x, out, p), on.stream);
+  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(), pool_shape(x, out, p),
+                         on.stream);
 }
 
 void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
@@ -86,8 +88,8 @@ void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor&
   OnDevice on(gx);
   const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
   // the kernel writes every element of gx (0 where no window routes a gradient)
-  kernels::launch_pool2d_backward(kind == PoolKind::Max, gx.dtype(), gx.data_ptr(), gy.data_ptr(),
-                                  x.data_ptr(), pool_shape(x, gy, p), on.stream);
+  kernels::launch_pool2d_backward(kind == PoolKind::Max, gx.dtype(), gx.data_ptr(), gy.data_ptr(), x.data_ptr(),
+                                  pool_shape(x, gy, p), on.stream);
 }
 
 }  // namespace ember::cuda

@@ -71,11 +71,16 @@ struct Types {
 };
 Types types_for(DType dt) {
   switch (dt) {
-    case kFloat32: return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
-    case kFloat64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F};
-    case kFloat16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
-    case kBFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-    default: throw InternalError(ember::detail::str("cublas_matmul: no cuBLAS GEMM for ", dt));
+    case kFloat32:
+      return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case kFloat64:
+      return {CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case kFloat16:
+      return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case kBFloat16:
+      return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    default:
+      throw InternalError(ember::detail::str("cublas_matmul: no cuBLAS GEMM for ", dt));
   }
 }
 

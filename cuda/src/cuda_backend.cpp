@@ -138,9 +138,9 @@ KernelArgs kernel_args(const char* op, std::initializer_list<const Tensor*> list
     sizes.push_back(shape[d]);
     for (int k = 0; k < n; ++k) strides[k].push_back(tensors[k]->strides()[d]);
   }
-  EMBER_CHECK_DEVICE(sizes.size() <= static_cast<size_t>(kernels::kMaxDims), op, ": ", a.dtype(), a.shape(),
-                     " has ", sizes.size(), " dims that cannot be merged; CUDA kernels take at most ",
-                     kernels::kMaxDims, " (make it contiguous first)");
+  EMBER_CHECK_DEVICE(sizes.size() <= static_cast<size_t>(kernels::kMaxDims), op, ": ", a.dtype(), a.shape(), " has ",
+                     sizes.size(), " dims that cannot be merged; CUDA kernels take at most ", kernels::kMaxDims,
+                     " (make it contiguous first)");
   KernelArgs args;
   args.layout.ndim = static_cast<int>(sizes.size());
   args.layout.numel = a.numel();

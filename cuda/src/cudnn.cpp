@@ -32,8 +32,9 @@ namespace ember::cuda::detail {
 
 bool have_cudnn() { return false; }
 [[noreturn]] static void no_cudnn(const char* op) {
-  throw DeviceError(ember::detail::str(op, ": this build of ember has no cuDNN, which CUDA convolutions use "
-                                           "(reconfigure with -DCUDNN_ROOT=<cuDNN 9 install> ; see docs/cuda.md)"));
+  throw DeviceError(ember::detail::str(op,
+                                       ": this build of ember has no cuDNN, which CUDA convolutions use "
+                                       "(reconfigure with -DCUDNN_ROOT=<cuDNN 9 install> ; see docs/cuda.md)"));
 }
 void cudnn_conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { no_cudnn("conv2d"); }
 void cudnn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -75,9 +76,12 @@ struct Descriptors {
     EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, dim(x_t, 0), dim(x_t, 1), dim(x_t, 2), dim(x_t, 3)));
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dt, dim(y_t, 0), dim(y_t, 1), dim(y_t, 2), dim(y_t, 3)));
-    EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
+    EMBER_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, dim(x_t, 0), dim(x_t, 1), dim(x_t, 2), dim(x_t, 3)));
+    EMBER_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dt, dim(y_t, 0), dim(y_t, 1), dim(y_t, 2), dim(y_t, 3)));
+    EMBER_CUDNN_CHECK(
+        cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
     EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, as_int(op, p.pad_h), as_int(op, p.pad_w),
                                                       as_int(op, p.stride_h), as_int(op, p.stride_w), 1, 1,
                                                       CUDNN_CROSS_CORRELATION, dt));
@@ -96,7 +100,7 @@ struct Descriptors {
 };
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
-using Key = std::tuple<int, int, bool, int, std::vector<int64_t>>;  // device, dtype, tf32, direction, sizes+params
+using Key = std::tuple<int, int, bool, int, std::vector<int64_t> >;  // device, dtype, tf32, direction, sizes+params
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
@@ -137,7 +141,8 @@ void use_math(const Descriptors& d, const Choice& c, DType dt) {
 // The math type a convolution descriptor starts from (Descriptors' constructor); set again before ranking,
 // because a backward pass ranks twice with one descriptor.
 void base_math(const Descriptors& d, DType dt) {
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  EMBER_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 }
 
 Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d, int device, const Tensor& x,
@@ -153,21 +158,24 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
   base_math(d, x.dtype());
   if (dir == Direction::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    EMBER_CUDNN_CHECK(
+        cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
     use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
-                                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
   } else if (dir == Direction::BackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
+                                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
     use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
     use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -177,7 +185,6 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
   g_cache.emplace(key, c);
   return c;
 }
-
 
 // Scratch from the caching allocator on the current stream (freed back to it after the call is queued).
 Tensor workspace(size_t bytes, Device dev) {
@@ -204,8 +211,8 @@ void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Con
   const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
   EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, one, d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
-                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(),
-                                            c.workspace, zero, d.y, out.data_ptr()));
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(), c.workspace,
+                                            zero, d.y, out.data_ptr()));
 }
 
 void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,

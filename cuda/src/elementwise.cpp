@@ -32,8 +32,7 @@ void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const 
   if (out.numel() == 0) return;
   OnDevice on(out);
   KernelArgs k = kernel_args(name(op), {&out, &a, &b});
-  kernels::launch_binary(op, k.operands[0], k.operands[1], k.operands[2], k.layout,
-                         on.stream);
+  kernels::launch_binary(op, k.operands[0], k.operands[1], k.operands[2], k.layout, on.stream);
 }
 
 void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

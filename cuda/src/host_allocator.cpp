@@ -244,8 +244,8 @@ class HostCachingAllocator final : public Allocator {
   }
 
   std::mutex mu_;
-  std::map<uintptr_t, HostBlock*> blocks_;                      // every block, by address
-  std::unordered_map<size_t, std::vector<HostBlock*>> free_;   // cached blocks by size class
+  std::map<uintptr_t, HostBlock*> blocks_;                    // every block, by address
+  std::unordered_map<size_t, std::vector<HostBlock*>> free_;  // cached blocks by size class
   Stat allocated_bytes_, reserved_bytes_;
   uint64_t num_allocs_ = 0, num_frees_ = 0, cache_hits_ = 0, num_host_allocs_ = 0, num_host_frees_ = 0;
 };

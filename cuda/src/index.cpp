@@ -41,9 +41,8 @@ void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= out.size(d);
   for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
-  kernels::launch_index_add(dt, out.data_ptr(), src.data_ptr(),
-                            static_cast<const int64_t*>(index.data_ptr()), outer, out.size(dim), index.numel(), inner,
-                            on.stream);
+  kernels::launch_index_add(dt, out.data_ptr(), src.data_ptr(), static_cast<const int64_t*>(index.data_ptr()), outer,
+                            out.size(dim), index.numel(), inner, on.stream);
 }
 
 }  // namespace ember::cuda

@@ -22,8 +22,8 @@ void CudaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (is_floating(out.dtype())) return detail::cublas_matmul(out, a, b);
   OnDevice on(out);
   const int64_t sa[3] = {a.stride(0), a.stride(1), a.stride(2)}, sb[3] = {b.stride(0), b.stride(1), b.stride(2)};
-  kernels::launch_matmul_int(out.dtype(), out.data_ptr(), a.data_ptr(), b.data_ptr(), out.size(0),
-                             out.size(1), out.size(2), a.size(2), sa, sb, on.stream);
+  kernels::launch_matmul_int(out.dtype(), out.data_ptr(), a.data_ptr(), b.data_ptr(), out.size(0), out.size(1),
+                             out.size(2), a.size(2), sa, sb, on.stream);
 }
 
 }  // namespace ember::cuda

@@ -106,7 +106,7 @@ class Hooks final : public ember::detail::CudaHooks {
 
 // The one symbol core looks up (dlsym). Makes no CUDA call: the runtime is first asked on first use.
 extern "C" __attribute__((visibility("default"))) ember::detail::CudaHooks* ember_cuda_plugin_hooks(int version,
-                                                                                                 std::string* why) {
+                                                                                                    std::string* why) {
   if (version != ember::detail::kCudaHooksVersion) {
     *why = ember::detail::str("the plugin implements CUDA hooks version ", ember::detail::kCudaHooksVersion,
                               ", this libember asks for version ", version, " (a plugin from another build)");

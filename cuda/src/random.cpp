@@ -15,8 +15,7 @@ using detail::OnDevice;
 void CudaBackend::random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  kernels::launch_random(kind, out.dtype(), out.data_ptr(), out.numel(), lo, hi, state.seed, state.offset,
-                         on.stream);
+  kernels::launch_random(kind, out.dtype(), out.data_ptr(), out.numel(), lo, hi, state.seed, state.offset, on.stream);
 }
 
 }  // namespace ember::cuda

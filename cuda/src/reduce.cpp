@@ -51,8 +51,7 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, bo
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
-  kernels::launch_softmax(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log,
-                          on.stream);
+  kernels::launch_softmax(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log, on.stream);
 }
 
 }  // namespace ember::cuda

@@ -16,8 +16,8 @@
 namespace ember::cuda::detail {
 namespace {
 
-constexpr int kMaxDevices = 64;       // more than any machine has; bounds the per-thread table below
-constexpr int kStreamsPerPool = 32;   // as PyTorch's pool
+constexpr int kMaxDevices = 64;      // more than any machine has; bounds the per-thread table below
+constexpr int kStreamsPerPool = 32;  // as PyTorch's pool
 
 // The calling thread's current stream per device; nullptr (the legacy default stream) until set.
 thread_local CUstream_st* tls_current[kMaxDevices] = {};

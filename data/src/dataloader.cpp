@@ -34,7 +34,8 @@ Tensor collate_field(const std::vector<Tensor>& ts, const char* field) {
     return raw::stack(ts, 0);
   } catch (const ShapeError& e) {
     throw ShapeError(ember::detail::str("DataLoader: cannot collate the examples' ", field,
-                                        " into a batch (every example's ", field, " needs the same shape): ", e.what()));
+                                        " into a batch (every example's ", field,
+                                        " needs the same shape): ", e.what()));
   }
 }
 

@@ -55,9 +55,18 @@ Tensor read_idx(const std::string& path) {
   DType dtype;
   size_t elem = 0;
   switch (magic[2]) {
-    case 0x08: dtype = kUInt8; elem = 1; break;
-    case 0x0C: dtype = kInt32; elem = 4; break;
-    case 0x0D: dtype = kFloat32; elem = 4; break;
+    case 0x08:
+      dtype = kUInt8;
+      elem = 1;
+      break;
+    case 0x0C:
+      dtype = kInt32;
+      elem = 4;
+      break;
+    case 0x0D:
+      dtype = kFloat32;
+      elem = 4;
+      break;
     default:
       throw IOError(detail::str("read_idx: ", path, ": unsupported IDX element type 0x", std::hex,
                                 static_cast<int>(magic[2]), " (supported: 0x08 uint8, 0x0C int32, 0x0D float32)"));

@@ -20,8 +20,8 @@ std::string find_file(const std::string& root, const std::string& stem, Split sp
   std::error_code ec;
   if (fs::is_regular_file(gz, ec)) return gz.string();
   if (fs::is_regular_file(plain, ec)) return plain.string();
-  throw IOError(detail::str("MNIST: cannot find the ", split_name(split), " ", what, " in '", root, "' (tried ",
-                            stem, ".gz and ", stem, ")"));
+  throw IOError(detail::str("MNIST: cannot find the ", split_name(split), " ", what, " in '", root, "' (tried ", stem,
+                            ".gz and ", stem, ")"));
 }
 
 TensorDataset load(const std::string& root, Split split) {

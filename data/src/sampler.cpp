@@ -20,7 +20,8 @@ uint64_t mix(uint64_t z) {
 uint64_t below(std::mt19937_64& g, uint64_t bound) {
   const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
   uint64_t r;
-  do r = g(); while (r >= limit);
+  do r = g();
+  while (r >= limit);
   return r % bound;
 }
 

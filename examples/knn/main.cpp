@@ -16,8 +16,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 // Squared distances [n, m] between the rows of a [n, d] and b [m, d]: |a|^2 + |b|^2 - 2 a b^T.
 Tensor sq_distances(const Tensor& a, const Tensor& b) {
-  Tensor an = sum(a * a, {1}, true);             // [n, 1]
-  Tensor bn = sum(b * b, {1}, true).t();         // [1, m]
+  Tensor an = sum(a * a, {1}, true);      // [n, 1]
+  Tensor bn = sum(b * b, {1}, true).t();  // [1, m]
   return an + bn - 2 * matmul(a, b.t());
 }
 }  // namespace
@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
     if (a == "--data") dir = argv[i + 1];
     else if (a == "--knn-test") knn_test = std::atoll(argv[i + 1]);
     else if (a == "--threads") set_num_threads(std::atoi(argv[i + 1]));
-    else { std::cerr << "unknown flag " << a << "\n"; return 2; }
+    else {
+      std::cerr << "unknown flag " << a << "\n";
+      return 2;
+    }
   }
   try {
     auto t0 = std::chrono::steady_clock::now();
@@ -39,13 +42,13 @@ int main(int argc, char** argv) {
     Tensor ytr = data::read_idx(dir + "/train-labels-idx1-ubyte.gz").to(kInt64);
     Tensor xte = data::read_idx(dir + "/t10k-images-idx3-ubyte.gz").to(kFloat32).reshape({-1, 784}) / 255;
     Tensor yte = data::read_idx(dir + "/t10k-labels-idx1-ubyte.gz").to(kInt64);
-    std::cout << "Fashion-MNIST: train " << xtr.shape() << ", test " << xte.shape() << " (read in "
-              << seconds_since(t0) << " s, " << get_num_threads() << " threads)\n";
+    std::cout << "Fashion-MNIST: train " << xtr.shape() << ", test " << xte.shape() << " (read in " << seconds_since(t0)
+              << " s, " << get_num_threads() << " threads)\n";
 
     // (1) Nearest class mean: the mean image of each class, then the closest mean for each test image.
     t0 = std::chrono::steady_clock::now();
     Tensor onehot = eq(ytr.unsqueeze(1), arange(10).unsqueeze(0)).to(kFloat32);  // [60000, 10]
-    Tensor means = matmul(onehot.t(), xtr) / sum(onehot, {0}).unsqueeze(1);       // [10, 784]
+    Tensor means = matmul(onehot.t(), xtr) / sum(onehot, {0}).unsqueeze(1);      // [10, 784]
     Tensor pred = argmin(sq_distances(xte, means), 1);
     double acc = mean(eq(pred, yte).to(kFloat32)).item();
     std::cout << "nearest class mean: test accuracy " << 100 * acc << "% (" << seconds_since(t0) << " s)\n";

@@ -61,9 +61,15 @@ Args parse(int argc, char** argv) {
 
 nn::Chain make_model(const std::string& kind) {
   if (kind == "mlp") return nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
-  return nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                   nn::Conv2d(32, 64, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                   nn::Flatten(), nn::Dense(3136, 128, nn::relu), nn::Dense(128, 10)};
+  return nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
+                   nn::relu,
+                   nn::MaxPool2d(2),
+                   nn::Conv2d(32, 64, 5, {.padding = 2}),
+                   nn::relu,
+                   nn::MaxPool2d(2),
+                   nn::Flatten(),
+                   nn::Dense(3136, 128, nn::relu),
+                   nn::Dense(128, 10)};
 }
 
 std::string hms(double s) {
@@ -105,8 +111,12 @@ int main(int argc, char** argv) {
     optim::Adam opt(model.parameters(), {.lr = args.lr});
     // On a GPU: batches built in pinned memory and delivered on the device, the next one's copy overlapping
     // this one's compute (see DataLoader).
-    data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .num_workers = args.workers,
-                                    .pin_memory = dev.is_cuda(), .device = dev, .seed = args.seed});
+    data::DataLoader loader(train, {.batch_size = args.batch_size,
+                                    .shuffle = true,
+                                    .num_workers = args.workers,
+                                    .pin_memory = dev.is_cuda(),
+                                    .device = dev,
+                                    .seed = args.seed});
     std::cout << model << "\n"
               << args.model << " on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size
               << ", Adam lr " << args.lr << ", " << train.size() << " training images\n";
@@ -144,8 +154,8 @@ int main(int argc, char** argv) {
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       const double acc = accuracy(model, test.images(), test.labels(), dev);
-      std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "", epoch,
-                  running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
+      std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "",
+                  epoch, running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
     }
     if (dev.is_cuda()) std::cout << cuda::memory_summary(dev);
     if (!args.save.empty()) {

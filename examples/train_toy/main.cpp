@@ -5,7 +5,7 @@ using namespace ember;
 
 int main() {
   manual_seed(0);
-  Tensor x = randn({512, 20}), y = argmax(x.slice(1, 0, 3), 1);   // label: the largest of 3 features
+  Tensor x = randn({512, 20}), y = argmax(x.slice(1, 0, 3), 1);  // label: the largest of 3 features
   nn::Chain model{nn::Dense(20, 64, nn::relu), nn::Dense(64, 3)};
   optim::Adam opt(model.parameters(), {.lr = 1e-2});
   for (int step = 0; step <= 200; ++step) {

@@ -100,9 +100,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opts) : opts_(o
   weight_ = register_parameter("weight", init_uniform({out, in, k, k}, in * k * k));
   if (opts.bias) bias_ = register_parameter("bias", init_uniform({out}, in * k * k));
 }
-Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight_, bias_, {opts_.stride}, {opts_.padding});
-}
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, {opts_.stride}, {opts_.padding}); }
 std::string Conv2d::repr() const {
   std::ostringstream os;
   os << "Conv2d(" << weight_.size(1) << " => " << weight_.size(0) << ", " << weight_.size(2) << "x" << weight_.size(3);
@@ -117,18 +115,20 @@ MaxPool2d::MaxPool2d(int64_t k, int64_t s) : k_(k), s_(s == 0 ? k : s) {
   check_positive("MaxPool2d", "stride", s_);
 }
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, {k_}, {s_}); }
-std::string MaxPool2d::repr() const { return detail::str("MaxPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")"); }
+std::string MaxPool2d::repr() const {
+  return detail::str("MaxPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")");
+}
 AvgPool2d::AvgPool2d(int64_t k, int64_t s) : k_(k), s_(s == 0 ? k : s) {
   check_positive("AvgPool2d", "kernel", k);
   check_positive("AvgPool2d", "stride", s_);
 }
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_}, {s_}); }
-std::string AvgPool2d::repr() const { return detail::str("AvgPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")"); }
+std::string AvgPool2d::repr() const {
+  return detail::str("AvgPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")");
+}
 
 // --- Dropout
-Dropout::Dropout(double p) : p_(p) {
-  EMBER_CHECK_VALUE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
-}
+Dropout::Dropout(double p) : p_(p) { EMBER_CHECK_VALUE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p_ == 0) return x;
   if (p_ == 1) return x * 0.0;
@@ -140,7 +140,8 @@ std::string Dropout::repr() const { return detail::str("Dropout(", p_, ")"); }
 // --- BatchNorm
 BatchNorm::BatchNorm(int64_t n, int spatial, BatchNormOptions opts) : n_(n), spatial_(spatial), opts_(opts) {
   check_positive(spatial ? "BatchNorm2d" : "BatchNorm1d", "features", n);
-  EMBER_CHECK_VALUE(opts.eps > 0 && opts.momentum >= 0 && opts.momentum <= 1, "BatchNorm: need eps > 0 and momentum in [0, 1]");
+  EMBER_CHECK_VALUE(opts.eps > 0 && opts.momentum >= 0 && opts.momentum <= 1,
+                    "BatchNorm: need eps > 0 and momentum in [0, 1]");
   if (opts.affine) {
     weight_ = register_parameter("weight", ones({n}));
     bias_ = register_parameter("bias", zeros({n}));
@@ -188,7 +189,8 @@ LayerNorm::LayerNorm(int64_t n, LayerNormOptions opts) : n_(n), opts_(opts) {
   }
 }
 Tensor LayerNorm::forward(const Tensor& x) {
-  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm(", n_, "): expected last dim ", n_, ", got ", x.shape());
+  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm(", n_, "): expected last dim ", n_, ", got ",
+                    x.shape());
   Tensor mu = mean(x, {-1}, true);
   Tensor y = (x - mu) / sqrt(ember::var(x, {-1}, true, 0) + opts_.eps);
   return opts_.affine ? y * weight_ + bias_ : y;

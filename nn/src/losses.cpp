@@ -29,24 +29,25 @@ void check_logits(const char* op, const Tensor& logits) {
 Tensor soft_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets, const Tensor& t) {
   Tensor logp = raw::log_softmax(logits, 1);
   const double n = static_cast<double>(std::max<int64_t>(logits.size(0), 1));
-  Tensor loss = raw::binary(BinaryOp::Div, raw::unary(UnaryOp::Neg, raw::sum(raw::binary(BinaryOp::Mul, logp, t))),
-                            Scalar(n));
+  Tensor loss =
+      raw::binary(BinaryOp::Div, raw::unary(UnaryOp::Neg, raw::sum(raw::binary(BinaryOp::Mul, logp, t))), Scalar(n));
   const bool tgrad = targets.defined() && autograd::needs_grad({&targets});
   if (tgrad || autograd::needs_grad({&logits})) {
     std::vector<Tensor> inputs = {logits};
     if (tgrad) inputs.push_back(targets);
     const DType tdtype = tgrad ? targets.dtype() : t.dtype();
-    autograd::record(op, inputs, {loss},
-                     [op, n, tgrad, tdtype, slogp = autograd::save(logp), st = autograd::save(t)](const Grads& g) -> Grads {
-      const Tensor& tv = st.get(op);
-      const Tensor& lp = slogp.get(op);
-      Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
-      Tensor p = raw::unary(UnaryOp::Exp, lp);
-      Tensor d = raw::binary(BinaryOp::Sub, raw::binary(BinaryOp::Mul, p, raw::sum(tv, {1}, true)), tv);
-      Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
-      if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, lp), scale), tdtype));
-      return out;
-    });
+    autograd::record(
+        op, inputs, {loss},
+        [op, n, tgrad, tdtype, slogp = autograd::save(logp), st = autograd::save(t)](const Grads& g) -> Grads {
+          const Tensor& tv = st.get(op);
+          const Tensor& lp = slogp.get(op);
+          Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
+          Tensor p = raw::unary(UnaryOp::Exp, lp);
+          Tensor d = raw::binary(BinaryOp::Sub, raw::binary(BinaryOp::Mul, p, raw::sum(tv, {1}, true)), tv);
+          Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
+          if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, lp), scale), tdtype));
+          return out;
+        });
   }
   return loss;
 }
@@ -76,8 +77,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                     "; for one-hot or soft targets use logitcrossentropy");
   EMBER_CHECK_SHAPE(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: logits ", logits.shape(),
                     " and targets ", targets.shape(), " do not match (expected targets [", logits.size(0), "])");
-  EMBER_CHECK_DEVICE(targets.device() == logits.device(), "cross_entropy: expected all tensors on the same device, got ",
-                     logits.device(), " and ", targets.device());
+  EMBER_CHECK_DEVICE(targets.device() == logits.device(),
+                     "cross_entropy: expected all tensors on the same device, got ", logits.device(), " and ",
+                     targets.device());
   if (targets.numel()) {
     // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
     const std::vector<double> range = raw::stack({raw::min(targets), raw::max(targets)}, 0).to_vector<double>();
@@ -123,9 +125,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& t) {
   Tensor tv = raw::cast(t.detach(), x.dtype());
   // max(x, 0) - x t + log(1 + exp(-|x|)): never exponentiates a large positive number
   Tensor per = raw::binary(
-      BinaryOp::Add,
-      raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Relu, x), raw::binary(BinaryOp::Mul, x, tv)),
-      raw::unary(UnaryOp::Log, raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Exp, raw::unary(UnaryOp::Neg, raw::unary(UnaryOp::Abs, x))), Scalar(1.0))));
+      BinaryOp::Add, raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Relu, x), raw::binary(BinaryOp::Mul, x, tv)),
+      raw::unary(
+          UnaryOp::Log,
+          raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Exp, raw::unary(UnaryOp::Neg, raw::unary(UnaryOp::Abs, x))),
+                      Scalar(1.0))));
   const double n = static_cast<double>(std::max<int64_t>(x.numel(), 1));
   Tensor loss = raw::binary(BinaryOp::Div, raw::sum(per), Scalar(n));
   const bool tgrad = autograd::needs_grad({&t});
@@ -133,16 +137,17 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& t) {
     std::vector<Tensor> inputs = {x};
     if (tgrad) inputs.push_back(t);
     // d/dx = (sigmoid(x) - t) / n, d/dt = -x / n
-    autograd::record("binary_cross_entropy_with_logits", inputs, {loss},
-                     [n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv)](const Grads& g) -> Grads {
-      const char* op = "binary_cross_entropy_with_logits";
-      const Tensor& xv = sx.get(op);
-      Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
-      Tensor d = raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Sigmoid, xv), st.get(op));
-      Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
-      if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, xv), scale), tdtype));
-      return out;
-    });
+    autograd::record(
+        "binary_cross_entropy_with_logits", inputs, {loss},
+        [n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv)](const Grads& g) -> Grads {
+          const char* op = "binary_cross_entropy_with_logits";
+          const Tensor& xv = sx.get(op);
+          Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
+          Tensor d = raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Sigmoid, xv), st.get(op));
+          Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
+          if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, xv), scale), tdtype));
+          return out;
+        });
   }
   return loss;
 }

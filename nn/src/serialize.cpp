@@ -23,21 +23,29 @@ namespace {
 
 const char* st_dtype(DType d) {
   switch (d) {
-    case kFloat32: return "F32";
-    case kFloat64: return "F64";
-    case kFloat16: return "F16";
-    case kBFloat16: return "BF16";
-    case kInt64: return "I64";
-    case kInt32: return "I32";
-    case kUInt8: return "U8";
-    case kBool: return "BOOL";
+    case kFloat32:
+      return "F32";
+    case kFloat64:
+      return "F64";
+    case kFloat16:
+      return "F16";
+    case kBFloat16:
+      return "BF16";
+    case kInt64:
+      return "I64";
+    case kInt32:
+      return "I32";
+    case kUInt8:
+      return "U8";
+    case kBool:
+      return "BOOL";
   }
   return "?";
 }
 DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
-  static const std::map<std::string, DType> m = {{"F32", kFloat32}, {"F64", kFloat64}, {"F16", kFloat16},
-                                                 {"BF16", kBFloat16}, {"I64", kInt64}, {"I32", kInt32},
-                                                 {"U8", kUInt8},     {"BOOL", kBool}};
+  static const std::map<std::string, DType> m = {{"F32", kFloat32},   {"F64", kFloat64}, {"F16", kFloat16},
+                                                 {"BF16", kBFloat16}, {"I64", kInt64},   {"I32", kInt32},
+                                                 {"U8", kUInt8},      {"BOOL", kBool}};
   auto it = m.find(s);
   EMBER_CHECK(it != m.end(), IOError, "load: ", path, ": tensor \"", name, "\" has unsupported dtype ", s);
   return it->second;
@@ -56,7 +64,8 @@ void write_all(int fd, const void* p, size_t n, const std::string& path) {
 
 }  // namespace
 
-void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
   std::vector<Tensor> host;
   std::set<std::string> names;
@@ -66,7 +75,8 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const st
     EMBER_CHECK(names.insert(name).second, Error, "save: the name \"", name, "\" appears twice");
     Tensor h = raw::contiguous(raw::to_device(t.detach(), Device::cpu()));
     const uint64_t bytes = static_cast<uint64_t>(h.numel()) * h.itemsize();
-    header[name] = {{"dtype", st_dtype(h.dtype())}, {"shape", h.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", st_dtype(h.dtype())}, {"shape", h.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     host.push_back(h);
   }
@@ -122,7 +132,8 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
   EMBER_CHECK(n <= file_size - 8 && n < (uint64_t{1} << 30), IOError, "load: ", path, ": header length ", n,
               " does not fit the file (", file_size, " bytes): not a safetensors file or truncated");
   std::string hs(n, '\0');
-  EMBER_CHECK(static_cast<bool>(in.read(hs.data(), static_cast<std::streamsize>(n))), IOError, "load: ", path, ": truncated header");
+  EMBER_CHECK(static_cast<bool>(in.read(hs.data(), static_cast<std::streamsize>(n))), IOError, "load: ", path,
+              ": truncated header");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(hs);
@@ -147,12 +158,12 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
       for (int64_t d : shape) {
         EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
         bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
-                                                                               : data_size + 1;
+                                                                              : data_size + 1;
       }
       Shape s(shape);
       EMBER_CHECK(off.size() == 2 && off[1] >= off[0] && off[1] - off[0] == bytes && off[1] <= data_size, IOError,
-                  "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s, " and dtype ",
-                  dt, " or run past the end of the file (truncated?)");
+                  "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s,
+                  " and dtype ", dt, " or run past the end of the file (truncated?)");
       Tensor t = empty(s, {.dtype = dt});
       in.seekg(static_cast<std::streamoff>(data_start + off[0]));
       EMBER_CHECK(static_cast<bool>(in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(bytes))),
@@ -171,11 +182,12 @@ void assign_tensors(const NamedTensors& into, const NamedTensors& from, const st
   for (const auto& [name, t] : into) {
     expected.insert(name);
     auto it = src.find(name);
-    EMBER_CHECK(it != src.end(), IOError, what, ": tensor \"", name, "\" (", t.dtype(), t.shape(), ") is missing from the file");
-    EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ", it->second.shape(),
-                " in the file but ", t.shape(), " in the model");
-    EMBER_CHECK(it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name, "\" has dtype ", it->second.dtype(),
-                " in the file but ", t.dtype(), " in the model");
+    EMBER_CHECK(it != src.end(), IOError, what, ": tensor \"", name, "\" (", t.dtype(), t.shape(),
+                ") is missing from the file");
+    EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ",
+                it->second.shape(), " in the file but ", t.shape(), " in the model");
+    EMBER_CHECK(it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name, "\" has dtype ",
+                it->second.dtype(), " in the file but ", t.dtype(), " in the model");
   }
   for (const auto& [name, t] : from)
     EMBER_CHECK(expected.count(name), IOError, what, ": the file has tensor \"", name, "\" (", t.dtype(), t.shape(),
@@ -187,13 +199,16 @@ void assign_tensors(const NamedTensors& into, const NamedTensors& from, const st
   }
 }
 
-void save(const Module& module, const std::string& path) { save_tensors(path, module.state_dict(), {{"format", "pt"}}); }
+void save(const Module& module, const std::string& path) {
+  save_tensors(path, module.state_dict(), {{"format", "pt"}});
+}
 void load(Module& module, const std::string& path) {
   assign_tensors(module.state_dict(), load_tensors(path), "load " + path);
 }
 
 namespace internal {
-void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim, int64_t step) {
+void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim,
+                           int64_t step) {
   NamedTensors all;
   for (const auto& [n, t] : model) all.emplace_back("model." + n, t);
   for (const auto& [n, t] : optim) all.emplace_back("optim." + n, t);

@@ -36,12 +36,19 @@ void Adam::step() {
     s.initialized = true;
     s.step += 1;
     const double t = static_cast<double>(s.step);
-    backend_for(p.device()).adam_step({.param = p, .grad = g, .exp_avg = s.buffers[0], .exp_avg_sq = s.buffers[1],
-                                       .hyper = {.lr = lr_, .beta1 = opts_.beta1, .beta2 = opts_.beta2,
-                                                 .eps = opts_.eps, .weight_decay = opts_.weight_decay,
-                                                 .decoupled = decoupled_,
-                                                 .bias_correction1 = 1 - std::pow(opts_.beta1, t),
-                                                 .bias_correction2 = 1 - std::pow(opts_.beta2, t)}});
+    backend_for(p.device())
+        .adam_step({.param = p,
+                    .grad = g,
+                    .exp_avg = s.buffers[0],
+                    .exp_avg_sq = s.buffers[1],
+                    .hyper = {.lr = lr_,
+                              .beta1 = opts_.beta1,
+                              .beta2 = opts_.beta2,
+                              .eps = opts_.eps,
+                              .weight_decay = opts_.weight_decay,
+                              .decoupled = decoupled_,
+                              .bias_correction1 = 1 - std::pow(opts_.beta1, t),
+                              .bias_correction2 = 1 - std::pow(opts_.beta2, t)}});
   });
 }
 

@@ -82,7 +82,7 @@ void Optimizer::update_each(const std::function<void(const Tensor&, const Tensor
     const Tensor gc = raw::contiguous(grad);
     update(pc, gc, s);
     if (pc.is_same(p)) p.impl()->bump_version();  // in place: graphs that saved p must see it changed
-    else raw::copy_(p, pc);                        // copy_ bumps the version
+    else raw::copy_(p, pc);                       // copy_ bumps the version
   }
 }
 

@@ -35,8 +35,11 @@ void SGD::step() {
     SgdStepArgs a{.param = p,
                   .grad = g,
                   .momentum_buf = {},
-                  .hyper = {.lr = lr_, .momentum = opts_.momentum, .dampening = opts_.dampening,
-                            .weight_decay = opts_.weight_decay, .nesterov = opts_.nesterov}};
+                  .hyper = {.lr = lr_,
+                            .momentum = opts_.momentum,
+                            .dampening = opts_.dampening,
+                            .weight_decay = opts_.weight_decay,
+                            .nesterov = opts_.nesterov}};
     if (opts_.momentum != 0) {
       a.hyper.first_step = !s.initialized;
       if (!s.initialized) s.buffers = {empty(p.shape(), {.dtype = p.dtype(), .device = p.device()})};  // set to g

@@ -27,10 +27,10 @@ TEST(Engine, GradientOfAScalarAndAccumulation) {
 
 TEST(Engine, FanOutAndFanIn) {
   Tensor x = tensor<double>({2.0}).requires_grad_();
-  Tensor a = x * x, b = exp(x);     // x fans out to two branches
-  Tensor y = a * b + a;             // ... that meet again
+  Tensor a = x * x, b = exp(x);  // x fans out to two branches
+  Tensor y = a * b + a;          // ... that meet again
   y.backward(ones({1}, {.dtype = kFloat64}));
-  const double v = 2.0;             // d/dx [x^2 e^x + x^2] = 2x e^x + x^2 e^x + 2x
+  const double v = 2.0;  // d/dx [x^2 e^x + x^2] = 2x e^x + x^2 e^x + 2x
   EXPECT_NEAR(x.grad().item(), 2 * v * std::exp(v) + v * v * std::exp(v) + 2 * v, 1e-10);
   EXPECT_STREQ(y.grad_fn_name(), "add");
   EXPECT_FALSE(y.is_leaf());
@@ -68,7 +68,7 @@ TEST(Engine, NoGradAndDetach) {
   Tensor d = x.detach();
   EXPECT_FALSE(d.requires_grad());
   EXPECT_EQ(d.data_ptr(), x.data_ptr());  // shares memory
-  Tensor y = sum(x * d);                   // gradient flows only through the non-detached factor
+  Tensor y = sum(x * d);                  // gradient flows only through the non-detached factor
   y.backward();
   EXPECT_TENSOR_NEAR(x.grad(), Shape({2}), test::values(d), 1e-12);
   EXPECT_THROW_MSG(zeros({2}, {.dtype = kInt64}).requires_grad_(), DTypeError, "floating");
@@ -94,12 +94,12 @@ TEST(Engine, GraphIsFreedWhenOutputsDie) {
 
 TEST(Engine, InPlaceChangeOfASavedTensorIsDetected) {
   Tensor x = f64({3}).requires_grad_();
-  Tensor h = x * 1.0;   // non-leaf
-  Tensor y = exp(h);    // saves its output
-  y.mul_(2);            // modifies what exp saved
+  Tensor h = x * 1.0;  // non-leaf
+  Tensor y = exp(h);   // saves its output
+  y.mul_(2);           // modifies what exp saved
   EXPECT_THROW_MSG(sum(y).backward(), Error, "exp", "modified by an in-place operation");
   Tensor a = x * 1.0;
-  Tensor b = a * a;     // saves a
+  Tensor b = a * a;  // saves a
   a.add_(1);
   EXPECT_THROW_MSG(sum(b).backward(), Error, "mul", "in-place");
 }
@@ -116,8 +116,8 @@ TEST(Engine, InPlaceRules) {
   // recorded in-place ops on non-leaves give the right gradient
   Tensor x = tensor<double>({1.0, -2.0, 3.0}).requires_grad_();
   Tensor h = x * 2;
-  h.mul_(x);       // h = 2 x^2
-  h.add_(x);       // h = 2 x^2 + x
+  h.mul_(x);  // h = 2 x^2
+  h.add_(x);  // h = 2 x^2 + x
   h.relu_();
   sum(h).backward();
   std::vector<double> expect;

@@ -64,8 +64,7 @@ TEST(GradcheckNegative, DetachedInnerOpIsCaught) {
 
 TEST(GradcheckNegative, KinkIsCaught) {
   // relu at exactly 0: the central difference sees slope 1/2, autograd takes 0 there.
-  autograd::GradcheckResult r =
-      autograd::gradcheck_report([](const TV& in) { return relu(in[0]); }, {zeros({2}, f64)});
+  autograd::GradcheckResult r = autograd::gradcheck_report([](const TV& in) { return relu(in[0]); }, {zeros({2}, f64)});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.report.find("numeric 0.5"), std::string::npos) << r.report;
 }

@@ -54,12 +54,19 @@ double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double ref_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double ref_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
-Gen normal_gen(DType dt) { return [dt](const Shape& s) { return randn(s, {.dtype = dt}); }; }
-Gen positive_gen(DType dt) { return [dt](const Shape& s) { return uniform(s, 0.5, 2.0, {.dtype = dt}); }; }
+Gen normal_gen(DType dt) {
+  return [dt](const Shape& s) { return randn(s, {.dtype = dt}); };
+}
+Gen positive_gen(DType dt) {
+  return [dt](const Shape& s) { return uniform(s, 0.5, 2.0, {.dtype = dt}); };
+}
 
 // Operand pairs for binary ops: same shape, broadcasting, strided and expanded views, empty, 0-dim, and one
 // large enough to be split across threads (with a non-contiguous operand).
-struct Pair { std::string what; Tensor a, b; };
+struct Pair {
+  std::string what;
+  Tensor a, b;
+};
 std::vector<Pair> operand_pairs(const Gen& ga, const Gen& gb) {
   return {{"same shape", ga({3, 4}), gb({3, 4})},
           {"broadcast [4,1,3]x[5,1]", ga({4, 1, 3}), gb({5, 1})},
@@ -76,13 +83,22 @@ std::vector<Pair> operand_pairs(const Gen& ga, const Gen& gb) {
 }
 // Single operands for unary ops, with the same variety.
 std::vector<std::pair<std::string, Tensor>> layouts(const Gen& g) {
-  return {{"contiguous", g({3, 4})},         {"transposed", g({4, 3}).t()},
-          {"step slice", g({6, 5}).slice(0, 1, 6, 2)}, {"expanded", g({3, 1}).expand({2, 3, 4})},
-          {"permuted", g({2, 3, 4}).permute({1, 2, 0})}, {"empty", g({0, 3})},
-          {"0-dim", g({})},                   {"large strided", g({200, 400}).slice(1, 0, 400, 2)}};
+  return {{"contiguous", g({3, 4})},
+          {"transposed", g({4, 3}).t()},
+          {"step slice", g({6, 5}).slice(0, 1, 6, 2)},
+          {"expanded", g({3, 1}).expand({2, 3, 4})},
+          {"permuted", g({2, 3, 4}).permute({1, 2, 0})},
+          {"empty", g({0, 3})},
+          {"0-dim", g({})},
+          {"large strided", g({200, 400}).slice(1, 0, 400, 2)}};
 }
 
-struct BinCase { const char* name; Op2 op; Fn2 ref; bool positive_a, positive_b; };
+struct BinCase {
+  const char* name;
+  Op2 op;
+  Fn2 ref;
+  bool positive_a, positive_b;
+};
 std::vector<BinCase> binary_cases() {
   return {{"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, std::plus<double>(), false, false},
           {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, std::minus<double>(), false, false},
@@ -94,7 +110,12 @@ std::vector<BinCase> binary_cases() {
           {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, nan_min, false, false}};
 }
 
-struct UnCase { const char* name; std::function<Tensor(const Tensor&)> op; Fn1 ref; bool positive; };
+struct UnCase {
+  const char* name;
+  std::function<Tensor(const Tensor&)> op;
+  Fn1 ref;
+  bool positive;
+};
 std::vector<UnCase> unary_cases() {
   return {{"neg", [](const Tensor& x) { return neg(x); }, [](double v) { return -v; }, false},
           {"unary -", [](const Tensor& x) { return -x; }, [](double v) { return -v; }, false},
@@ -132,11 +153,10 @@ TEST(Binary, MatchesFloat64ReferenceOnEveryLayout) {
 
 TEST(Binary, OperatorsMatchTheNamedOps) {
   manual_seed(2);
-  const std::vector<std::pair<const char*, Op2>> ops = {
-      {"+", [](const Tensor& a, const Tensor& b) { return a + b; }},
-      {"-", [](const Tensor& a, const Tensor& b) { return a - b; }},
-      {"*", [](const Tensor& a, const Tensor& b) { return a * b; }},
-      {"/", [](const Tensor& a, const Tensor& b) { return a / b; }}};
+  const std::vector<std::pair<const char*, Op2>> ops = {{"+", [](const Tensor& a, const Tensor& b) { return a + b; }},
+                                                        {"-", [](const Tensor& a, const Tensor& b) { return a - b; }},
+                                                        {"*", [](const Tensor& a, const Tensor& b) { return a * b; }},
+                                                        {"/", [](const Tensor& a, const Tensor& b) { return a / b; }}};
   const std::vector<Fn2> refs = {std::plus<double>(), std::minus<double>(), std::multiplies<double>(),
                                  std::divides<double>()};
   for (size_t k = 0; k < ops.size(); ++k)
@@ -213,7 +233,8 @@ TEST(Unary, IntegerInputs) {
   check(relu(i), kInt64, [](double v) { return v > 0 ? v : 0.0; });
   check(clamp(i, -1, 3), kInt64, [](double v) { return std::min(std::max(v, -1.0), 3.0); });
   // float-valued functions of integers give float32
-  check(exp(i), kFloat32, [](double v) { return std::exp(v); }, 1e-5);
+  check(
+      exp(i), kFloat32, [](double v) { return std::exp(v); }, 1e-5);
   check(sigmoid(i), kFloat32, ref_sigmoid, 1e-6);
   Tensor u = tensor<int32_t>({0, 1, 4, 9});
   EXPECT_EQ(sqrt(u).dtype(), kFloat32);
@@ -238,9 +259,13 @@ TEST(Comparisons, GiveBoolAndMatchReference) {
     std::function<Tensor(const Tensor&, Scalar)> op_s;
     std::function<bool(double, double)> ref;
   };
-#define EMBER_CMP(f, expr)                                                             \
-  Cmp{#f, [](const Tensor& a, const Tensor& b) { return f(a, b); },                      \
-      [](const Tensor& a, Scalar s) { return f(a, s); }, [](double x, double y) { return x expr y; }}
+#define EMBER_CMP(f, expr)                                                                                           \
+  Cmp {                                                                                                              \
+#f, [](const Tensor& a,                                                                                          \
+           const Tensor& b) { return f(a, b); }, [](const Tensor& a,                                                 \
+                                                    Scalar s) { return f(a, s); }, [](double x,                      \
+                                                                                      double y) { return x expr y; } \
+  }
   const std::vector<Cmp> cmps = {EMBER_CMP(eq, ==), EMBER_CMP(ne, !=), EMBER_CMP(lt, <),
                                  EMBER_CMP(le, <=), EMBER_CMP(gt, >),  EMBER_CMP(ge, >=)};
 #undef EMBER_CMP
@@ -293,7 +318,10 @@ TEST(Where, BroadcastLayoutsAndPromotion) {
   };
   auto cond = [](const Shape& s) { return gt(randn(s), 0); };
   auto r64 = [](const Shape& s) { return randn(s, {.dtype = kFloat64}); };
-  struct Case { const char* what; Tensor c, a, b; };
+  struct Case {
+    const char* what;
+    Tensor c, a, b;
+  };
   const std::vector<Case> cases = {
       {"broadcast", cond({4, 1, 3}), r64({5, 1}), r64({3})},
       {"strided", cond({5, 4}).t(), r64({4, 10}).slice(1, 0, 10, 2), r64({4, 5})},
@@ -325,9 +353,11 @@ TEST(InPlace, BinaryUpdatesValuesAndBumpsVersion) {
     std::function<Tensor&(Tensor&, Scalar)> op_s;
     Fn2 ref;
   };
-#define EMBER_INPLACE(f, ref)                                                             \
-  Case{#f, [](Tensor& x, const Tensor& o) -> Tensor& { return x.f(o); },                  \
-       [](Tensor& x, Scalar s) -> Tensor& { return x.f(s); }, ref}
+#define EMBER_INPLACE(f, ref)                                                                                          \
+  Case {                                                                                                               \
+#f, [](Tensor & x, const Tensor& o) -> Tensor& { return x.f(o); }, [](Tensor & x,                                  \
+                                                                          Scalar s) -> Tensor& { return x.f(s); }, ref \
+  }
   const std::vector<Case> cases = {EMBER_INPLACE(add_, std::plus<double>()), EMBER_INPLACE(sub_, std::minus<double>()),
                                    EMBER_INPLACE(mul_, std::multiplies<double>()),
                                    EMBER_INPLACE(div_, std::divides<double>())};
@@ -537,8 +567,8 @@ TEST(Unary, Float32ExpWithinTwoUlp) {
     if (v < 90.f) xs.push_back(v);
     if (v < 105.f) xs.push_back(-v);
   }
-  for (float v : {88.72f, 88.7228f, 88.7229f, 88.73f, 89.f, 100.f, -87.33f, -87.34f, -100.f, -103.27f, -103.97f,
-                  -103.98f, -104.f, -150.f, -1e30f, 1e30f, 0.f, -0.f, 1e-30f, -1e-30f})
+  for (float v : {88.72f,   88.7228f, 88.7229f, 88.73f, 89.f,   100.f, -87.33f, -87.34f, -100.f, -103.27f,
+                  -103.97f, -103.98f, -104.f,   -150.f, -1e30f, 1e30f, 0.f,     -0.f,    1e-30f, -1e-30f})
     xs.push_back(v);
   Tensor x = tensor<float>(xs), y = exp(x);
   const std::vector<double> got = values(y);

@@ -13,19 +13,37 @@ std::vector<double> ref_mm(const Tensor& a, const Tensor& b) {
   std::vector<double> C(static_cast<size_t>(M * N), 0.0);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < N; ++j) C[static_cast<size_t>(i * N + j)] += A[static_cast<size_t>(i * K + k)] * B[static_cast<size_t>(k * N + j)];
+      for (int64_t j = 0; j < N; ++j)
+        C[static_cast<size_t>(i * N + j)] += A[static_cast<size_t>(i * K + k)] * B[static_cast<size_t>(k * N + j)];
   return C;
 }
 }  // namespace
 
 TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
-  struct Case { int64_t M, N, K; };
-  const Case cases[] = {{1, 1, 1},   {5, 7, 3},     {6, 16, 256}, {7, 17, 257}, {13, 33, 600},
-                        {145, 20, 9}, {300, 50, 40}, {2, 3100, 5}, {64, 128, 784}, {19, 40, 1000},
-                        {70, 35, 813}, {3, 0, 4}, {0, 3, 4},
+  struct Case {
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{1, 1, 1},
+                        {5, 7, 3},
+                        {6, 16, 256},
+                        {7, 17, 257},
+                        {13, 33, 600},
+                        {145, 20, 9},
+                        {300, 50, 40},
+                        {2, 3100, 5},
+                        {64, 128, 784},
+                        {19, 40, 1000},
+                        {70, 35, 813},
+                        {3, 0, 4},
+                        {0, 3, 4},
                         // every edge-tile kernel (4 or 6 rows x 8 or 16 columns) with partial rows and columns,
                         // over one and several K slices; conv2d's shapes (64 x 196 x 800, 800 x 196 x 64)
-                        {10, 28, 700}, {11, 13, 5},  {4, 12, 9},   {5, 8, 1200}, {64, 196, 800}, {800, 196, 64}};
+                        {10, 28, 700},
+                        {11, 13, 5},
+                        {4, 12, 9},
+                        {5, 8, 1200},
+                        {64, 196, 800},
+                        {800, 196, 64}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : cases) {

@@ -80,10 +80,10 @@ TEST(Matmul, VectorVectorIsZeroDimDot) {
 
 TEST(Matmul, VectorMatrixAndMatrixVector) {
   manual_seed(2);
-  expect_matmul(randn64({4}), randn64({4, 3}));       // -> [3]
-  expect_matmul(randn64({3, 4}), randn64({4}));       // -> [3]
-  expect_matmul(randn64({4}), randn64({2, 4, 3}));    // -> [2, 3]
-  expect_matmul(randn64({2, 3, 4}), randn64({4}));    // -> [2, 3]
+  expect_matmul(randn64({4}), randn64({4, 3}));     // -> [3]
+  expect_matmul(randn64({3, 4}), randn64({4}));     // -> [3]
+  expect_matmul(randn64({4}), randn64({2, 4, 3}));  // -> [2, 3]
+  expect_matmul(randn64({2, 3, 4}), randn64({4}));  // -> [2, 3]
   EXPECT_EQ(matmul(randn64({4}), randn64({4, 3})).shape(), Shape({3}));
 }
 
@@ -188,7 +188,8 @@ TEST(Matmul, Float32AndIntegerDtypes) {
   Ref ri = ref_matmul(ai, bi);
   EXPECT_TENSOR_NEAR(yi, ri.shape, ri.v, 0, 0);  // exact
   // int64 sums beyond 2^53 stay exact (no detour through floating point)
-  Tensor big = full({1, 2}, int64_t{1} << 40, {.dtype = kInt64}), big2 = full({2, 1}, int64_t{1} << 20, {.dtype = kInt64});
+  Tensor big = full({1, 2}, int64_t{1} << 40, {.dtype = kInt64}),
+         big2 = full({2, 1}, int64_t{1} << 20, {.dtype = kInt64});
   EXPECT_EQ(matmul(big, big2).item<int64_t>(), (int64_t{1} << 61));
 
   Tensor a32 = randint(-9, 9, {4, 3}, {.dtype = kInt32}).t(), b32 = randint(-9, 9, {4, 2}, {.dtype = kInt32});
@@ -361,7 +362,7 @@ TEST(Conv2d, NonSquareKernelsStridesAndPaddings) {
   expect_conv(x, w, b, 2, 1, 1, 2);
   expect_conv(x, w, b, 1, 3, 2, 0);
   expect_conv(x, randn64({5, 2, 1, 1}), randn64({5}), 1, 1, 2, 2);  // 1x1 kernel, wide border
-  expect_conv(x, randn64({1, 2, 9, 8}), Tensor(), 1, 1, 0, 0);  // kernel as large as the input -> 1x1 output
+  expect_conv(x, randn64({1, 2, 9, 8}), Tensor(), 1, 1, 0, 0);      // kernel as large as the input -> 1x1 output
 }
 
 TEST(Conv2d, BatchLargerThanThreadsAndStridedInputs) {
@@ -392,9 +393,13 @@ TEST(Conv2d, BatchLargerThanThreadsAndStridedInputs) {
 // images (small images) and of one image (large ones), a last part shorter than the others, on 3 threads
 // against 1 thread (one part, a different chunking) in float64 and float32.
 TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
-  struct Case { Shape x, w; int64_t pad; };
-  const Case cases[] = {{{7, 16, 16, 16}, {32, 16, 3, 3}, 1}, {{5, 16, 32, 32}, {8, 16, 5, 5}, 2},
-                       {{9, 1, 28, 28}, {32, 1, 5, 5}, 2}};  // CKK < OC: the weight gradient is computed transposed
+  struct Case {
+    Shape x, w;
+    int64_t pad;
+  };
+  const Case cases[] = {{{7, 16, 16, 16}, {32, 16, 3, 3}, 1},
+                        {{5, 16, 32, 32}, {8, 16, 5, 5}, 2},
+                        {{9, 1, 28, 28}, {32, 1, 5, 5}, 2}};  // CKK < OC: the weight gradient is computed transposed
   for (DType dt : {kFloat64, kFloat32})
     for (const Case& c : cases) {
       manual_seed(23);
@@ -425,10 +430,13 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
 // (the forward's bias row, CKK + 1, starts a second K slice), and a 64 x 64 plane (4096 columns: more than one
 // of the GEMM's column blocks in the forward, K cut into 11 slices in the weight gradient).
 TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
-  struct Case { Shape x, w; int64_t stride, pad; };
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
   const Case cases[] = {{{3, 17, 7, 7}, {10, 17, 5, 5}, 1, 2}, {{2, 3, 11, 9}, {5, 3, 3, 3}, 2, 1},
                         {{4, 1, 12, 12}, {32, 1, 5, 5}, 1, 2}, {{2, 4, 3, 3}, {7, 4, 2, 2}, 1, 0},
-                        {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0}, {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
+                        {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0},  {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
                         {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1}};
   for (const Case& c : cases) {
     manual_seed(31);
@@ -455,9 +463,12 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
 // in core/cpu/conv.cpp: ~2^15 floats per block, so 28 x 28 gives blocks of 32 and 36 rows of CKK = 54 or 100),
 // for both dtypes, against the textbook backward.
 TEST(Conv2d, BackwardInRowBlocksMatchesTheTextbookBackward) {
-  struct Case { Shape x, w; int64_t stride, pad; };
-  const Case cases[] = {{{2, 6, 28, 28}, {8, 6, 3, 3}, 1, 1}, {{2, 4, 30, 28}, {6, 4, 5, 5}, 1, 2},
-                        {{2, 4, 29, 29}, {5, 4, 5, 5}, 1, 0}};
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  const Case cases[] = {
+      {{2, 6, 28, 28}, {8, 6, 3, 3}, 1, 1}, {{2, 4, 30, 28}, {6, 4, 5, 5}, 1, 2}, {{2, 4, 29, 29}, {5, 4, 5, 5}, 1, 0}};
   for (DType dt : {kFloat64, kFloat32})
     for (const Case& c : cases) {
       manual_seed(41);
@@ -584,7 +595,7 @@ TEST(Pool2d, NaNStridedInputsFloat32AndManyChannels) {
   EXPECT_TRUE(std::isnan(m.to_vector<double>()[0]));
   EXPECT_FALSE(std::isnan(m.to_vector<double>()[1]));
   expect_pools(randn64({2, 6, 5, 3}).permute({0, 3, 2, 1}), {2}, {1}, {1});  // non-contiguous input
-  expect_pools(randn({2, 3, 9, 9}), {3}, {2}, {1}, 1e-6);                     // float32
+  expect_pools(randn({2, 3, 9, 9}), {3}, {2}, {1}, 1e-6);                    // float32
   ThreadsGuard g(3);
   expect_pools(randn64({64, 16, 8, 8}), {2}, {}, {0});  // enough channels to split across threads
 }
@@ -599,7 +610,7 @@ TEST(Pool2d, TiledMaxPoolBackwardRoutesToFirstMaximum) {
         manual_seed(41 + k);
         const int64_t H = 3 * k + 1, W = windows * k + 1;  // one row and column past the last window: no gradient
         Tensor x = randint(0, 3, {2, 3, H, W}).to(dt);
-        x.select(2, 1).select(2, 5).fill_(std::nan(""));   // a NaN in a window...
+        x.select(2, 1).select(2, 5).fill_(std::nan(""));      // a NaN in a window...
         x.select(2, 1).select(2, W - 3).fill_(std::nan(""));  // ...and one further right
         x.requires_grad_();
         Tensor gy = randn({2, 3, H / k, W / k}, {.dtype = dt});
@@ -621,7 +632,8 @@ TEST(Pool2d, TiledMaxPoolBackwardRoutesToFirstMaximum) {
             }
         const std::vector<double> got = x.grad().to_vector<double>(), got_y = y.to_vector<double>();
         ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << dt << " k=" << k << " W=" << W << " at " << i;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << dt << " k=" << k << " W=" << W << " at " << i;
         for (size_t i = 0; i < got_y.size(); ++i) {
           if (std::isnan(want_y[i])) ASSERT_TRUE(std::isnan(got_y[i])) << i;
           else ASSERT_EQ(got_y[i], want_y[i]) << dt << " k=" << k << " W=" << W << " at " << i;

@@ -89,7 +89,8 @@ TEST(OpList, EveryReductionRunsWithThePromisedDtype) {
       EXPECT_EQ(y.shape(), Shape({2})) << name(op);
     }
   }
-  EXPECT_EQ(raw::reduce(ReduceOp::ArgMax, tensor<float>({1, 3, 2, 0, 5, 4}, {2, 3}), {1}, false, "argmax").to_vector<int64_t>(),
+  EXPECT_EQ(raw::reduce(ReduceOp::ArgMax, tensor<float>({1, 3, 2, 0, 5, 4}, {2, 3}), {1}, false, "argmax")
+                .to_vector<int64_t>(),
             (std::vector<int64_t>{1, 1}));
 }
 

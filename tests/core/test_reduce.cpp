@@ -29,7 +29,8 @@ struct Groups {
 Groups group(const Tensor& x, const std::vector<int64_t>& dims) {
   const int64_t nd = x.dim();
   std::vector<bool> red(static_cast<size_t>(nd), dims.empty());
-  for (int64_t d : dims) if (nd > 0) red[static_cast<size_t>(d < 0 ? d + nd : d)] = true;
+  for (int64_t d : dims)
+    if (nd > 0) red[static_cast<size_t>(d < 0 ? d + nd : d)] = true;
   Groups r;
   for (int64_t d = 0; d < nd; ++d) {
     r.kept.push_back(red[static_cast<size_t>(d)] ? 1 : x.size(d));
@@ -410,9 +411,8 @@ TEST(SumTo, ReversesBroadcasting) {
     std::vector<double> r(static_cast<size_t>(s.numel()), 0.0);
     const std::vector<double> v = values(x);
     size_t k = 0;
-    test::for_each_index(x.shape(), [&](const std::vector<int64_t>& i) {
-      r[static_cast<size_t>(test::bcast_offset(i, s))] += v[k++];
-    });
+    test::for_each_index(
+        x.shape(), [&](const std::vector<int64_t>& i) { r[static_cast<size_t>(test::bcast_offset(i, s))] += v[k++]; });
     return r;
   };
   const std::vector<std::pair<Tensor, Shape>> cases = {

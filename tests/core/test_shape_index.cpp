@@ -51,7 +51,7 @@ TEST(Reshape, ViewWhenPossibleAndInfersMinusOne) {
   EXPECT_EQ(y.shape(), Shape({4, 6}));
   EXPECT_TRUE(shares(x, y));
   EXPECT_TENSOR_NEAR(y, Shape({4, 6}), test::values(x));  // row-major order is kept
-  y.select(0, 1).select(0, 2).fill_(-7);                 // element 8 of the flat order
+  y.select(0, 1).select(0, 2).fill_(-7);                  // element 8 of the flat order
   EXPECT_EQ(x.to_vector<double>()[8], -7.0);
   EXPECT_EQ(x.reshape({-1}).shape(), Shape({24}));
   EXPECT_EQ(x.reshape({2, -1, 3}).shape(), Shape({2, 4, 3}));
@@ -151,12 +151,12 @@ TEST(Slice, NegativeClampedAndStepped) {
                        }));
   };
   rows(x.slice(0, 1, 4), {1, 2, 3});
-  rows(x.slice(0, -3, 100), {2, 3, 4});        // negative start, clamped end
-  rows(x.slice(0, -100, 2), {0, 1});           // clamped start
-  rows(x.slice(0, 0, 5, 2), {0, 2, 4});        // step 2
-  rows(x.slice(0, 1, 5, 3), {1, 4});           // step 3
+  rows(x.slice(0, -3, 100), {2, 3, 4});  // negative start, clamped end
+  rows(x.slice(0, -100, 2), {0, 1});     // clamped start
+  rows(x.slice(0, 0, 5, 2), {0, 2, 4});  // step 2
+  rows(x.slice(0, 1, 5, 3), {1, 4});     // step 3
   rows(x.slice(0, -4, -1, 2), {1, 3});
-  rows(x.slice(0, 4, 2), {});                  // start after end: empty
+  rows(x.slice(0, 4, 2), {});  // start after end: empty
   rows(x.slice(0, 7, 9), {});
   EXPECT_EQ(x.slice(-1, 1, 3).shape(), Shape({5, 2}));
   EXPECT_TENSOR_NEAR(x.slice(1, 1, 4, 2), Shape({5, 2}), gather_ref(x, {5, 2}, [](auto& i) {
@@ -287,7 +287,8 @@ TEST(Copies, CopyBroadcastsConvertsAndHandlesOverlap) {
   ints.t().copy_(src);
   std::vector<double> sv = test::values(src), iref(12);
   for (int64_t i = 0; i < 3; ++i)
-    for (int64_t j = 0; j < 4; ++j) iref[static_cast<size_t>(j * 3 + i)] = std::trunc(sv[static_cast<size_t>(i * 4 + j)]);
+    for (int64_t j = 0; j < 4; ++j)
+      iref[static_cast<size_t>(j * 3 + i)] = std::trunc(sv[static_cast<size_t>(i * 4 + j)]);
   EXPECT_TENSOR_NEAR(ints, Shape({4, 3}), iref, 0, 0);
   // overlapping source and destination in one storage: as if the source were read first
   Tensor a = iota({10});
@@ -372,20 +373,38 @@ TEST(ToDType, FloatToIntSaturatesAndNaNIsZero) {
 TEST(ToDType, Float16RoundsToNearestEven) {
   const double u = std::ldexp(1.0, -10);  // float16 spacing at 1
   const std::vector<double> in = {
-      1 + u / 2,                    // tie -> even (1)
-      1 + 3 * u / 2,                // tie -> even (1 + 2u)
-      1 + u / 2 + u / 64,           // above the tie -> 1 + u
-      65504, 65519, 65520, -65520,  // max; just below the overflow tie; the tie itself overflows
-      std::ldexp(1.0, -24),         // smallest subnormal
-      std::ldexp(1.0, -25),         // half of it: tie -> 0
-      std::ldexp(3.0, -26),         // 0.75 of it -> rounds up
-      std::ldexp(3.0, -25),         // 1.5 subnormal steps: tie -> even (2 steps)
-      std::ldexp(1.0, -14),         // smallest normal
+      1 + u / 2,           // tie -> even (1)
+      1 + 3 * u / 2,       // tie -> even (1 + 2u)
+      1 + u / 2 + u / 64,  // above the tie -> 1 + u
+      65504,
+      65519,
+      65520,
+      -65520,                                          // max; just below the overflow tie; the tie itself overflows
+      std::ldexp(1.0, -24),                            // smallest subnormal
+      std::ldexp(1.0, -25),                            // half of it: tie -> 0
+      std::ldexp(3.0, -26),                            // 0.75 of it -> rounds up
+      std::ldexp(3.0, -25),                            // 1.5 subnormal steps: tie -> even (2 steps)
+      std::ldexp(1.0, -14),                            // smallest normal
       std::ldexp(1023.0, -24) + std::ldexp(1.0, -25),  // largest subnormal + half a step: tie -> 2^-14 (even)
-      2049, -2051, 0.1};
-  const std::vector<double> want = {
-      1, 1 + 2 * u, 1 + u, 65504, 65504, INFINITY, -INFINITY, std::ldexp(1.0, -24), 0, std::ldexp(1.0, -24),
-      std::ldexp(2.0, -24), std::ldexp(1.0, -14), std::ldexp(1.0, -14), 2048, -2052, 0.0999755859375};
+      2049,
+      -2051,
+      0.1};
+  const std::vector<double> want = {1,
+                                    1 + 2 * u,
+                                    1 + u,
+                                    65504,
+                                    65504,
+                                    INFINITY,
+                                    -INFINITY,
+                                    std::ldexp(1.0, -24),
+                                    0,
+                                    std::ldexp(1.0, -24),
+                                    std::ldexp(2.0, -24),
+                                    std::ldexp(1.0, -14),
+                                    std::ldexp(1.0, -14),
+                                    2048,
+                                    -2052,
+                                    0.0999755859375};
   Tensor src = tensor<double>(in, {static_cast<int64_t>(in.size())}).to(kFloat32);
   Tensor h = src.to(kFloat16);
   EXPECT_TENSOR_NEAR(h, Shape({static_cast<int64_t>(in.size())}), want, 0, 0);

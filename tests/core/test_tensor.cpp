@@ -242,7 +242,8 @@ TEST(Tensor, ElementAccessChecks) {
 TEST(Tensor, PrintsValuesShapeDtypeDevice) {
   std::ostringstream os;
   os << tensor<float>({1, -2.5f, 3, 4}, {2, 2});
-  EXPECT_EQ(os.str(), "tensor([[ 1.0000, -2.5000],\n        [ 3.0000,  4.0000]], dtype=float32, shape=[2, 2], device=cpu)");
+  EXPECT_EQ(os.str(),
+            "tensor([[ 1.0000, -2.5000],\n        [ 3.0000,  4.0000]], dtype=float32, shape=[2, 2], device=cpu)");
   std::ostringstream big;
   big << arange(5000).reshape({50, 100});
   EXPECT_NE(big.str().find("..."), std::string::npos);

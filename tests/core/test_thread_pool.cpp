@@ -26,8 +26,8 @@ void expect_covered_once(int64_t begin, int64_t end, int64_t grain) {
     for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
   for (int64_t i = 0; i < end; ++i)
-    ASSERT_EQ(hits[static_cast<size_t>(i)].load(), i >= begin ? 1 : 0) << "index " << i << " of [" << begin << ", " << end
-                                                                       << ") grain " << grain;
+    ASSERT_EQ(hits[static_cast<size_t>(i)].load(), i >= begin ? 1 : 0)
+        << "index " << i << " of [" << begin << ", " << end << ") grain " << grain;
 }
 }  // namespace
 

@@ -130,7 +130,7 @@ TEST(CudaCachingAllocator, StatsCountRoundedSizesAndPeaks) {
   const size_t base = cuda::memory_allocated(0);
   const cuda::MemoryStats s0 = stats0();
 
-  void* p = dev0().allocate(1000);     // rounded to 1024
+  void* p = dev0().allocate(1000);  // rounded to 1024
   EXPECT_EQ(cuda::memory_allocated(0), base + 1024);
   void* q = dev0().allocate(3 * MiB);  // a 3 MiB piece of a 20 MiB segment
   EXPECT_EQ(cuda::memory_allocated(0), base + 1024 + 3 * MiB);
@@ -203,8 +203,8 @@ TEST(CudaCachingAllocator, MemorySummaryHasTheHeadings) {
   void* p = dev0().allocate(1 * MiB);
   const std::string s = cuda::memory_summary(0);
   dev0().deallocate(p, 1 * MiB);
-  for (const char* heading : {"cuda:0", "Metric", "Current", "Peak", "Allocated memory", "Reserved memory",
-                              "Segments", "cudaMalloc calls", "cache hits", "free of"})
+  for (const char* heading : {"cuda:0", "Metric", "Current", "Peak", "Allocated memory", "Reserved memory", "Segments",
+                              "cudaMalloc calls", "cache hits", "free of"})
     EXPECT_NE(s.find(heading), std::string::npos) << "summary lacks \"" << heading << "\":\n" << s;
   EXPECT_EQ(cuda::memory_summary(Device::cuda(0)).empty(), false);
 }

@@ -41,8 +41,12 @@ TEST(CudaDataLoader, CudaDeviceDeliversTheSameBatchesOnTheGpu) {
   const std::vector<data::Batch> want = epoch(ref);
   for (bool pin : {false, true})
     for (int workers : {0, 2}) {
-      data::DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .num_workers = workers, .pin_memory = pin,
-                                   .device = Device::cuda(), .seed = 3});
+      data::DataLoader loader(ds, {.batch_size = 8,
+                                   .shuffle = true,
+                                   .num_workers = workers,
+                                   .pin_memory = pin,
+                                   .device = Device::cuda(),
+                                   .seed = 3});
       const std::vector<data::Batch> got = epoch(loader);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {

@@ -15,7 +15,8 @@ namespace {
 Tensor labelled_cuda(const Shape& s, DType dt = kFloat32) {
   const size_t nbytes = static_cast<size_t>(s.numel()) * itemsize(dt);
   auto* data = new char[nbytes > 0 ? nbytes : 1]();
-  auto storage = std::make_shared<StorageImpl>(data, nbytes, Device::cuda(0), [](void* p) { delete[] static_cast<char*>(p); });
+  auto storage =
+      std::make_shared<StorageImpl>(data, nbytes, Device::cuda(0), [](void* p) { delete[] static_cast<char*>(p); });
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, s, contiguous_strides(s), dt));
 }
 

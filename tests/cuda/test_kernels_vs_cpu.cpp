@@ -51,11 +51,20 @@ void expect_match(const Tensor& gpu, const Tensor& cpu, const std::string& what)
   ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
   double atol = 0, rtol = 0;
   switch (cpu.dtype()) {
-    case kFloat32: atol = 2e-6, rtol = 1e-5; break;
-    case kFloat64: atol = 1e-12, rtol = 1e-11; break;
-    case kFloat16: atol = 1e-3, rtol = 2e-3; break;
-    case kBFloat16: atol = 1e-2, rtol = 1.6e-2; break;
-    default: break;
+    case kFloat32:
+      atol = 2e-6, rtol = 1e-5;
+      break;
+    case kFloat64:
+      atol = 1e-12, rtol = 1e-11;
+      break;
+    case kFloat16:
+      atol = 1e-3, rtol = 2e-3;
+      break;
+    case kBFloat16:
+      atol = 1e-2, rtol = 1.6e-2;
+      break;
+    default:
+      break;
   }
   // the absolute floor scales with the tensor (sums in another order cancel to different tiny values)
   const std::vector<double> ref = test::values(cpu);
@@ -93,9 +102,9 @@ KERNEL_TEST(UnaryEveryDtypeAndLayout) {
         compare(w, {x}, f);
         compare(w + " strided", {x.t()}, f);
       } else {
-        compare(w + " contiguous", {make(dt, {37, 11}, 1)}, f);                     // vectorised + tail
-        compare(w + " transposed", {make(dt, {11, 37}, 2).t()}, f);                 // strided
-        compare(w + " misaligned", {make(dt, {401}, 3).slice(0, 1, 401)}, f);       // contiguous, not 16-byte aligned
+        compare(w + " contiguous", {make(dt, {37, 11}, 1)}, f);                // vectorised + tail
+        compare(w + " transposed", {make(dt, {11, 37}, 2).t()}, f);            // strided
+        compare(w + " misaligned", {make(dt, {401}, 3).slice(0, 1, 401)}, f);  // contiguous, not 16-byte aligned
       }
     }
   }
@@ -110,7 +119,8 @@ KERNEL_TEST(UnaryEveryDtypeAndLayout) {
 KERNEL_TEST(ClampAndWhereEveryDtype) {
   for (DType dt : kAll) {
     if (dt != kBool)
-      compare("clamp " + tag(dt), {make(dt, {9, 13}, 5)}, [](const std::vector<Tensor>& in) { return raw::clamp(in[0], -1.5, 2.5); });
+      compare("clamp " + tag(dt), {make(dt, {9, 13}, 5)},
+              [](const std::vector<Tensor>& in) { return raw::clamp(in[0], -1.5, 2.5); });
     compare("where " + tag(dt), {make(kBool, {9, 13}, 6), make(dt, {9, 13}, 7), make(dt, {13}, 8)},
             [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); });
     compare("where strided " + tag(dt), {make(kBool, {13, 9}, 6).t(), make(dt, {9, 1}, 7), make(dt, {13, 9}, 8).t()},
@@ -127,9 +137,9 @@ KERNEL_TEST(BinaryEveryDtypeAndBroadcast) {
       Tensor a = make(dt, {21, 19}, 10), b = make(dt, {21, 19}, 11);
       if (op == BinaryOp::Pow && is_floating(dt)) a = abs(a) + 0.5;  // real powers of positive bases
       if (op == BinaryOp::Pow && !is_floating(dt)) b = abs(b);       // (plus negative exponents below)
-      compare(w + " same shape", {a, b}, f);                                       // vectorised
+      compare(w + " same shape", {a, b}, f);                         // vectorised
       compare(w + " scalar rhs", {a, b.slice(0, 0, 1).slice(1, 0, 1).reshape({})}, f);  // stride-0 operand
-      compare(w + " row bcast", {a, b.slice(0, 0, 1)}, f);                          // strided (bcast rows)
+      compare(w + " row bcast", {a, b.slice(0, 0, 1)}, f);                              // strided (bcast rows)
       compare(w + " transposed", {a.t(), b.t()}, f);
       compare(w + " misaligned", {a.flatten().slice(0, 1, 398), b.flatten().slice(0, 2, 399)}, f);
     }
@@ -139,7 +149,8 @@ KERNEL_TEST(BinaryEveryDtypeAndBroadcast) {
           [](const std::vector<Tensor>& in) { return in[0] + in[1]; });
   compare("mul uint8 wraps", {tensor<uint8_t>({200, 3}, {2}), tensor<uint8_t>({2, 100}, {2})},
           [](const std::vector<Tensor>& in) { return in[0] * in[1]; });
-  compare("pow int negative exponents", {tensor<int64_t>({1, -1, -1, 2, 0}, {5}), tensor<int64_t>({-3, -3, -2, -1, 3}, {5})},
+  compare("pow int negative exponents",
+          {tensor<int64_t>({1, -1, -1, 2, 0}, {5}), tensor<int64_t>({-3, -3, -2, -1, 3}, {5})},
           [](const std::vector<Tensor>& in) { return pow(in[0], in[1]); });
   compare("maximum NaN", {tensor<float>({NAN, 1.f}, {2}), tensor<float>({0.f, NAN}, {2})},
           [](const std::vector<Tensor>& in) { return maximum(in[0], in[1]); });
@@ -214,8 +225,9 @@ KERNEL_TEST(Matmul) {
 KERNEL_TEST(Conv2dFloat64AndFloat16) {
   for (DType dt : {kFloat64, kFloat16, kBFloat16}) {
     Tensor x = make(dt, {2, 3, 9, 8}, 50) * 0.3, w = make(dt, {4, 3, 3, 3}, 51) * 0.3, b = make(dt, {4}, 52);
-    compare("conv2d " + tag(dt), {x, w, b},
-            [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}); });
+    compare("conv2d " + tag(dt), {x, w, b}, [](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], in[2], {2, 1}, {1, 0});
+    });
   }
   // gradients in float64 through autograd
   Tensor x = make(kFloat64, {2, 3, 7, 7}, 53), w = make(kFloat64, {4, 3, 3, 3}, 54), b = make(kFloat64, {4}, 55);
@@ -252,8 +264,9 @@ KERNEL_TEST(IndexSelectAndIndexAddEveryDtype) {
     compare("index_select strided " + tag(dt), {make(dt, {6, 4}, 71).t(), idx},
             [](const std::vector<Tensor>& in) { return index_select(in[0], 0, in[1]); });
     if (dt == kBool) continue;
-    compare("index_add " + tag(dt), {make(dt, {2, 5, 3}, 72), idx},
-            [](const std::vector<Tensor>& in) { return raw::index_add_zeros({2, 4, 3}, 1, in[1], in[0]); });
+    compare("index_add " + tag(dt), {make(dt, {2, 5, 3}, 72), idx}, [](const std::vector<Tensor>& in) {
+      return raw::index_add_zeros({2, 4, 3}, 1, in[1], in[0]);
+    });
   }
 }
 

@@ -5,9 +5,9 @@
 namespace ember {
 namespace {
 
-#define SKIP_IF_GPU()                                                          \
-  do {                                                                         \
-    if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";     \
+#define SKIP_IF_GPU()                                                     \
+  do {                                                                    \
+    if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is present"; \
   } while (0)
 
 TEST(CudaNoGpu, NoDevicesAndAReason) {

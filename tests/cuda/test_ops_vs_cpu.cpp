@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "op_cases.h"
 #include <ember/core/backend.h>
 #include <ember/core/raw_ops.h>
+#include "op_cases.h"
 
 #include "test_util.h"
 

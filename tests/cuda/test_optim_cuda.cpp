@@ -19,7 +19,8 @@ using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tens
 Tensor fixed_grad(const Tensor& p, int which, int k) {
   std::vector<double> g(static_cast<size_t>(p.numel()));
   for (size_t i = 0; i < g.size(); ++i)
-    g[i] = std::sin(0.37 * static_cast<double>(i + 1) + 1.3 * k + 2.1 * which) * (1.0 + 0.5 * static_cast<double>(i % 3));
+    g[i] =
+        std::sin(0.37 * static_cast<double>(i + 1) + 1.3 * k + 2.1 * which) * (1.0 + 0.5 * static_cast<double>(i % 3));
   return tensor(g, p.shape(), {.dtype = p.dtype()}).to(p.device());
 }
 
@@ -67,8 +68,8 @@ OPTIM_TEST(SgdEveryOption) {
   check("sgd plain", make<optim::SGD>(optim::SGDOptions{.lr = 0.1}));
   check("sgd weight decay", make<optim::SGD>(optim::SGDOptions{.lr = 0.1, .weight_decay = 0.01}));
   check("sgd momentum dampening", make<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.3}));
-  check("sgd nesterov", make<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.8, .nesterov = true,
-                                                           .weight_decay = 0.01}));
+  check("sgd nesterov",
+        make<optim::SGD>(optim::SGDOptions{.lr = 0.1, .momentum = 0.8, .nesterov = true, .weight_decay = 0.01}));
 }
 
 OPTIM_TEST(AdamAndAdamW) {

@@ -75,9 +75,7 @@ TEST(CudaPluginChild, DISABLED_UnavailableWithTheReason) {
   expect_cpu_training_works();
 }
 
-TEST(CudaPlugin, SwitchedOffByTheEnvironment) {
-  EXPECT_TRUE(child_passes("EMBER_CUDA_PLUGIN=off", "switched off"));
-}
+TEST(CudaPlugin, SwitchedOffByTheEnvironment) { EXPECT_TRUE(child_passes("EMBER_CUDA_PLUGIN=off", "switched off")); }
 
 TEST(CudaPlugin, MissingPluginIsNamed) {
 #if EMBER_WITH_CUDA

@@ -29,8 +29,7 @@ TEST(CudaRuntime, DeviceQueries) {
 TEST(CudaRuntime, SetDeviceOutOfRangeThrows) {
   EMBER_SKIP_IF_NO_CUDA();
   const std::string n = std::to_string(cuda::device_count());
-  EXPECT_THROW_MSG(cuda::set_device(cuda::device_count()), DeviceError, "cuda::set_device", "out of range",
-                   n.c_str());
+  EXPECT_THROW_MSG(cuda::set_device(cuda::device_count()), DeviceError, "cuda::set_device", "out of range", n.c_str());
   EXPECT_THROW_MSG(cuda::set_device(-1), DeviceError, "out of range");
   EXPECT_THROW_MSG(cuda::get_device_name(cuda::device_count()), DeviceError, "out of range");
 }
@@ -38,8 +37,7 @@ TEST(CudaRuntime, SetDeviceOutOfRangeThrows) {
 TEST(CudaRuntime, TensorOnMissingDeviceThrowsNamingIt) {
   EMBER_SKIP_IF_NO_CUDA();
   if (cuda::device_count() > 1) GTEST_SKIP() << "this machine has a cuda:1";
-  EXPECT_THROW_MSG(zeros({2, 3}, {.device = Device::cuda(1)}), DeviceError, "cuda:1", "device index 1",
-                   "out of range");
+  EXPECT_THROW_MSG(zeros({2, 3}, {.device = Device::cuda(1)}), DeviceError, "cuda:1", "device index 1", "out of range");
   EXPECT_THROW_MSG(ones({2}).to(Device::cuda(1)), DeviceError, "cuda:1", "out of range");
 }
 

@@ -54,8 +54,7 @@ TEST(CudaStream, GuardRestoresOnException) {
   try {
     cuda::StreamGuard g(cuda::Stream::create());
     throw ValueError("boom");
-  } catch (const ValueError&) {
-  }
+  } catch (const ValueError&) {}
   EXPECT_EQ(cuda::current_stream(), before);
 }
 

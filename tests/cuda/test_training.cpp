@@ -1,8 +1,9 @@
 // tests: training on CUDA — an MLP (SGD with Nesterov momentum and weight decay, Adam, AdamW) and a CNN
 // (conv, max and average pooling; Adam) moved with Module::to: the loss goes down, and the per-step losses
 // and early parameters match the same run on the CPU; optimiser state lives on the parameters' device,
-// follows a model moved after some steps, and load_state_dict moves it there. Each test also runs with the CPU standing in for the GPU (the *OnCpu
-// suite), so the test code and its thresholds are exercised on every machine. Also: the TF32 switch.
+// follows a model moved after some steps, and load_state_dict moves it there. Each test also runs with the CPU standing
+// in for the GPU (the *OnCpu suite), so the test code and its thresholds are exercised on every machine. Also: the TF32
+// switch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,8 +21,14 @@ using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tens
 nn::Chain mlp() { return nn::Chain{nn::Dense(20, 32, nn::relu), nn::Dense(32, 5)}; }
 // [N, 1, 12, 12] -> conv(pad 1) 4x12x12 -> maxpool 4x6x6 -> conv 8x4x4 -> avgpool 8x2x2 -> 32 -> 5
 nn::Chain cnn() {
-  return nn::Chain{nn::Conv2d(1, 4, 3, {.padding = 1}), nn::relu, nn::MaxPool2d(2), nn::Conv2d(4, 8, 3), nn::relu,
-                   nn::AvgPool2d(2), nn::Flatten(), nn::Dense(32, 5)};
+  return nn::Chain{nn::Conv2d(1, 4, 3, {.padding = 1}),
+                   nn::relu,
+                   nn::MaxPool2d(2),
+                   nn::Conv2d(4, 8, 3),
+                   nn::relu,
+                   nn::AvgPool2d(2),
+                   nn::Flatten(),
+                   nn::Dense(32, 5)};
 }
 
 // A learnable problem: the class is the argmax of the first 5 features (or of 5 image regions).
@@ -87,8 +94,8 @@ void check_training(const std::string& what, const MakeModel& make, const MakeOp
 
 MakeOpt sgd() {
   return [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true,
-                                                                         .weight_decay = 1e-4});
+    return std::make_unique<optim::SGD>(
+        std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 1e-4});
   };
 }
 MakeOpt adam() {
@@ -97,7 +104,9 @@ MakeOpt adam() {
   };
 }
 MakeOpt adamw() {
-  return [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 1e-2}); };
+  return [](std::vector<Tensor> p) {
+    return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 1e-2});
+  };
 }
 
 class CudaTraining : public CudaSuite {};

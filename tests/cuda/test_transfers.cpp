@@ -188,7 +188,7 @@ TEST(CudaTransfer, PageableHostToDeviceIsSynchronous) {
   EMBER_SKIP_IF_NO_CUDA();
   Tensor x = full({1 << 22}, 1.0);
   Tensor g = x.to(kCuda, /*non_blocking=*/true);  // pageable: non_blocking cannot apply
-  x.fill_(2.0);  // the copy has finished reading x when to() returns
+  x.fill_(2.0);                                   // the copy has finished reading x when to() returns
   std::vector<float> v = g.to_vector<float>();
   size_t wrong = 0;
   for (float f : v) wrong += f != 1.0f;
@@ -224,7 +224,7 @@ TEST(CudaTransfer, PinMemory) {
   EXPECT_TRUE(p.is_cpu());
   EXPECT_FALSE(x.is_pinned());
   EXPECT_EQ(values(p), values(x));
-  EXPECT_TRUE(p.pin_memory().is_same(p));  // already pinned: itself
+  EXPECT_TRUE(p.pin_memory().is_same(p));      // already pinned: itself
   Tensor pt = x.transpose(0, 2).pin_memory();  // strided source: a contiguous pinned copy
   EXPECT_TRUE(pt.is_pinned());
   EXPECT_TRUE(pt.is_contiguous());

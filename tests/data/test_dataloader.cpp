@@ -167,15 +167,18 @@ TEST(DataLoader, ShuffleCoversEveryIndexOnceAndChangesPerEpoch) {
   data::DataLoader other(make_ds(50), {.batch_size = 8, .shuffle = true, .seed = 8});
   for (int e = 0; e < 3; ++e) {
     std::vector<int64_t> a, o;
-    for (const auto& b : again) for (int64_t i : ids(b)) a.push_back(i);
-    for (const auto& b : other) for (int64_t i : ids(b)) o.push_back(i);
+    for (const auto& b : again)
+      for (int64_t i : ids(b)) a.push_back(i);
+    for (const auto& b : other)
+      for (int64_t i : ids(b)) o.push_back(i);
     EXPECT_EQ(a, orders[static_cast<size_t>(e)]);
     EXPECT_NE(o, orders[static_cast<size_t>(e)]);
   }
   // set_epoch replays an epoch's order.
   again.set_epoch(1);
   std::vector<int64_t> replay;
-  for (const auto& b : again) for (int64_t i : ids(b)) replay.push_back(i);
+  for (const auto& b : again)
+    for (int64_t i : ids(b)) replay.push_back(i);
   EXPECT_EQ(replay, orders[1]);
 }
 
@@ -234,8 +237,7 @@ TEST(DataLoader, WorkerExceptionIsRethrownAtItsBatch) {
       int again = 0;
       try {
         for (const auto& b : loader) (void)b, ++again;
-      } catch (const std::runtime_error&) {
-      }
+      } catch (const std::runtime_error&) {}
       EXPECT_EQ(again, 3);
     }  // destroying the loader joins the workers
   }

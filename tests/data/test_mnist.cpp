@@ -82,8 +82,8 @@ TEST(MNIST, LoadsFakeFilesScaledToUnitRange) {
 TEST(MNIST, MissingOrInconsistentFilesThrowIOError) {
   fs::path d = tmpdir("bad");
   const std::string root = d.string();
-  EXPECT_THROW_MSG(data::MNIST(root, data::Split::Train), IOError, "MNIST", root.c_str(),
-                   "train-images-idx3-ubyte.gz", "train-images-idx3-ubyte)");
+  EXPECT_THROW_MSG(data::MNIST(root, data::Split::Train), IOError, "MNIST", root.c_str(), "train-images-idx3-ubyte.gz",
+                   "train-images-idx3-ubyte)");
   write_gz(d / "t10k-images-idx3-ubyte.gz", images(4));
   EXPECT_THROW_MSG(data::MNIST(d.string(), data::Split::Test), IOError, "t10k-labels-idx1-ubyte.gz");
   write_gz(d / "t10k-labels-idx1-ubyte.gz", labels(3));

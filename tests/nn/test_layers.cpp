@@ -34,8 +34,8 @@ const TensorOptions f64{.dtype = kFloat64};
       d[i] = orig;
       const double num = (fp - fm) / (2 * eps);
       if (!(std::fabs(num - ana[static_cast<size_t>(i)]) <= atol + rtol * std::fabs(num)))
-        return ::testing::AssertionFailure() << name << " element " << i << ": numeric " << num << ", analytic "
-                                             << ana[static_cast<size_t>(i)];
+        return ::testing::AssertionFailure()
+               << name << " element " << i << ": numeric " << num << ", analytic " << ana[static_cast<size_t>(i)];
     }
   }
   return ::testing::AssertionSuccess();
@@ -118,7 +118,8 @@ TEST(Dense, NoBias) {
   Tensor x = randn({4, 3});
   std::vector<double> xv = test::values(x), w = test::values(d.weight()), ref;
   for (int i = 0; i < 4; ++i)
-    for (int o = 0; o < 2; ++o) ref.push_back(xv[i * 3] * w[o * 3] + xv[i * 3 + 1] * w[o * 3 + 1] + xv[i * 3 + 2] * w[o * 3 + 2]);
+    for (int o = 0; o < 2; ++o)
+      ref.push_back(xv[i * 3] * w[o * 3] + xv[i * 3 + 1] * w[o * 3 + 1] + xv[i * 3 + 2] * w[o * 3 + 2]);
   EXPECT_TENSOR_NEAR(d(x), Shape({4, 2}), ref, 1e-5, 1e-5);
 }
 
@@ -306,9 +307,9 @@ ChannelStats channel_stats(const std::vector<double>& v, int64_t n, int64_t c, i
 }
 
 // (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c] over [N, C, S].
-std::vector<double> bn_ref(const std::vector<double>& v, int64_t n, int64_t c, int64_t s, const std::vector<double>& mean,
-                           const std::vector<double>& var, const std::vector<double>& w, const std::vector<double>& b,
-                           double eps = 1e-5) {
+std::vector<double> bn_ref(const std::vector<double>& v, int64_t n, int64_t c, int64_t s,
+                           const std::vector<double>& mean, const std::vector<double>& var,
+                           const std::vector<double>& w, const std::vector<double>& b, double eps = 1e-5) {
   std::vector<double> out(v.size());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
@@ -509,7 +510,9 @@ TEST(Embedding, Gradcheck) {
   e.to(kFloat64);
   Tensor idx = tensor<int64_t>({5, 0, 2, 5}, {2, 2}), r = randn({2, 2, 3}, f64);
   EXPECT_TRUE(gradcheck_ok(
-      [](const std::vector<Tensor>& in) { return index_select(in[0], 0, in[1].reshape({-1})).reshape({2, 2, 3}); },
+      [](const std::vector<Tensor>& in) {
+        return index_select(in[0], 0, in[1].reshape({-1})).reshape({2, 2, 3});
+      },
       {e.weight().detach(), idx}));
   EXPECT_TRUE(param_grads_match(e, [&] { return sum(e(idx) * r); }));
 }
@@ -518,8 +521,12 @@ TEST(Embedding, Gradcheck) {
 
 TEST(Layers, ConvNetGradcheck) {
   manual_seed(80);
-  nn::Chain model{nn::Conv2d(1, 2, 3, {.padding = 1}), nn::tanh, nn::AvgPool2d(2), nn::Flatten(),
-                  nn::Dense(2 * 2 * 2, 3), nn::LayerNorm(3)};
+  nn::Chain model{nn::Conv2d(1, 2, 3, {.padding = 1}),
+                  nn::tanh,
+                  nn::AvgPool2d(2),
+                  nn::Flatten(),
+                  nn::Dense(2 * 2 * 2, 3),
+                  nn::LayerNorm(3)};
   model.to(kFloat64);
   Tensor x = randn({2, 1, 4, 4}, f64), r = randn({2, 3}, f64);
   EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return model(in[0]); }, {x}));

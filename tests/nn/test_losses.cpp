@@ -153,17 +153,18 @@ TEST(Losses, Gradchecks) {
   Tensor soft = rand({4, 5}, f64);
   EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return nn::logitcrossentropy(in[0], soft); }, {z}));
   // The gradient reaches soft targets too (as in PyTorch), e.g. a distillation target that is trained.
-  EXPECT_TRUE(gradcheck_ok([](const std::vector<Tensor>& in) { return nn::logitcrossentropy(in[0], in[1]); },
-                           {z, soft}));
+  EXPECT_TRUE(
+      gradcheck_ok([](const std::vector<Tensor>& in) { return nn::logitcrossentropy(in[0], in[1]); }, {z, soft}));
   Tensor p = randn({3, 4}, f64), t = randn({3, 4}, f64);
   EXPECT_TRUE(gradcheck_ok([](const std::vector<Tensor>& in) { return nn::mse_loss(in[0], in[1]); }, {p, t}));
   Tensor x = randn({3, 4}, f64) * 3.0, tb = rand({3, 4}, f64);
-  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return nn::binary_cross_entropy_with_logits(in[0], tb); },
-                           {x}));
+  EXPECT_TRUE(gradcheck_ok(
+      [&](const std::vector<Tensor>& in) { return nn::binary_cross_entropy_with_logits(in[0], tb); }, {x}));
   EXPECT_TRUE(gradcheck_ok(
       [](const std::vector<Tensor>& in) { return nn::binary_cross_entropy_with_logits(in[0], in[1]); }, {x, tb}));
   // Through a chain of ops (the loss node's incoming gradient is not 1).
-  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return nn::cross_entropy(in[0] * 2.0, y) * 3.0; }, {z}));
+  EXPECT_TRUE(
+      gradcheck_ok([&](const std::vector<Tensor>& in) { return nn::cross_entropy(in[0] * 2.0, y) * 3.0; }, {z}));
 }
 
 TEST(Losses, TargetsWithoutGradGetNone) {
@@ -215,8 +216,8 @@ TEST(Losses, Errors) {
                    "[4, 3]");
   EXPECT_THROW_MSG(nn::cross_entropy(z, tensor<int64_t>({0, -1, 2, 0}, {4})), IndexError, "cross_entropy");
   EXPECT_THROW_MSG(nn::cross_entropy(randn({4}), tensor<int64_t>({0}, {1})), ShapeError, "cross_entropy", "[4]");
-  EXPECT_THROW_MSG(nn::cross_entropy(zeros({4, 3}, {.dtype = kInt64}), tensor<int64_t>({0, 0, 0, 0}, {4})),
-                   DTypeError, "cross_entropy", "int64");
+  EXPECT_THROW_MSG(nn::cross_entropy(zeros({4, 3}, {.dtype = kInt64}), tensor<int64_t>({0, 0, 0, 0}, {4})), DTypeError,
+                   "cross_entropy", "int64");
   // logitcrossentropy
   EXPECT_THROW_MSG(nn::logitcrossentropy(z, zeros({4, 2})), ShapeError, "logitcrossentropy", "[4, 3]", "[4, 2]");
   EXPECT_THROW_MSG(nn::logitcrossentropy(zeros({4, 3}, {.dtype = kInt32}), zeros({4, 3})), DTypeError,
@@ -226,8 +227,8 @@ TEST(Losses, Errors) {
   EXPECT_THROW_MSG(nn::mse_loss(zeros({2}, {.dtype = kInt64}), zeros({2}, {.dtype = kInt64})), DTypeError, "mse_loss",
                    "int64");
   // binary_cross_entropy_with_logits
-  EXPECT_THROW_MSG(nn::binary_cross_entropy_with_logits(z, zeros({4})), ShapeError,
-                   "binary_cross_entropy_with_logits", "[4, 3]", "[4]");
+  EXPECT_THROW_MSG(nn::binary_cross_entropy_with_logits(z, zeros({4})), ShapeError, "binary_cross_entropy_with_logits",
+                   "[4, 3]", "[4]");
   EXPECT_THROW_MSG(nn::binary_cross_entropy_with_logits(zeros({4}, {.dtype = kInt64}), zeros({4})), DTypeError,
                    "binary_cross_entropy_with_logits", "int64");
   // Undefined arguments.

@@ -183,12 +183,12 @@ TEST(Module, ToDTypeConvertsInPlace) {
     EXPECT_EQ(params[i].dtype(), kFloat64);
     EXPECT_TRUE(params[i].is_same(now[i]));
     EXPECT_TRUE(params[i].requires_grad());
-    EXPECT_FALSE(params[i].grad().defined());  // gradients are dropped
+    EXPECT_FALSE(params[i].grad().defined());                        // gradients are dropped
     EXPECT_TENSOR_NEAR(params[i], now[i].shape(), before[i], 0, 0);  // float32 -> float64 is exact
   }
   auto bufs = o.named_buffers();
   EXPECT_EQ(bufs[0].second.dtype(), kFloat64);
-  EXPECT_EQ(bufs[2].second.dtype(), kInt64);  // the counter keeps its integer type
+  EXPECT_EQ(bufs[2].second.dtype(), kInt64);       // the counter keeps its integer type
   EXPECT_TRUE(o.fc1.weight().is_same(params[0]));  // the layer's own handle follows too
   Tensor y = o(randn({4, 4}, {.dtype = kFloat64}));
   EXPECT_EQ(y.dtype(), kFloat64);
@@ -277,8 +277,7 @@ TEST(Module, ChainIndexAndPushBack) {
   EXPECT_EQ(c(randn({5, 3})).shape(), Shape({5, 2}));
   c.push_back(nn::sigmoid);
   EXPECT_EQ(alias.size(), 4u);
-  EXPECT_EQ(names(alias.named_parameters()),
-            (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(names(alias.named_parameters()), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
   Tensor y = alias(randn({5, 3}));
   for (double v : test::values(y)) EXPECT_TRUE(v > 0 && v < 1);  // the sigmoid pushed through `c` ran
 }

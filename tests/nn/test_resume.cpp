@@ -38,7 +38,8 @@ TEST(Resume, SameNextLossAsAnUninterruptedRun) {
   optim::Adam opt_b(b.parameters(), {.lr = 1e-2});
   const int64_t step = nn::load_checkpoint(path, b, opt_b);
   EXPECT_EQ(step, 5);
-  for (int k = 5; k < 8; ++k) EXPECT_EQ(train_step(b, opt_b, k), uninterrupted[static_cast<size_t>(k - 5)]) << "step " << k;
+  for (int k = 5; k < 8; ++k)
+    EXPECT_EQ(train_step(b, opt_b, k), uninterrupted[static_cast<size_t>(k - 5)]) << "step " << k;
 
   // Without the optimiser state (a fresh Adam on the loaded weights) the next loss is the same, but the
   // one after differs: the moments matter, so the test above really checks them.

@@ -58,9 +58,7 @@ std::string st_file(const std::string& header, const std::string& data = "") {
   return out + header + data;
 }
 
-nn::Chain make_model() {
-  return nn::Chain{nn::Dense(4, 8, nn::relu), nn::BatchNorm1d(8), nn::Dense(8, 3)};
-}
+nn::Chain make_model() { return nn::Chain{nn::Dense(4, 8, nn::relu), nn::BatchNorm1d(8), nn::Dense(8, 3)}; }
 // Runs a few training-mode batches so the BatchNorm buffers hold something other than their initial values.
 void warm_up(nn::Chain& m) {
   m.train();
@@ -226,7 +224,7 @@ TEST_F(Serialize, WriteIsAtomicAndReplaces) {
   const std::string p = path("model.safetensors");
   nn::save(a, p);
   EXPECT_EQ(files(), std::vector<std::string>{"model.safetensors"});  // no *.tmp.* left behind
-  nn::save(b, p);                                                      // over an existing file
+  nn::save(b, p);                                                     // over an existing file
   EXPECT_EQ(files(), std::vector<std::string>{"model.safetensors"});
   nn::Chain c = make_model();
   nn::load(c, p);

@@ -19,11 +19,14 @@ inline Tensor make_param(const std::vector<double>& v, const Shape& shape, DType
 inline std::vector<double> fixed_grad(int which, int k, size_t n) {
   std::vector<double> g(n);
   for (size_t i = 0; i < n; ++i)
-    g[i] = std::sin(0.37 * static_cast<double>(i + 1) + 1.3 * k + 2.1 * which) * (1.0 + 0.5 * static_cast<double>(i % 3));
+    g[i] =
+        std::sin(0.37 * static_cast<double>(i + 1) + 1.3 * k + 2.1 * which) * (1.0 + 0.5 * static_cast<double>(i % 3));
   return g;
 }
 
-inline void feed_grad(Tensor& p, const std::vector<double>& g) { p.set_grad(tensor(g, p.shape(), {.dtype = p.dtype()})); }
+inline void feed_grad(Tensor& p, const std::vector<double>& g) {
+  p.set_grad(tensor(g, p.shape(), {.dtype = p.dtype()}));
+}
 
 // Trains sigmoid(W2 tanh(W1 x + b1) + b2) on XOR with mse, stopping once the loss is below `target` or
 // after max_steps; make_opt builds the optimiser over the four parameters.

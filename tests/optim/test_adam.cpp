@@ -56,7 +56,9 @@ void check_adam(const optim::AdamOptions& o, bool decoupled, DType dt, double to
 }
 
 TEST(Adam, Defaults) { check_adam({}, false, kFloat64, 1e-12); }
-TEST(Adam, CustomBetasEps) { check_adam({.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-3}, false, kFloat64, 1e-12); }
+TEST(Adam, CustomBetasEps) {
+  check_adam({.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-3}, false, kFloat64, 1e-12);
+}
 TEST(Adam, WeightDecay) { check_adam({.lr = 0.01, .weight_decay = 0.1}, false, kFloat64, 1e-12); }
 TEST(Adam, Float32) { check_adam({.lr = 0.01, .weight_decay = 0.1}, false, kFloat32, 2e-6); }
 TEST(AdamW, DecoupledWeightDecay) { check_adam({.lr = 0.01, .weight_decay = 0.1}, true, kFloat64, 1e-12); }
@@ -115,7 +117,7 @@ TEST(Adam, SkipsParamsAndCountsStepsPerParam) {
   std::vector<std::string> names;
   for (auto& [n, t] : sd) names.push_back(n);
   EXPECT_EQ(names, (std::vector<std::string>{"param_groups.lr", "state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq",
-                                              "state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq"}));
+                                             "state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq"}));
   EXPECT_EQ(sd[1].second.item<double>(), 4.0);
   EXPECT_EQ(sd[4].second.item<double>(), 2.0);
   EXPECT_EQ(sd[0].second.dim(), 0);
@@ -174,7 +176,9 @@ void check_round_trip(const Options& o) {
   EXPECT_NE(values(b.state_dict()[2].second), values(sd[2].second));
 }
 TEST(Adam, StateDictRoundTrip) { check_round_trip<optim::Adam>(optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1}); }
-TEST(AdamW, StateDictRoundTrip) { check_round_trip<optim::AdamW>(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1}); }
+TEST(AdamW, StateDictRoundTrip) {
+  check_round_trip<optim::AdamW>(optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
+}
 
 TEST(Adam, LoadStateDictMismatchesThrowNamingTheEntry) {
   Tensor p0 = make_param(kInit0, {2, 3}), p1 = make_param(kInit1, {4});
@@ -203,18 +207,21 @@ TEST(Adam, LoadStateDictMismatchesThrowNamingTheEntry) {
   const TensorOptions f64{.dtype = kFloat64};
   EXPECT_THROW_MSG(opt.load_state_dict(with("state.0.exp_avg", zeros({3, 2}, f64))), Error, "Adam", "'state.0.exp_avg'",
                    "[3, 2]", "[2, 3]");
-  EXPECT_THROW_MSG(opt.load_state_dict(with("state.1.exp_avg_sq", zeros({4}))), Error, "'state.1.exp_avg_sq'", "float32",
-                   "float64");
-  EXPECT_THROW_MSG(opt.load_state_dict(with("state.1.step", full(Shape{}, 1, {.dtype = kInt64}))), Error, "'state.1.step'");
+  EXPECT_THROW_MSG(opt.load_state_dict(with("state.1.exp_avg_sq", zeros({4}))), Error, "'state.1.exp_avg_sq'",
+                   "float32", "float64");
+  EXPECT_THROW_MSG(opt.load_state_dict(with("state.1.step", full(Shape{}, 1, {.dtype = kInt64}))), Error,
+                   "'state.1.step'");
   EXPECT_THROW_MSG(opt.load_state_dict(with("state.1.step", full(Shape{}, -1.0, f64))), Error, "'state.1.step'");
   EXPECT_THROW_MSG(opt.load_state_dict(with("param_groups.lr", zeros({1}, f64))), Error, "'param_groups.lr'");
   EXPECT_THROW_MSG(opt.load_state_dict(without("param_groups.lr")), Error, "'param_groups.lr' is missing");
   EXPECT_THROW_MSG(opt.load_state_dict(without("state.0.exp_avg_sq")), Error, "'state.0.exp_avg_sq' is missing");
-  EXPECT_THROW_MSG(opt.load_state_dict(plus("state.2.step", full(Shape{}, 1.0, f64))), Error, "unexpected entry 'state.2.step'");
+  EXPECT_THROW_MSG(opt.load_state_dict(plus("state.2.step", full(Shape{}, 1.0, f64))), Error,
+                   "unexpected entry 'state.2.step'");
   EXPECT_THROW_MSG(opt.load_state_dict(plus("state.0.momentum_buffer", zeros({2, 3}, f64))), Error,
                    "unexpected entry 'state.0.momentum_buffer'");
   EXPECT_THROW_MSG(opt.load_state_dict(plus("lr", full(Shape{}, 1.0, f64))), Error, "unexpected entry 'lr'");
-  EXPECT_THROW_MSG(opt.load_state_dict(plus("state.0.exp_avg", zeros({2, 3}, f64))), Error, "'state.0.exp_avg' appears twice");
+  EXPECT_THROW_MSG(opt.load_state_dict(plus("state.0.exp_avg", zeros({2, 3}, f64))), Error,
+                   "'state.0.exp_avg' appears twice");
   // a failed load changes nothing
   EXPECT_EQ(opt.lr(), 0.01);
   optim::StateDict after = opt.state_dict();

@@ -64,7 +64,8 @@ TEST(LRScheduler, BadOptionsThrow) {
   EXPECT_THROW_MSG(optim::StepLR(opt, {}), ValueError, "StepLR", "step_size");
   EXPECT_THROW_MSG(optim::StepLR(opt, {.step_size = 2, .gamma = -1}), ValueError, "StepLR", "gamma");
   EXPECT_THROW_MSG(optim::CosineAnnealingLR(opt, {.T_max = 0}), ValueError, "CosineAnnealingLR", "T_max");
-  EXPECT_THROW_MSG(optim::CosineAnnealingLR(opt, {.T_max = 5, .eta_min = -1}), ValueError, "CosineAnnealingLR", "eta_min");
+  EXPECT_THROW_MSG(optim::CosineAnnealingLR(opt, {.T_max = 5, .eta_min = -1}), ValueError, "CosineAnnealingLR",
+                   "eta_min");
 }
 
 }  // namespace

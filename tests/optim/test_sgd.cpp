@@ -157,8 +157,8 @@ TEST(SGD, LoadStateDictChecksEntries) {
   const Tensor lr = full(Shape{}, 0.1, f64);
   EXPECT_THROW_MSG(opt.load_state_dict({{"param_groups.lr", lr}, {"state.0.momentum_buffer", zeros({3}, f64)}}), Error,
                    "state.0.momentum_buffer", "[3]", "[2]");
-  EXPECT_THROW_MSG(opt.load_state_dict({{"param_groups.lr", lr}, {"state.0.exp_avg", zeros({2}, f64)}}),
-                   Error, "unexpected entry 'state.0.exp_avg'");
+  EXPECT_THROW_MSG(opt.load_state_dict({{"param_groups.lr", lr}, {"state.0.exp_avg", zeros({2}, f64)}}), Error,
+                   "unexpected entry 'state.0.exp_avg'");
   optim::SGD plain({p}, {.lr = 0.1});  // no momentum: no state at all
   EXPECT_THROW_MSG(plain.load_state_dict({{"param_groups.lr", lr}, {"state.0.momentum_buffer", zeros({2}, f64)}}),
                    Error, "unexpected entry 'state.0.momentum_buffer'");
@@ -189,8 +189,8 @@ TEST(SGD, RejectsUnsupportedDtype) {
 }
 
 TEST(SGD, LearnsXor) {
-  XorResult r = train_xor([](std::vector<Tensor> ps) { return optim::SGD(std::move(ps), {.lr = 0.5, .momentum = 0.9}); },
-                        500, 0.05);
+  XorResult r = train_xor(
+      [](std::vector<Tensor> ps) { return optim::SGD(std::move(ps), {.lr = 0.5, .momentum = 0.9}); }, 500, 0.05);
   EXPECT_LT(r.loss, 0.05) << "after " << r.steps << " steps";
 }
 

@@ -65,7 +65,7 @@ inline Tensor pattern(const Shape& s) {
 
 // --- helpers to build table rows tersely
 inline OpCase C(std::string name, std::function<TV()> in, TensorFn fn, double atol = 1e-5, double rtol = 1e-3,
-         double eps = 1e-6) {
+                double eps = 1e-6) {
   return OpCase{std::move(name), std::move(in), std::move(fn), atol, rtol, eps};
 }
 // fn of one input
@@ -76,6 +76,8 @@ inline TensorFn F2(std::function<Tensor(const Tensor&, const Tensor&)> f) {
   return [f](const TV& in) { return f(in[0], in[1]); };
 }
 
+// The tables below are laid out by hand, one case per line (clang-format would break every lambda apart).
+// clang-format off
 inline void add_arithmetic(std::vector<OpCase>& cs) {
   using BinFn = std::function<Tensor(const Tensor&, const Tensor&)>;
   struct Bin {
@@ -522,6 +524,8 @@ inline void add_composite(std::vector<OpCase>& cs) {
                    return gelu(c / sqrt(var(x, {1}, true, 0) + 1e-3));
                  })));
 }
+
+// clang-format on
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> cs;

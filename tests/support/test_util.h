@@ -45,7 +45,8 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const Shape& shap
     return ::testing::AssertionFailure() << os.str();
   }
   std::vector<double> v = values(t);
-  if (v.size() != ref.size()) return ::testing::AssertionFailure() << v.size() << " values vs " << ref.size() << " expected";
+  if (v.size() != ref.size())
+    return ::testing::AssertionFailure() << v.size() << " values vs " << ref.size() << " expected";
   for (size_t i = 0; i < v.size(); ++i) {
     bool ok = (std::isnan(v[i]) && std::isnan(ref[i])) || v[i] == ref[i] ||
               std::fabs(v[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]);
@@ -56,27 +57,28 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const Shape& shap
 
 }  // namespace ember::test
 
-#define EXPECT_TENSOR_NEAR(t, shape, ref, ...) EXPECT_TRUE(::ember::test::tensor_near((t), (shape), (ref), ##__VA_ARGS__))
+#define EXPECT_TENSOR_NEAR(t, shape, ref, ...) \
+  EXPECT_TRUE(::ember::test::tensor_near((t), (shape), (ref), ##__VA_ARGS__))
 
 // Expects `stmt` to throw ErrT whose message contains every one of the given substrings.
-#define EXPECT_THROW_MSG(stmt, ErrT, ...)                                                        \
-  do {                                                                                           \
-    bool thrown_ = false;                                                                        \
-    try {                                                                                        \
-      stmt;                                                                                      \
-    } catch (const ErrT& e_) {                                                                   \
-      thrown_ = true;                                                                            \
-      std::string msg_ = e_.what();                                                              \
-      for (const char* sub_ : {__VA_ARGS__})                                                     \
+#define EXPECT_THROW_MSG(stmt, ErrT, ...)                                                                       \
+  do {                                                                                                          \
+    bool thrown_ = false;                                                                                       \
+    try {                                                                                                       \
+      stmt;                                                                                                     \
+    } catch (const ErrT& e_) {                                                                                  \
+      thrown_ = true;                                                                                           \
+      std::string msg_ = e_.what();                                                                             \
+      for (const char* sub_ : {__VA_ARGS__})                                                                    \
         EXPECT_NE(msg_.find(sub_), std::string::npos) << "message \"" << msg_ << "\" lacks \"" << sub_ << "\""; \
-    } catch (const std::exception& e_) {                                                         \
-      ADD_FAILURE() << "expected " #ErrT ", got another exception: " << e_.what();               \
-      thrown_ = true;                                                                            \
-    }                                                                                            \
-    if (!thrown_) ADD_FAILURE() << "expected " #ErrT " from: " #stmt;                            \
+    } catch (const std::exception& e_) {                                                                        \
+      ADD_FAILURE() << "expected " #ErrT ", got another exception: " << e_.what();                              \
+      thrown_ = true;                                                                                           \
+    }                                                                                                           \
+    if (!thrown_) ADD_FAILURE() << "expected " #ErrT " from: " #stmt;                                           \
   } while (0)
 
-#define EMBER_SKIP_IF_NO_CUDA()                                                               \
-  do {                                                                                        \
+#define EMBER_SKIP_IF_NO_CUDA()                                                                                    \
+  do {                                                                                                             \
     if (!::ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << ::ember::cuda::unavailable_reason(); \
   } while (0)

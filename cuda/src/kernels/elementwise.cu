@@ -37,8 +37,8 @@ Flat flat(const Operand& o, const Layout& l) {
 template <class C>
 __device__ inline C unary_op(UnaryOp op, C v) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost)                                          \
-  case UnaryOp::Name:                                                                 \
+#define EMBER_X(Name, str, float_only, cost)                                                       \
+  case UnaryOp::Name:                                                                              \
     if constexpr (scalar::kUnaryDefined<UnaryOp::Name, C>) return scalar::unary<UnaryOp::Name>(v); \
     break;
     EMBER_UNARY_OPS(EMBER_X)
@@ -53,13 +53,13 @@ __device__ inline R binary_op(BinaryOp op, T a, T b) {
   using C = compute_t<T>;
   const C x = load_c(a), y = load_c(b);
   switch (op) {
-#define EMBER_X(Name, str, kind)                                                                          \
-  case BinaryOp::Name:                                                                                    \
-    if constexpr (is_comparison(BinaryOp::Name)) {                                                        \
-      if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y);           \
-    } else if constexpr (std::is_same<R, T>::value && scalar::kBinaryDefined<BinaryOp::Name, C>) {        \
-      return store_c<T>(scalar::binary<BinaryOp::Name>(x, y));                                           \
-    }                                                                                                     \
+#define EMBER_X(Name, str, kind)                                                                   \
+  case BinaryOp::Name:                                                                             \
+    if constexpr (is_comparison(BinaryOp::Name)) {                                                 \
+      if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y);     \
+    } else if constexpr (std::is_same<R, T>::value && scalar::kBinaryDefined<BinaryOp::Name, C>) { \
+      return store_c<T>(scalar::binary<BinaryOp::Name>(x, y));                                     \
+    }                                                                                              \
     break;
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -89,7 +89,8 @@ __global__ void unary_strided_kernel(UnaryOp op, Operand out, Operand x, Layout 
   T* o = static_cast<T*>(out.data);
   const T* in = static_cast<const T*>(x.data);
   EMBER_KERNEL_LOOP(i, layout.numel) {
-    o[element_offset(i, layout, out.strides)] = store_c<T>(unary_op(op, load_c(in[element_offset(i, layout, x.strides)])));
+    o[element_offset(i, layout, out.strides)] =
+        store_c<T>(unary_op(op, load_c(in[element_offset(i, layout, x.strides)])));
   }
 }
 
@@ -170,8 +171,8 @@ void binary_typed(BinaryOp op, const Operand& out, const Operand& a, const Opera
                    (fa == Flat::Scalar || aligned(a.data, 16)) && (fb == Flat::Scalar || aligned(b.data, 16));
   if (vec) {
     binary_vec_kernel<R, T><<<grid_size(CEIL_DIV(layout.numel, N)), kBlockSize, 0, stream>>>(
-        op, static_cast<R*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data),
-        fa == Flat::Scalar, fb == Flat::Scalar, layout.numel);
+        op, static_cast<R*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), fa == Flat::Scalar,
+        fb == Flat::Scalar, layout.numel);
   } else {
     binary_strided_kernel<R, T><<<grid_size(layout.numel), kBlockSize, 0, stream>>>(op, out, a, b, layout);
   }

@@ -45,25 +45,50 @@ void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t o
   if (total == 0) return;
   const unsigned grid = grid_size(total);
   switch (itemsize) {
-    case 1: index_select_kernel<uint8_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(x), idx, outer, D, n, inner); break;
-    case 2: index_select_kernel<uint16_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(x), idx, outer, D, n, inner); break;
-    case 4: index_select_kernel<uint32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(x), idx, outer, D, n, inner); break;
-    default: index_select_kernel<uint64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(x), idx, outer, D, n, inner); break;
+    case 1:
+      index_select_kernel<uint8_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<uint8_t*>(out), static_cast<const uint8_t*>(x), idx, outer, D, n, inner);
+      break;
+    case 2:
+      index_select_kernel<uint16_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<uint16_t*>(out), static_cast<const uint16_t*>(x), idx, outer, D, n, inner);
+      break;
+    case 4:
+      index_select_kernel<uint32_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<uint32_t*>(out), static_cast<const uint32_t*>(x), idx, outer, D, n, inner);
+      break;
+    default:
+      index_select_kernel<uint64_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<uint64_t*>(out), static_cast<const uint64_t*>(x), idx, outer, D, n, inner);
+      break;
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
-                      int64_t n, int64_t inner, CUstream_st* stream) {
+void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
+                      int64_t inner, CUstream_st* stream) {
   const int64_t total = outer * n * inner;
   if (total == 0) return;
   const unsigned grid = grid_size(total);
   switch (type) {
-    case DType::kFloat32: index_add_kernel<float><<<grid, kBlockSize, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(src), idx, outer, D, n, inner); break;
-    case DType::kFloat64: index_add_kernel<double><<<grid, kBlockSize, 0, stream>>>(static_cast<double*>(out), static_cast<const double*>(src), idx, outer, D, n, inner); break;
-    case DType::kInt32: index_add_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out), static_cast<const int32_t*>(src), idx, outer, D, n, inner); break;
-    case DType::kInt64: index_add_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out), static_cast<const int64_t*>(src), idx, outer, D, n, inner); break;
-    default: return;  // the backend widens the other types first
+    case DType::kFloat32:
+      index_add_kernel<float><<<grid, kBlockSize, 0, stream>>>(static_cast<float*>(out), static_cast<const float*>(src),
+                                                               idx, outer, D, n, inner);
+      break;
+    case DType::kFloat64:
+      index_add_kernel<double><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<double*>(out), static_cast<const double*>(src), idx, outer, D, n, inner);
+      break;
+    case DType::kInt32:
+      index_add_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<int32_t*>(out), static_cast<const int32_t*>(src), idx, outer, D, n, inner);
+      break;
+    case DType::kInt64:
+      index_add_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(
+          static_cast<int64_t*>(out), static_cast<const int64_t*>(src), idx, outer, D, n, inner);
+      break;
+    default:
+      return;  // the backend widens the other types first
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -77,8 +77,8 @@ void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                          int64_t inner, int itemsize, CUstream_st* stream);
 // out[o, idx[i], k] += src[o, i, k] with atomics (Float32, Float64, Int32, Int64 only).
-void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D,
-                      int64_t n, int64_t inner, CUstream_st* stream);
+void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
+                      int64_t inner, CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
 // keyed by seed (as the CPU backend; ember/internal/philox.h).
@@ -105,7 +105,7 @@ void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void*
 
 // --- matmul_int.cu: out[b] = a[b] @ b[b] for integer types (wrapping), any strides (cuBLAS has no integer
 // GEMM that matches); sa/sb are {batch, row, col} strides in elements, out is contiguous.
-void launch_matmul_int(DType type, void* out, const void* a, const void* b, int64_t batch, int64_t m,
-                       int64_t n, int64_t k, const int64_t sa[3], const int64_t sb[3], CUstream_st* stream);
+void launch_matmul_int(DType type, void* out, const void* a, const void* b, int64_t batch, int64_t m, int64_t n,
+                       int64_t k, const int64_t sa[3], const int64_t sb[3], CUstream_st* stream);
 
 }  // namespace ember::cuda::kernels

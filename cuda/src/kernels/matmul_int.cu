@@ -36,11 +36,27 @@ void launch_matmul_int(DType type, void* out, const void* a, const void* b, int6
   const Strides3 A{{sa[0], sa[1], sa[2]}}, B{{sb[0], sb[1], sb[2]}};
   const unsigned grid = grid_size(total);
   switch (type) {
-    case DType::kInt64: matmul_int_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out), static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), batch, m, n, k, A, B); break;
-    case DType::kInt32: matmul_int_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out), static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), batch, m, n, k, A, B); break;
-    case DType::kUInt8: matmul_int_kernel<uint8_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), batch, m, n, k, A, B); break;
-    case DType::kBool: matmul_int_kernel<bool><<<grid, kBlockSize, 0, stream>>>(static_cast<bool*>(out), static_cast<const bool*>(a), static_cast<const bool*>(b), batch, m, n, k, A, B); break;
-    default: return;  // floating types go to cuBLAS
+    case DType::kInt64:
+      matmul_int_kernel<int64_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int64_t*>(out),
+                                                                  static_cast<const int64_t*>(a),
+                                                                  static_cast<const int64_t*>(b), batch, m, n, k, A, B);
+      break;
+    case DType::kInt32:
+      matmul_int_kernel<int32_t><<<grid, kBlockSize, 0, stream>>>(static_cast<int32_t*>(out),
+                                                                  static_cast<const int32_t*>(a),
+                                                                  static_cast<const int32_t*>(b), batch, m, n, k, A, B);
+      break;
+    case DType::kUInt8:
+      matmul_int_kernel<uint8_t><<<grid, kBlockSize, 0, stream>>>(static_cast<uint8_t*>(out),
+                                                                  static_cast<const uint8_t*>(a),
+                                                                  static_cast<const uint8_t*>(b), batch, m, n, k, A, B);
+      break;
+    case DType::kBool:
+      matmul_int_kernel<bool><<<grid, kBlockSize, 0, stream>>>(static_cast<bool*>(out), static_cast<const bool*>(a),
+                                                               static_cast<const bool*>(b), batch, m, n, k, A, B);
+      break;
+    default:
+      return;  // floating types go to cuBLAS
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -92,11 +92,20 @@ __global__ void pool_backward_kernel(bool max, T* gx, const T* gy, const T* x, P
 template <class F>
 void dispatch_float(DType type, F&& f) {
   switch (type) {
-    case DType::kFloat32: f(TypeTag<float>{}); return;
-    case DType::kFloat64: f(TypeTag<double>{}); return;
-    case DType::kFloat16: f(TypeTag<__half>{}); return;
-    case DType::kBFloat16: f(TypeTag<__nv_bfloat16>{}); return;
-    default: return;  // the backend sends floating types only
+    case DType::kFloat32:
+      f(TypeTag<float>{});
+      return;
+    case DType::kFloat64:
+      f(TypeTag<double>{});
+      return;
+    case DType::kFloat16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::kBFloat16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    default:
+      return;  // the backend sends floating types only
   }
 }
 

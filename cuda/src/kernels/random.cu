@@ -31,7 +31,7 @@ void launch_random(RandomKind kind, DType type, void* out, int64_t n, double lo,
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     random_kernel<T><<<grid_size(CEIL_DIV(n, int64_t{4})), kBlockSize, 0, stream>>>(kind, static_cast<T*>(out), n, lo,
-                                                                                      hi, seed, offset);
+                                                                                    hi, seed, offset);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -49,8 +49,8 @@ __global__ void reduce_thread_kernel(typename Reducer<T, Op>::R* out, const T* x
 
 // Tasks are (output j, chunk c), j-major. partial is null when chunks == 1 (the block writes out[j]).
 template <class T, ReduceOp Op>
-__global__ void reduce_block_kernel(typename Reducer<T, Op>::R* out, typename Reducer<T, Op>::A* partial,
-                                    const T* x, Walk kept, Walk red, int64_t chunks, int64_t chunk_len) {
+__global__ void reduce_block_kernel(typename Reducer<T, Op>::R* out, typename Reducer<T, Op>::A* partial, const T* x,
+                                    Walk kept, Walk red, int64_t chunks, int64_t chunk_len) {
   using Red = Reducer<T, Op>;
   using A = typename Red::A;
   __shared__ A buf[kBlockSize];
@@ -135,7 +135,8 @@ __global__ void arg_block_kernel(int64_t* out, const T* x, Walk kept, Walk red) 
     buf[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (static_cast<int>(threadIdx.x) < s) buf[threadIdx.x] = arg_combine<C, IsMax>(buf[threadIdx.x], buf[threadIdx.x + s]);
+      if (static_cast<int>(threadIdx.x) < s)
+        buf[threadIdx.x] = arg_combine<C, IsMax>(buf[threadIdx.x], buf[threadIdx.x + s]);
       __syncthreads();
     }
     if (threadIdx.x == 0) out[j] = buf[0].i;
@@ -149,7 +150,9 @@ int64_t num_chunks(ReduceOp op, int64_t nout, int64_t nred) {
   return by_size < by_tasks ? by_size : by_tasks;
 }
 
-unsigned task_grid(int64_t tasks) { return static_cast<unsigned>(tasks < (int64_t{1} << 20) ? tasks : (int64_t{1} << 20)); }
+unsigned task_grid(int64_t tasks) {
+  return static_cast<unsigned>(tasks < (int64_t{1} << 20) ? tasks : (int64_t{1} << 20));
+}
 
 template <class T, ReduceOp Op>
 void reduce_typed(const Operand& out, const Operand& x, const Walk& kept, const Walk& red, void* workspace,
@@ -165,8 +168,8 @@ void reduce_typed(const Operand& out, const Operand& x, const Walk& kept, const 
   const int64_t chunks = num_chunks(Op, nout, nred);
   const int64_t chunk_len = CEIL_DIV(nred, chunks);
   auto* partial = chunks > 1 ? static_cast<typename Red::A*>(workspace) : nullptr;
-  reduce_block_kernel<T, Op><<<task_grid(nout * chunks), kBlockSize, 0, stream>>>(o, partial, in, kept, red, chunks,
-                                                                                  chunk_len);
+  reduce_block_kernel<T, Op>
+      <<<task_grid(nout * chunks), kBlockSize, 0, stream>>>(o, partial, in, kept, red, chunks, chunk_len);
   if (chunks > 1) reduce_finish_kernel<T, Op><<<grid_size(nout), kBlockSize, 0, stream>>>(o, partial, nout, chunks);
 }
 
@@ -174,7 +177,8 @@ template <class T, bool IsMax>
 void arg_typed(const Operand& out, const Operand& x, const Walk& kept, const Walk& red, CUstream_st* stream) {
   auto* o = static_cast<int64_t*>(out.data);
   const T* in = static_cast<const T*>(x.data);
-  if (red.numel <= kThreadPerOutputMax) arg_thread_kernel<T, IsMax><<<grid_size(kept.numel), kBlockSize, 0, stream>>>(o, in, kept, red);
+  if (red.numel <= kThreadPerOutputMax)
+    arg_thread_kernel<T, IsMax><<<grid_size(kept.numel), kBlockSize, 0, stream>>>(o, in, kept, red);
   else arg_block_kernel<T, IsMax><<<task_grid(kept.numel), kBlockSize, 0, stream>>>(o, in, kept, red);
 }
 
@@ -192,12 +196,11 @@ void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk
   dispatch(x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (op) {
-#define EMBER_X(Name, str, kind)                                                                    \
-  case ReduceOp::Name:                                                                              \
-    if constexpr (is_index_reduction(ReduceOp::Name))                                               \
-      return arg_typed<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red, stream);           \
-    else                                                                                            \
-      return reduce_typed<T, ReduceOp::Name>(out, x, kept, red, workspace, stream);
+#define EMBER_X(Name, str, kind)                                                          \
+  case ReduceOp::Name:                                                                    \
+    if constexpr (is_index_reduction(ReduceOp::Name))                                     \
+      return arg_typed<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red, stream); \
+    else return reduce_typed<T, ReduceOp::Name>(out, x, kept, red, workspace, stream);
       EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X
     }

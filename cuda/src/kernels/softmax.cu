@@ -32,7 +32,8 @@ __global__ void softmax_row_kernel(T* out, const T* x, int64_t rows, int64_t D, 
     cbuf[threadIdx.x] = m;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (static_cast<int>(threadIdx.x) < s) cbuf[threadIdx.x] = softmax_max_step(cbuf[threadIdx.x], cbuf[threadIdx.x + s]);
+      if (static_cast<int>(threadIdx.x) < s)
+        cbuf[threadIdx.x] = softmax_max_step(cbuf[threadIdx.x], cbuf[threadIdx.x + s]);
       __syncthreads();
     }
     m = softmax_shift(cbuf[0]);
@@ -96,11 +97,20 @@ void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t
                     CUstream_st* stream) {
   if (outer == 0 || D == 0 || inner == 0) return;
   switch (type) {
-    case DType::kFloat32: softmax_typed<float>(out, x, outer, D, inner, log, stream); break;
-    case DType::kFloat64: softmax_typed<double>(out, x, outer, D, inner, log, stream); break;
-    case DType::kFloat16: softmax_typed<__half>(out, x, outer, D, inner, log, stream); break;
-    case DType::kBFloat16: softmax_typed<__nv_bfloat16>(out, x, outer, D, inner, log, stream); break;
-    default: return;  // the backend sends floating types only
+    case DType::kFloat32:
+      softmax_typed<float>(out, x, outer, D, inner, log, stream);
+      break;
+    case DType::kFloat64:
+      softmax_typed<double>(out, x, outer, D, inner, log, stream);
+      break;
+    case DType::kFloat16:
+      softmax_typed<__half>(out, x, outer, D, inner, log, stream);
+      break;
+    case DType::kBFloat16:
+      softmax_typed<__nv_bfloat16>(out, x, outer, D, inner, log, stream);
+      break;
+    default:
+      return;  // the backend sends floating types only
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -42,7 +42,7 @@ struct Node {
   const char* name;
   uint64_t seq;
   std::vector<Edge> next;
-  std::string created;  // where it was recorded (filled in anomaly mode only)
+  std::string created;               // where it was recorded (filled in anomaly mode only)
   static std::atomic<int64_t> live;  // nodes alive now (tests check that graphs are freed)
 };
 
@@ -68,14 +68,14 @@ struct AccumulateGrad final : Node {
 // (A leaf's requires_grad flag is TensorImpl::requires_grad, set by core.)
 struct AutogradMeta final : AutogradMetaBase {
   const char* grad_fn_name() const override;
-  bool is_view = false;        // produced by a view op from a tensor that requires grad
+  bool is_view = false;  // produced by a view op from a tensor that requires grad
   Tensor grad;
   std::shared_ptr<Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;
   std::weak_ptr<Node> grad_accumulator;
 };
 
-AutogradMeta* meta(const Tensor& t);            // null when the tensor has no autograd state
+AutogradMeta* meta(const Tensor& t);  // null when the tensor has no autograd state
 AutogradMeta& ensure_meta(const Tensor& t);
 
 // A tensor saved for backward: an alias without autograd state (so saving an op's own output makes no

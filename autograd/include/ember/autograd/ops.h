@@ -60,7 +60,7 @@ Tensor ge(const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // --- linear algebra
-Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D, batched (batch dims broadcast)
+Tensor matmul(const Tensor& a, const Tensor& b);                        // 1-D, 2-D, batched (batch dims broadcast)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // y = x w^T + b, w is [out, in]
 
 // --- reductions (dims may be negative; no dims = all)

@@ -16,7 +16,7 @@ namespace ember {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(size_t nbytes) = 0;          // nullptr for 0 bytes; throws OutOfMemoryError
+  virtual void* allocate(size_t nbytes) = 0;  // nullptr for 0 bytes; throws OutOfMemoryError
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual Device device() const = 0;
 };

@@ -69,8 +69,7 @@ class Backend {
   // softmax or log-softmax of x along dim.
   virtual void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) = 0;
   // NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined).
-  virtual void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
-                      const Conv2dParams& p) = 0;
+  virtual void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) = 0;
   // Gradients of conv2d: gx[N, C, H, W], gw[OC, C, KH, KW], gb[OC] (each may be undefined: not wanted).
   virtual void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                                const Tensor& gb, const Conv2dParams& p) = 0;

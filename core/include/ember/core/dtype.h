@@ -23,30 +23,30 @@ inline constexpr DType kUInt8 = DType::kUInt8;
 inline constexpr DType kBool = DType::kBool;
 
 std::ostream& operator<<(std::ostream& os, DType d);
-constexpr bool is_floating(DType d) {
-  return d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kBFloat16;
-}
+constexpr bool is_floating(DType d) { return d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kBFloat16; }
 constexpr bool is_reduced_float(DType d) { return d == kFloat16 || d == kBFloat16; }
 // The dtype of `a op b` (PyTorch's rules for tensor-tensor ops: bool < uint8 < int32 < int64 < floats;
 // float16 with bfloat16 gives float32).
 DType promote_types(DType a, DType b);
 
-template <class T> struct dtype_of;
+template <class T>
+struct dtype_of;
 #define EMBER_X(Name, str, size, CpuType, CudaType) \
-  template <>                                      \
-  struct dtype_of<CpuType> {                       \
-    static constexpr DType value = DType::Name;    \
+  template <>                                       \
+  struct dtype_of<CpuType> {                        \
+    static constexpr DType value = DType::Name;     \
   };
 EMBER_DTYPES(EMBER_X)
 #undef EMBER_X
-template <class T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
+template <class T>
+inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 // Calls f.template operator()<T>() with T the C++ type of d.
 template <class F>
 decltype(auto) visit_dtype(DType d, F&& f) {
   switch (d) {
 #define EMBER_X(Name, str, size, CpuType, CudaType) \
-  case DType::Name:                                \
+  case DType::Name:                                 \
     return f.template operator()<CpuType>();
     EMBER_DTYPES(EMBER_X)
 #undef EMBER_X

@@ -39,8 +39,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
 Tensor randperm(int64_t n);
 
 // Copies `values` into a new tensor of `shape` (default: 1-D); opts.dtype defaults to T's dtype.
-Tensor tensor_from_raw(const void* data, DType src_dtype, int64_t count, const Shape& shape,
-                       const TensorOptions& opts);
+Tensor tensor_from_raw(const void* data, DType src_dtype, int64_t count, const Shape& shape, const TensorOptions& opts);
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions opts) {
   if constexpr (std::is_same_v<T, bool>) {

@@ -34,7 +34,10 @@ constexpr float half_bits_to_float(uint16_t h) {
   if (exp == 0) {
     if (mant == 0) return std::bit_cast<float>(sign);
     int e = -1;  // subnormal: normalise
-    do { ++e; mant <<= 1; } while (!(mant & 0x400u));
+    do {
+      ++e;
+      mant <<= 1;
+    } while (!(mant & 0x400u));
     return std::bit_cast<float>(sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13));
   }
   if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
@@ -54,7 +57,11 @@ struct Half {
   constexpr Half() = default;
   constexpr Half(float f) : bits(detail::float_to_half_bits(f)) {}
   constexpr operator float() const { return detail::half_bits_to_float(bits); }
-  static constexpr Half from_bits(uint16_t b) { Half h; h.bits = b; return h; }
+  static constexpr Half from_bits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
 };
 
 struct BFloat16 {
@@ -62,7 +69,11 @@ struct BFloat16 {
   constexpr BFloat16() = default;
   constexpr BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}
   constexpr operator float() const { return detail::bf16_bits_to_float(bits); }
-  static constexpr BFloat16 from_bits(uint16_t b) { BFloat16 h; h.bits = b; return h; }
+  static constexpr BFloat16 from_bits(uint16_t b) {
+    BFloat16 h;
+    h.bits = b;
+    return h;
+  }
 };
 
 }  // namespace ember

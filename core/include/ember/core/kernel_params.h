@@ -19,7 +19,7 @@ struct SgdParams {
 // Adam (L2 weight decay) or AdamW (decoupled weight decay).
 struct AdamParams {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
-  bool decoupled = false;  // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
+  bool decoupled = false;                             // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
   double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
 };
 

@@ -29,47 +29,47 @@
 // float_only: defined for floating types only; an integer input computes in float32 (exp of an int64 tensor).
 // cost: Cheap or Transcendental (the CPU backend gives the latter threads at smaller sizes).
 // GeluGrad is d gelu(x) / dx, for autograd.
-#define EMBER_UNARY_OPS(X)                      \
-  X(Neg, "neg", false, Cheap)                   \
-  X(Abs, "abs", false, Cheap)                   \
-  X(Sqrt, "sqrt", true, Cheap)                  \
-  X(Exp, "exp", true, Transcendental)           \
-  X(Log, "log", true, Transcendental)           \
-  X(Relu, "relu", false, Cheap)                 \
-  X(Sigmoid, "sigmoid", true, Transcendental)   \
-  X(Tanh, "tanh", true, Transcendental)         \
-  X(Gelu, "gelu", true, Transcendental)         \
-  X(Sign, "sign", false, Cheap)                 \
-  X(Square, "square", false, Cheap)             \
-  X(Reciprocal, "reciprocal", true, Cheap)      \
+#define EMBER_UNARY_OPS(X)                    \
+  X(Neg, "neg", false, Cheap)                 \
+  X(Abs, "abs", false, Cheap)                 \
+  X(Sqrt, "sqrt", true, Cheap)                \
+  X(Exp, "exp", true, Transcendental)         \
+  X(Log, "log", true, Transcendental)         \
+  X(Relu, "relu", false, Cheap)               \
+  X(Sigmoid, "sigmoid", true, Transcendental) \
+  X(Tanh, "tanh", true, Transcendental)       \
+  X(Gelu, "gelu", true, Transcendental)       \
+  X(Sign, "sign", false, Cheap)               \
+  X(Square, "square", false, Cheap)           \
+  X(Reciprocal, "reciprocal", true, Cheap)    \
   X(GeluGrad, "gelu_grad", true, Transcendental)
 
 // --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type) or Compare (result bool).
 // ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass, for autograd).
-#define EMBER_BINARY_OPS(X)                 \
-  X(Add, "add", Arith)                      \
-  X(Sub, "sub", Arith)                      \
-  X(Mul, "mul", Arith)                      \
-  X(Div, "div", Arith)                      \
-  X(Pow, "pow", Arith)                      \
-  X(Maximum, "maximum", Arith)              \
-  X(Minimum, "minimum", Arith)              \
-  X(ReluBackward, "relu_backward", Arith)   \
-  X(Eq, "eq", Compare)                      \
-  X(Ne, "ne", Compare)                      \
-  X(Lt, "lt", Compare)                      \
-  X(Le, "le", Compare)                      \
-  X(Gt, "gt", Compare)                      \
+#define EMBER_BINARY_OPS(X)               \
+  X(Add, "add", Arith)                    \
+  X(Sub, "sub", Arith)                    \
+  X(Mul, "mul", Arith)                    \
+  X(Div, "div", Arith)                    \
+  X(Pow, "pow", Arith)                    \
+  X(Maximum, "maximum", Arith)            \
+  X(Minimum, "minimum", Arith)            \
+  X(ReluBackward, "relu_backward", Arith) \
+  X(Eq, "eq", Compare)                    \
+  X(Ne, "ne", Compare)                    \
+  X(Lt, "lt", Compare)                    \
+  X(Le, "le", Compare)                    \
+  X(Gt, "gt", Compare)                    \
   X(Ge, "ge", Compare)
 
 // --- reductions: X(Name, "name", kind). kind: Value (sum, prod, max, min of the values) or Index (argmax,
 // argmin: the position of the first extreme along one dim, int64).
-#define EMBER_REDUCE_OPS(X)      \
-  X(Sum, "sum", Value)           \
-  X(Prod, "prod", Value)         \
-  X(Max, "max", Value)           \
-  X(Min, "min", Value)           \
-  X(ArgMax, "argmax", Index)     \
+#define EMBER_REDUCE_OPS(X)  \
+  X(Sum, "sum", Value)       \
+  X(Prod, "prod", Value)     \
+  X(Max, "max", Value)       \
+  X(Min, "min", Value)       \
+  X(ArgMax, "argmax", Index) \
   X(ArgMin, "argmin", Index)
 
 // The properties below are constexpr functions that CUDA kernels call too.
@@ -90,10 +90,10 @@ enum class ReduceOp : uint8_t { EMBER_REDUCE_OPS(EMBER_X_ENUM) };
 
 // Every member of each list, in list order (the tests loop over these).
 #define EMBER_X_MEMBER(Name, ...) Type::Name,
-#define EMBER_ALL(Enum, LIST)                 \
-  [] {                                        \
-    using Type = Enum;                        \
-    return std::array{LIST(EMBER_X_MEMBER)};  \
+#define EMBER_ALL(Enum, LIST)                \
+  [] {                                       \
+    using Type = Enum;                       \
+    return std::array{LIST(EMBER_X_MEMBER)}; \
   }()
 inline constexpr auto kAllDTypes = EMBER_ALL(DType, EMBER_DTYPES);
 inline constexpr auto kAllUnaryOps = EMBER_ALL(UnaryOp, EMBER_UNARY_OPS);

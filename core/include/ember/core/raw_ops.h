@@ -83,8 +83,8 @@ Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to shape (stri
 Tensor alias(const Tensor& x);                       // a new handle on the same data and metadata
 
 // --- copies and dtypes
-Tensor contiguous(const Tensor& x);  // x itself when already contiguous
-Tensor clone(const Tensor& x);       // always a fresh contiguous copy
+Tensor contiguous(const Tensor& x);         // x itself when already contiguous
+Tensor clone(const Tensor& x);              // always a fresh contiguous copy
 Tensor cast(const Tensor& x, DType dtype);  // x itself when dtype matches
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // src broadcasts to dst; dtype converts; non_blocking as Tensor::copy_ (docs/cuda.md).

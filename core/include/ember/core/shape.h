@@ -18,7 +18,9 @@ class Shape {
   Shape(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit on purpose
   Shape(size_t n, int64_t value) { resize(n, value); }
   template <class It>
-  Shape(It first, It last) { assign(first, last); }
+  Shape(It first, It last) {
+    assign(first, last);
+  }
 
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }

@@ -29,21 +29,21 @@ struct TensorOptions {
 struct Scalar {
   double value = 0;
   bool integral = false;
-  bool boolean = false;  // written as a bool: bool tensor + true stays bool, bool tensor + 1 gives int64
-  Scalar(double v) : value(v) {}                                      // NOLINT
-  Scalar(float v) : value(v) {}                                       // NOLINT
-  Scalar(int v) : value(v), integral(true) {}                         // NOLINT
-  Scalar(long v) : value(static_cast<double>(v)), integral(true) {}   // NOLINT
-  Scalar(long long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
-  Scalar(unsigned v) : value(v), integral(true) {}                    // NOLINT
+  bool boolean = false;           // written as a bool: bool tensor + true stays bool, bool tensor + 1 gives int64
+  Scalar(double v) : value(v) {}  // NOLINT
+  Scalar(float v) : value(v) {}   // NOLINT
+  Scalar(int v) : value(v), integral(true) {}                                 // NOLINT
+  Scalar(long v) : value(static_cast<double>(v)), integral(true) {}           // NOLINT
+  Scalar(long long v) : value(static_cast<double>(v)), integral(true) {}      // NOLINT
+  Scalar(unsigned v) : value(v), integral(true) {}                            // NOLINT
   Scalar(unsigned long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
-  Scalar(bool v) : value(v), integral(true), boolean(true) {}         // NOLINT
+  Scalar(bool v) : value(v), integral(true), boolean(true) {}                 // NOLINT
 };
 
 namespace cuda {
 bool allow_scalar();  // cuda/: whether element access to CUDA memory is allowed
 class Stream;         // ember/cuda/stream.h
-}
+}  // namespace cuda
 
 class Tensor {
  public:
@@ -76,8 +76,8 @@ class Tensor {
   template <class T>
   T* data() const {
     check_host_access("data");
-    EMBER_CHECK_DTYPE(dtype_of_v<T> == dtype(), "data: tensor has dtype ", dtype(),
-                      " but data<", name(dtype_of_v<T>), ">() was requested");
+    EMBER_CHECK_DTYPE(dtype_of_v<T> == dtype(), "data: tensor has dtype ", dtype(), " but data<", name(dtype_of_v<T>),
+                      ">() was requested");
     return static_cast<T*>(impl_->data_ptr());
   }
   template <class T>
@@ -151,7 +151,8 @@ class Tensor {
 
  private:
   TensorImpl* checked() const {
-    if (!impl_) [[unlikely]] detail::fail<Error>("Tensor: operation on an undefined tensor (an empty handle)");
+    if (!impl_) [[unlikely]]
+      detail::fail<Error>("Tensor: operation on an undefined tensor (an empty handle)");
     return impl_.get();
   }
   void check_host_access(const char* what) const;

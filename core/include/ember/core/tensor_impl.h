@@ -36,9 +36,7 @@ struct TensorImpl {
   TensorImpl(Storage s, int64_t offset, Shape sizes, Shape strides, DType dtype);
   void refresh();  // recomputes numel and contiguous
   Device device() const { return storage->device; }
-  void* data_ptr() const {
-    return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype));
-  }
+  void* data_ptr() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype)); }
   void bump_version() { storage->version.fetch_add(1, std::memory_order_relaxed); }
 };
 

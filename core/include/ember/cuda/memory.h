@@ -25,21 +25,21 @@ namespace ember::cuda {
 // One device's allocator statistics. "peak" values are high-water marks since the last
 // reset_peak_memory_stats(); counters are totals since the process started.
 struct MemoryStats {
-  size_t allocated_bytes = 0;       // bytes in live blocks (block sizes)
+  size_t allocated_bytes = 0;  // bytes in live blocks (block sizes)
   size_t peak_allocated_bytes = 0;
-  size_t reserved_bytes = 0;        // bytes in segments held from cudaMalloc
+  size_t reserved_bytes = 0;  // bytes in segments held from cudaMalloc
   size_t peak_reserved_bytes = 0;
-  size_t active_blocks = 0;         // live blocks
-  size_t segments = 0;              // segments held from cudaMalloc
+  size_t active_blocks = 0;  // live blocks
+  size_t segments = 0;       // segments held from cudaMalloc
   size_t peak_segments = 0;
-  size_t pending_free_blocks = 0;   // freed blocks waiting for other streams' work (record_stream)
-  uint64_t num_allocs = 0;          // allocations with nbytes > 0
+  size_t pending_free_blocks = 0;  // freed blocks waiting for other streams' work (record_stream)
+  uint64_t num_allocs = 0;         // allocations with nbytes > 0
   uint64_t num_frees = 0;
-  uint64_t cache_hits = 0;          // allocations served from cached blocks (no cudaMalloc)
-  uint64_t num_cuda_mallocs = 0;    // successful cudaMalloc calls
-  uint64_t num_cuda_frees = 0;      // cudaFree calls
-  uint64_t num_alloc_retries = 0;   // cudaMalloc failures followed by freeing the cache and a retry
-  uint64_t num_ooms = 0;            // OutOfMemoryErrors thrown
+  uint64_t cache_hits = 0;         // allocations served from cached blocks (no cudaMalloc)
+  uint64_t num_cuda_mallocs = 0;   // successful cudaMalloc calls
+  uint64_t num_cuda_frees = 0;     // cudaFree calls
+  uint64_t num_alloc_retries = 0;  // cudaMalloc failures followed by freeing the cache and a retry
+  uint64_t num_ooms = 0;           // OutOfMemoryErrors thrown
 };
 
 // `device` -1 means the current device.
@@ -58,15 +58,15 @@ void empty_cache();
 
 // Cached pinned (page-locked) host memory, used by Tensor::pin_memory() and non-blocking copies.
 struct HostMemoryStats {
-  size_t allocated_bytes = 0;       // bytes in live pinned blocks (rounded sizes)
+  size_t allocated_bytes = 0;  // bytes in live pinned blocks (rounded sizes)
   size_t peak_allocated_bytes = 0;
-  size_t reserved_bytes = 0;        // bytes held from cudaHostAlloc (allocated + cached)
+  size_t reserved_bytes = 0;  // bytes held from cudaHostAlloc (allocated + cached)
   size_t peak_reserved_bytes = 0;
   uint64_t num_allocs = 0;
   uint64_t num_frees = 0;
   uint64_t cache_hits = 0;
-  uint64_t num_host_allocs = 0;     // cudaHostAlloc calls
-  uint64_t num_host_frees = 0;      // cudaFreeHost calls
+  uint64_t num_host_allocs = 0;  // cudaHostAlloc calls
+  uint64_t num_host_frees = 0;   // cudaFreeHost calls
 };
 HostMemoryStats host_memory_stats();
 void reset_peak_host_memory_stats();
@@ -101,9 +101,7 @@ inline size_t max_memory_reserved(Device d) {
 inline void reset_peak_memory_stats(Device d) {
   reset_peak_memory_stats(ember::detail::cuda_index(d, "cuda::reset_peak_memory_stats"));
 }
-inline MemoryStats memory_stats(Device d) {
-  return memory_stats(ember::detail::cuda_index(d, "cuda::memory_stats"));
-}
+inline MemoryStats memory_stats(Device d) { return memory_stats(ember::detail::cuda_index(d, "cuda::memory_stats")); }
 inline std::string memory_summary(Device d) {
   return memory_summary(ember::detail::cuda_index(d, "cuda::memory_summary"));
 }

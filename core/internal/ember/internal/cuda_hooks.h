@@ -36,13 +36,13 @@ class CudaHooks {
   virtual ~CudaHooks() = default;
 
   // --- devices
-  virtual int device_count() = 0;                 // usable devices; 0 without a driver or a device
-  virtual std::string unavailable_reason() = 0;   // why device_count() is 0 ("" when it is not)
+  virtual int device_count() = 0;                // usable devices; 0 without a driver or a device
+  virtual std::string unavailable_reason() = 0;  // why device_count() is 0 ("" when it is not)
   virtual int current_device() = 0;
   virtual void set_device(int device) = 0;
   virtual std::string device_name(int device) = 0;
-  virtual void synchronize_current_device() = 0;  // every stream of the current device
-  virtual Backend& backend(int device) = 0;       // one per device, never destroyed
+  virtual void synchronize_current_device() = 0;     // every stream of the current device
+  virtual Backend& backend(int device) = 0;          // one per device, never destroyed
   virtual Tensor pin(const Tensor& cpu_tensor) = 0;  // a copy in cached pinned host memory
 
   // --- memory (Note [CUDA caching allocator] in ember/cuda/memory.h)
@@ -57,7 +57,7 @@ class CudaHooks {
   virtual void record_stream(void* block, CUstream_st* stream) = 0;
 
   // --- streams (Note [Default stream] in ember/cuda/stream.h); nullptr is the legacy default stream
-  virtual CUstream_st* pool_stream(int device) = 0;  // the next stream of the device's pool
+  virtual CUstream_st* pool_stream(int device) = 0;     // the next stream of the device's pool
   virtual CUstream_st* current_stream(int device) = 0;  // the calling thread's
   virtual void set_current_stream(int device, CUstream_st* stream) = 0;
   virtual void stream_synchronize(int device, CUstream_st* stream) = 0;

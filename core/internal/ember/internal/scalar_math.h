@@ -182,8 +182,8 @@ EMBER_HD float exp_f32(float x) {
   float v = x > 89.f ? 89.f : x;
   v = v < -104.f ? -104.f : v;
   const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
-  float r = v - n * 0.693359375f;                                          // ln 2, high part (exact in float)
-  r = r - n * -2.12194440e-4f;                                             // ln 2, low part
+  float r = v - n * 0.693359375f;                                        // ln 2, high part (exact in float)
+  r = r - n * -2.12194440e-4f;                                           // ln 2, low part
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -257,7 +257,8 @@ EMBER_HD auto binary(C x, C y) {
     else return int_pow(x, y);
   }
   // maximum / minimum propagate NaN, as PyTorch's do
-  else if constexpr (Op == BinaryOp::Maximum) return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x > y ? x : y);
+  else if constexpr (Op == BinaryOp::Maximum)
+    return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x > y ? x : y);
   else if constexpr (Op == BinaryOp::Minimum) return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x < y ? x : y);
   // x: the gradient, y: relu's output (>= 0, or NaN, which gets no gradient, as y > 0 is false)
   else if constexpr (Op == BinaryOp::ReluBackward) return y > C(0) ? x : C(0);
@@ -309,8 +310,10 @@ struct ReduceMath {
   EMBER_HD static Acc init() {
     if constexpr (Op == ReduceOp::Sum) return Acc(0);
     else if constexpr (Op == ReduceOp::Prod) return Acc(1);
-    else if constexpr (std::is_same<C, float>::value) return Op == ReduceOp::Max ? -__builtin_huge_valf() : __builtin_huge_valf();
-    else if constexpr (std::is_same<C, double>::value) return Op == ReduceOp::Max ? -__builtin_huge_val() : __builtin_huge_val();
+    else if constexpr (std::is_same<C, float>::value)
+      return Op == ReduceOp::Max ? -__builtin_huge_valf() : __builtin_huge_valf();
+    else if constexpr (std::is_same<C, double>::value)
+      return Op == ReduceOp::Max ? -__builtin_huge_val() : __builtin_huge_val();
     else return Op == ReduceOp::Max ? IntLimits<C>::lowest : IntLimits<C>::max;
   }
   EMBER_HD static Acc combine(Acc acc, Acc v) {
@@ -347,8 +350,12 @@ struct SgdCoeffs {
 };
 template <class T, class Params>
 SgdCoeffs<T> sgd_coeffs(const Params& h) {
-  return {static_cast<T>(h.lr), static_cast<T>(h.weight_decay), static_cast<T>(h.momentum),
-          static_cast<T>(1 - h.dampening), h.first_step, h.nesterov};
+  return {static_cast<T>(h.lr),
+          static_cast<T>(h.weight_decay),
+          static_cast<T>(h.momentum),
+          static_cast<T>(1 - h.dampening),
+          h.first_step,
+          h.nesterov};
 }
 // buf: the element's momentum buffer (unused without momentum).
 template <class T, bool WeightDecay, bool Momentum>

@@ -86,8 +86,12 @@ template <Dataset D>
 class EpochRun {
  public:
   EpochRun(std::shared_ptr<D> ds, const DataLoaderOptions& o, std::vector<int64_t> order, int64_t num_batches)
-      : ds_(std::move(ds)), opts_(o), order_(std::move(order)), num_batches_(num_batches),
-        capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers), pin_(pinning(o)) {
+      : ds_(std::move(ds)),
+        opts_(o),
+        order_(std::move(order)),
+        num_batches_(num_batches),
+        capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers),
+        pin_(pinning(o)) {
     if (pin_ && o.device.is_cuda()) feeder_ = std::make_unique<DeviceFeeder>(o.device);
     workers_.reserve(static_cast<size_t>(o.num_workers));
     for (int w = 0; w < o.num_workers; ++w) workers_.emplace_back([this](std::stop_token st) { work(st); });

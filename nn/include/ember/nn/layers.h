@@ -49,7 +49,7 @@ class ChainItem {
  public:
   template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
   ChainItem(const M& m) : m_(Module::share_handle(m)) {}  // NOLINT: implicit on purpose
-  ChainItem(Activation f);                               // NOLINT
+  ChainItem(Activation f);                                // NOLINT
   std::shared_ptr<Module> module() const { return m_; }
 
  private:

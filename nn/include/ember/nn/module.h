@@ -50,7 +50,7 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& train(bool on = true);
   Module& eval() { return train(false); }
   bool is_training() const;
-  void zero_grad();                       // sets every parameter's grad to undefined
+  void zero_grad();                        // sets every parameter's grad to undefined
   Module& requires_grad_(bool on = true);  // freeze or unfreeze all parameters
 
  protected:

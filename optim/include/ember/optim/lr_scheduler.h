@@ -16,7 +16,7 @@ namespace ember::optim {
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
-  void step();                                  // epoch += 1; optimiser lr = lr_at(epoch)
+  void step();                                     // epoch += 1; optimiser lr = lr_at(epoch)
   double get_last_lr() const { return last_lr_; }  // the lr the last step() (or the constructor) set
   int64_t last_epoch() const { return last_epoch_; }
   double base_lr() const { return base_lr_; }
