@@ -224,6 +224,12 @@ Tensor gelu(const Tensor& x) {
   return unary_op(UnaryOp::Gelu, "gelu", x, true, false,
                   [](const Tensor& xv, const Tensor&) { return raw::unary(UnaryOp::GeluGrad, xv); });
 }
+Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
+  return unary_op(UnaryOp::Softplus, "softplus", x, true, false, [](const Tensor& xv, const Tensor&) {
+    const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
+    return raw::where(raw::binary(BinaryOp::Gt, xv, Scalar(20.0)), one, raw::unary(UnaryOp::Sigmoid, xv));
+  });
+}
 Tensor clamp(const Tensor& x, double lo, double hi) {
   Tensor y = raw::clamp(x, lo, hi);
   if (needs_grad({&x})) {

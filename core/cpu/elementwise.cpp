@@ -55,13 +55,13 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost)                                            \
-  case UnaryOp::Name:                                                                   \
-    if constexpr (scalar::kUnaryDefined<UnaryOp::Name, T>) {                            \
-      return unary_loop<T, T>(                                                          \
-          out, x, [](T v) { return scalar::unary<UnaryOp::Name>(v); },                  \
+#define EMBER_X(Name, str, float_only, cost) \
+  case UnaryOp::Name: \
+    if constexpr (scalar::kUnaryDefined<UnaryOp::Name, T>) { \
+      return unary_loop<T, T>( \
+          out, x, [](T v) { return scalar::unary<UnaryOp::Name>(v); }, \
           is_transcendental(UnaryOp::Name) ? kTranscendentalGrain : kElementwiseGrain); \
-    }                                                                                   \
+    } \
     break;
     EMBER_UNARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -73,12 +73,12 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-#define EMBER_X(Name, str, kind)                                                                               \
-  case BinaryOp::Name:                                                                                         \
-    if constexpr (scalar::kBinaryDefined<BinaryOp::Name, T>) {                                                 \
-      using R = std::conditional_t<is_comparison(BinaryOp::Name), bool, T>;                                    \
+#define EMBER_X(Name, str, kind) \
+  case BinaryOp::Name: \
+    if constexpr (scalar::kBinaryDefined<BinaryOp::Name, T>) { \
+      using R = std::conditional_t<is_comparison(BinaryOp::Name), bool, T>; \
       return binary_loop<R, T>(out, a, b, [](T x, T y) -> R { return scalar::binary<BinaryOp::Name>(x, y); }); \
-    }                                                                                                          \
+    } \
     break;
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X

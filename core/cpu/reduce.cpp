@@ -130,14 +130,14 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
       throw InternalError("unreachable");
     } else {
       switch (op) {
-#define EMBER_X(Name, str, kind)                                                                                      \
-  case ReduceOp::Name:                                                                                                \
-    if constexpr (is_index_reduction(ReduceOp::Name)) {                                                               \
-      return reduce_arg<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red);                                    \
-    } else {                                                                                                          \
-      /* sums and products of integers give int64 */                                                                  \
+#define EMBER_X(Name, str, kind) \
+  case ReduceOp::Name: \
+    if constexpr (is_index_reduction(ReduceOp::Name)) { \
+      return reduce_arg<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red); \
+    } else { \
+      /* sums and products of integers give int64 */ \
       using R = std::conditional_t<Reducer<T, ReduceOp::Name>::kSumLike && !std::is_floating_point_v<T>, int64_t, T>; \
-      return reduce_values<T, R, ReduceOp::Name>(out, x, kept, red);                                                  \
+      return reduce_values<T, R, ReduceOp::Name>(out, x, kept, red); \
     }
         EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X

@@ -21,34 +21,34 @@ void warn_cuda_error(cudaError_t err, const char* expr, const char* file, int li
                                       const char* file, int line);
 }  // namespace ember::cuda::detail
 
-#define EMBER_CUDA_CHECK(expr)                                                             \
-  do {                                                                                     \
-    const cudaError_t ember_cuda_err_ = (expr);                                            \
-    if (__builtin_expect(ember_cuda_err_ != cudaSuccess, 0))                               \
+#define EMBER_CUDA_CHECK(expr) \
+  do { \
+    const cudaError_t ember_cuda_err_ = (expr); \
+    if (__builtin_expect(ember_cuda_err_ != cudaSuccess, 0)) \
       ::ember::cuda::detail::throw_cuda_error(ember_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // Used only in files that include <cublas_v2.h> / <cudnn.h> (the macros name their types).
-#define EMBER_CUBLAS_CHECK(expr)                                                                                  \
-  do {                                                                                                            \
-    const cublasStatus_t ember_cublas_st_ = (expr);                                                               \
-    if (ember_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                                \
-      ::ember::cuda::detail::throw_library_error("cuBLAS", cublasGetStatusString(ember_cublas_st_),               \
+#define EMBER_CUBLAS_CHECK(expr) \
+  do { \
+    const cublasStatus_t ember_cublas_st_ = (expr); \
+    if (ember_cublas_st_ != CUBLAS_STATUS_SUCCESS) \
+      ::ember::cuda::detail::throw_library_error("cuBLAS", cublasGetStatusString(ember_cublas_st_), \
                                                  ember_cublas_st_ == CUBLAS_STATUS_ALLOC_FAILED, #expr, __FILE__, \
-                                                 __LINE__);                                                       \
+                                                 __LINE__); \
   } while (0)
-#define EMBER_CUDNN_CHECK(expr)                                                                                 \
-  do {                                                                                                          \
-    const cudnnStatus_t ember_cudnn_st_ = (expr);                                                               \
-    if (ember_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                                \
-      ::ember::cuda::detail::throw_library_error("cuDNN", cudnnGetErrorString(ember_cudnn_st_),                 \
+#define EMBER_CUDNN_CHECK(expr) \
+  do { \
+    const cudnnStatus_t ember_cudnn_st_ = (expr); \
+    if (ember_cudnn_st_ != CUDNN_STATUS_SUCCESS) \
+      ::ember::cuda::detail::throw_library_error("cuDNN", cudnnGetErrorString(ember_cudnn_st_), \
                                                  ember_cudnn_st_ == CUDNN_STATUS_ALLOC_FAILED, #expr, __FILE__, \
-                                                 __LINE__);                                                     \
+                                                 __LINE__); \
   } while (0)
 
-#define EMBER_CUDA_WARN(expr)                                                             \
-  do {                                                                                    \
-    const cudaError_t ember_cuda_err_ = (expr);                                           \
-    if (ember_cuda_err_ != cudaSuccess)                                                   \
+#define EMBER_CUDA_WARN(expr) \
+  do { \
+    const cudaError_t ember_cuda_err_ = (expr); \
+    if (ember_cuda_err_ != cudaSuccess) \
       ::ember::cuda::detail::warn_cuda_error(ember_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)

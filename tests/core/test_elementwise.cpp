@@ -259,11 +259,11 @@ TEST(Comparisons, GiveBoolAndMatchReference) {
     std::function<Tensor(const Tensor&, Scalar)> op_s;
     std::function<bool(double, double)> ref;
   };
-#define EMBER_CMP(f, expr)                                                                                           \
-  Cmp {                                                                                                              \
-#f, [](const Tensor& a,                                                                                          \
-           const Tensor& b) { return f(a, b); }, [](const Tensor& a,                                                 \
-                                                    Scalar s) { return f(a, s); }, [](double x,                      \
+#define EMBER_CMP(f, expr) \
+  Cmp { \
+#f, [](const Tensor& a, \
+           const Tensor& b) { return f(a, b); }, [](const Tensor& a, \
+                                                    Scalar s) { return f(a, s); }, [](double x, \
                                                                                       double y) { return x expr y; } \
   }
   const std::vector<Cmp> cmps = {EMBER_CMP(eq, ==), EMBER_CMP(ne, !=), EMBER_CMP(lt, <),
@@ -353,9 +353,9 @@ TEST(InPlace, BinaryUpdatesValuesAndBumpsVersion) {
     std::function<Tensor&(Tensor&, Scalar)> op_s;
     Fn2 ref;
   };
-#define EMBER_INPLACE(f, ref)                                                                                          \
-  Case {                                                                                                               \
-#f, [](Tensor & x, const Tensor& o) -> Tensor& { return x.f(o); }, [](Tensor & x,                                  \
+#define EMBER_INPLACE(f, ref) \
+  Case { \
+#f, [](Tensor & x, const Tensor& o) -> Tensor& { return x.f(o); }, [](Tensor & x, \
                                                                           Scalar s) -> Tensor& { return x.f(s); }, ref \
   }
   const std::vector<Case> cases = {EMBER_INPLACE(add_, std::plus<double>()), EMBER_INPLACE(sub_, std::minus<double>()),

@@ -5,8 +5,8 @@
 namespace ember {
 namespace {
 
-#define SKIP_IF_GPU()                                                     \
-  do {                                                                    \
+#define SKIP_IF_GPU() \
+  do { \
     if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is present"; \
   } while (0)
 

@@ -25,10 +25,10 @@ class CudaSuite : public ::testing::Test {
 }  // namespace ember
 
 #define EMBER_GPU_AND_CPU_TEST(Fixture, CpuSuite, Name) \
-  void Name##_body();                                   \
-  TEST_F(Fixture, Name) { Name##_body(); }              \
-  TEST(CpuSuite, Name) {                                \
-    ::ember::DeviceScope cpu(::ember::Device::cpu());   \
-    Name##_body();                                      \
-  }                                                     \
+  void Name##_body(); \
+  TEST_F(Fixture, Name) { Name##_body(); } \
+  TEST(CpuSuite, Name) { \
+    ::ember::DeviceScope cpu(::ember::Device::cpu()); \
+    Name##_body(); \
+  } \
   void Name##_body()

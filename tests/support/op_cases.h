@@ -167,6 +167,7 @@ inline void add_unary(std::vector<OpCase>& cs) {
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, rn},
       {"tanh", [](const Tensor& x) { return tanh(x); }, rn},
       {"gelu", [](const Tensor& x) { return gelu(x); }, rn},
+      {"softplus", [](const Tensor& x) { return softplus(x * 4); }, rn},  // (x * 4: some inputs past 1 and -1)
   };
   uint64_t seed = 100;
   for (const Un& op : uns) {

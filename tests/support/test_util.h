@@ -61,24 +61,24 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const Shape& shap
   EXPECT_TRUE(::ember::test::tensor_near((t), (shape), (ref), ##__VA_ARGS__))
 
 // Expects `stmt` to throw ErrT whose message contains every one of the given substrings.
-#define EXPECT_THROW_MSG(stmt, ErrT, ...)                                                                       \
-  do {                                                                                                          \
-    bool thrown_ = false;                                                                                       \
-    try {                                                                                                       \
-      stmt;                                                                                                     \
-    } catch (const ErrT& e_) {                                                                                  \
-      thrown_ = true;                                                                                           \
-      std::string msg_ = e_.what();                                                                             \
-      for (const char* sub_ : {__VA_ARGS__})                                                                    \
+#define EXPECT_THROW_MSG(stmt, ErrT, ...) \
+  do { \
+    bool thrown_ = false; \
+    try { \
+      stmt; \
+    } catch (const ErrT& e_) { \
+      thrown_ = true; \
+      std::string msg_ = e_.what(); \
+      for (const char* sub_ : {__VA_ARGS__}) \
         EXPECT_NE(msg_.find(sub_), std::string::npos) << "message \"" << msg_ << "\" lacks \"" << sub_ << "\""; \
-    } catch (const std::exception& e_) {                                                                        \
-      ADD_FAILURE() << "expected " #ErrT ", got another exception: " << e_.what();                              \
-      thrown_ = true;                                                                                           \
-    }                                                                                                           \
-    if (!thrown_) ADD_FAILURE() << "expected " #ErrT " from: " #stmt;                                           \
+    } catch (const std::exception& e_) { \
+      ADD_FAILURE() << "expected " #ErrT ", got another exception: " << e_.what(); \
+      thrown_ = true; \
+    } \
+    if (!thrown_) ADD_FAILURE() << "expected " #ErrT " from: " #stmt; \
   } while (0)
 
-#define EMBER_SKIP_IF_NO_CUDA()                                                                                    \
-  do {                                                                                                             \
+#define EMBER_SKIP_IF_NO_CUDA() \
+  do { \
     if (!::ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << ::ember::cuda::unavailable_reason(); \
   } while (0)

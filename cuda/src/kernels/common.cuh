@@ -41,8 +41,8 @@ template <class F>
 void dispatch(DType t, F&& f) {
   switch (t) {
 #define EMBER_X(Name, str, size, CpuType, CudaType) \
-  case DType::Name:                                 \
-    f(TypeTag<CudaType>{});                         \
+  case DType::Name: \
+    f(TypeTag<CudaType>{}); \
     return;
     EMBER_DTYPES(EMBER_X)
 #undef EMBER_X
@@ -101,7 +101,7 @@ __device__ inline T store_c(compute_t<T> v) {
 }
 
 // Grid-stride loop over [0, n).
-#define EMBER_KERNEL_LOOP(i, n)                                                          \
+#define EMBER_KERNEL_LOOP(i, n) \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 

@@ -37,8 +37,8 @@ Flat flat(const Operand& o, const Layout& l) {
 template <class C>
 __device__ inline C unary_op(UnaryOp op, C v) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost)                                                       \
-  case UnaryOp::Name:                                                                              \
+#define EMBER_X(Name, str, float_only, cost) \
+  case UnaryOp::Name: \
     if constexpr (scalar::kUnaryDefined<UnaryOp::Name, C>) return scalar::unary<UnaryOp::Name>(v); \
     break;
     EMBER_UNARY_OPS(EMBER_X)
@@ -53,13 +53,13 @@ __device__ inline R binary_op(BinaryOp op, T a, T b) {
   using C = compute_t<T>;
   const C x = load_c(a), y = load_c(b);
   switch (op) {
-#define EMBER_X(Name, str, kind)                                                                   \
-  case BinaryOp::Name:                                                                             \
-    if constexpr (is_comparison(BinaryOp::Name)) {                                                 \
-      if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y);     \
+#define EMBER_X(Name, str, kind) \
+  case BinaryOp::Name: \
+    if constexpr (is_comparison(BinaryOp::Name)) { \
+      if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y); \
     } else if constexpr (std::is_same<R, T>::value && scalar::kBinaryDefined<BinaryOp::Name, C>) { \
-      return store_c<T>(scalar::binary<BinaryOp::Name>(x, y));                                     \
-    }                                                                                              \
+      return store_c<T>(scalar::binary<BinaryOp::Name>(x, y)); \
+    } \
     break;
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X

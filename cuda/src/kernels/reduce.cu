@@ -196,9 +196,9 @@ void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk
   dispatch(x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (op) {
-#define EMBER_X(Name, str, kind)                                                          \
-  case ReduceOp::Name:                                                                    \
-    if constexpr (is_index_reduction(ReduceOp::Name))                                     \
+#define EMBER_X(Name, str, kind) \
+  case ReduceOp::Name: \
+    if constexpr (is_index_reduction(ReduceOp::Name)) \
       return arg_typed<T, ReduceOp::Name == ReduceOp::ArgMax>(out, x, kept, red, stream); \
     else return reduce_typed<T, ReduceOp::Name>(out, x, kept, red, workspace, stream);
       EMBER_REDUCE_OPS(EMBER_X)

@@ -81,7 +81,8 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) form
+Tensor gelu(const Tensor& x);      // exact (erf) form
+Tensor softplus(const Tensor& x);  // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 

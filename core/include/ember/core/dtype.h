@@ -32,9 +32,9 @@ DType promote_types(DType a, DType b);
 template <class T>
 struct dtype_of;
 #define EMBER_X(Name, str, size, CpuType, CudaType) \
-  template <>                                       \
-  struct dtype_of<CpuType> {                        \
-    static constexpr DType value = DType::Name;     \
+  template <> \
+  struct dtype_of<CpuType> { \
+    static constexpr DType value = DType::Name; \
   };
 EMBER_DTYPES(EMBER_X)
 #undef EMBER_X
@@ -46,7 +46,7 @@ template <class F>
 decltype(auto) visit_dtype(DType d, F&& f) {
   switch (d) {
 #define EMBER_X(Name, str, size, CpuType, CudaType) \
-  case DType::Name:                                 \
+  case DType::Name: \
     return f.template operator()<CpuType>();
     EMBER_DTYPES(EMBER_X)
 #undef EMBER_X

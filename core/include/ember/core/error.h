@@ -59,9 +59,9 @@ template <class E>
 }  // namespace detail
 }  // namespace ember
 
-#define EMBER_CHECK(cond, ErrT, ...)                                  \
-  do {                                                                \
-    if (!(cond)) [[unlikely]]                                         \
+#define EMBER_CHECK(cond, ErrT, ...) \
+  do { \
+    if (!(cond)) [[unlikely]] \
       ::ember::detail::fail<ErrT>(::ember::detail::str(__VA_ARGS__)); \
   } while (0)
 #define EMBER_CHECK_SHAPE(cond, ...) EMBER_CHECK(cond, ::ember::ShapeError, __VA_ARGS__)
@@ -69,6 +69,6 @@ template <class E>
 #define EMBER_CHECK_DTYPE(cond, ...) EMBER_CHECK(cond, ::ember::DTypeError, __VA_ARGS__)
 #define EMBER_CHECK_INDEX(cond, ...) EMBER_CHECK(cond, ::ember::IndexError, __VA_ARGS__)
 #define EMBER_CHECK_VALUE(cond, ...) EMBER_CHECK(cond, ::ember::ValueError, __VA_ARGS__)
-#define EMBER_INTERNAL_ASSERT(cond, ...)                                                                      \
+#define EMBER_INTERNAL_ASSERT(cond, ...) \
   EMBER_CHECK(cond, ::ember::InternalError, "internal error (please report): ", #cond, " at ", __FILE__, ":", \
               __LINE__, " " __VA_OPT__(, ) __VA_ARGS__)

@@ -15,60 +15,61 @@
 
 // --- element types: X(Name, "name", itemsize, CPU type, CUDA type). The C++ types are spelled out only where
 // a backend expands the list (ember::Half on the CPU, __half in CUDA kernels), never here.
-#define EMBER_DTYPES(X)                                         \
-  X(kFloat32, "float32", 4, float, float)                       \
-  X(kFloat64, "float64", 8, double, double)                     \
-  X(kFloat16, "float16", 2, ::ember::Half, __half)              \
+#define EMBER_DTYPES(X) \
+  X(kFloat32, "float32", 4, float, float) \
+  X(kFloat64, "float64", 8, double, double) \
+  X(kFloat16, "float16", 2, ::ember::Half, __half) \
   X(kBFloat16, "bfloat16", 2, ::ember::BFloat16, __nv_bfloat16) \
-  X(kInt64, "int64", 8, int64_t, int64_t)                       \
-  X(kInt32, "int32", 4, int32_t, int32_t)                       \
-  X(kUInt8, "uint8", 1, uint8_t, uint8_t)                       \
+  X(kInt64, "int64", 8, int64_t, int64_t) \
+  X(kInt32, "int32", 4, int32_t, int32_t) \
+  X(kUInt8, "uint8", 1, uint8_t, uint8_t) \
   X(kBool, "bool", 1, bool, bool)
 
 // --- unary ops: X(Name, "name", float_only, cost).
 // float_only: defined for floating types only; an integer input computes in float32 (exp of an int64 tensor).
 // cost: Cheap or Transcendental (the CPU backend gives the latter threads at smaller sizes).
 // GeluGrad is d gelu(x) / dx, for autograd.
-#define EMBER_UNARY_OPS(X)                    \
-  X(Neg, "neg", false, Cheap)                 \
-  X(Abs, "abs", false, Cheap)                 \
-  X(Sqrt, "sqrt", true, Cheap)                \
-  X(Exp, "exp", true, Transcendental)         \
-  X(Log, "log", true, Transcendental)         \
-  X(Relu, "relu", false, Cheap)               \
+#define EMBER_UNARY_OPS(X) \
+  X(Neg, "neg", false, Cheap) \
+  X(Abs, "abs", false, Cheap) \
+  X(Sqrt, "sqrt", true, Cheap) \
+  X(Exp, "exp", true, Transcendental) \
+  X(Log, "log", true, Transcendental) \
+  X(Relu, "relu", false, Cheap) \
   X(Sigmoid, "sigmoid", true, Transcendental) \
-  X(Tanh, "tanh", true, Transcendental)       \
-  X(Gelu, "gelu", true, Transcendental)       \
-  X(Sign, "sign", false, Cheap)               \
-  X(Square, "square", false, Cheap)           \
-  X(Reciprocal, "reciprocal", true, Cheap)    \
-  X(GeluGrad, "gelu_grad", true, Transcendental)
+  X(Tanh, "tanh", true, Transcendental) \
+  X(Gelu, "gelu", true, Transcendental) \
+  X(Sign, "sign", false, Cheap) \
+  X(Square, "square", false, Cheap) \
+  X(Reciprocal, "reciprocal", true, Cheap) \
+  X(GeluGrad, "gelu_grad", true, Transcendental) \
+  X(Softplus, "softplus", true, Transcendental)
 
 // --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type) or Compare (result bool).
 // ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass, for autograd).
-#define EMBER_BINARY_OPS(X)               \
-  X(Add, "add", Arith)                    \
-  X(Sub, "sub", Arith)                    \
-  X(Mul, "mul", Arith)                    \
-  X(Div, "div", Arith)                    \
-  X(Pow, "pow", Arith)                    \
-  X(Maximum, "maximum", Arith)            \
-  X(Minimum, "minimum", Arith)            \
+#define EMBER_BINARY_OPS(X) \
+  X(Add, "add", Arith) \
+  X(Sub, "sub", Arith) \
+  X(Mul, "mul", Arith) \
+  X(Div, "div", Arith) \
+  X(Pow, "pow", Arith) \
+  X(Maximum, "maximum", Arith) \
+  X(Minimum, "minimum", Arith) \
   X(ReluBackward, "relu_backward", Arith) \
-  X(Eq, "eq", Compare)                    \
-  X(Ne, "ne", Compare)                    \
-  X(Lt, "lt", Compare)                    \
-  X(Le, "le", Compare)                    \
-  X(Gt, "gt", Compare)                    \
+  X(Eq, "eq", Compare) \
+  X(Ne, "ne", Compare) \
+  X(Lt, "lt", Compare) \
+  X(Le, "le", Compare) \
+  X(Gt, "gt", Compare) \
   X(Ge, "ge", Compare)
 
 // --- reductions: X(Name, "name", kind). kind: Value (sum, prod, max, min of the values) or Index (argmax,
 // argmin: the position of the first extreme along one dim, int64).
-#define EMBER_REDUCE_OPS(X)  \
-  X(Sum, "sum", Value)       \
-  X(Prod, "prod", Value)     \
-  X(Max, "max", Value)       \
-  X(Min, "min", Value)       \
+#define EMBER_REDUCE_OPS(X) \
+  X(Sum, "sum", Value) \
+  X(Prod, "prod", Value) \
+  X(Max, "max", Value) \
+  X(Min, "min", Value) \
   X(ArgMax, "argmax", Index) \
   X(ArgMin, "argmin", Index)
 
@@ -90,9 +91,9 @@ enum class ReduceOp : uint8_t { EMBER_REDUCE_OPS(EMBER_X_ENUM) };
 
 // Every member of each list, in list order (the tests loop over these).
 #define EMBER_X_MEMBER(Name, ...) Type::Name,
-#define EMBER_ALL(Enum, LIST)                \
-  [] {                                       \
-    using Type = Enum;                       \
+#define EMBER_ALL(Enum, LIST) \
+  [] { \
+    using Type = Enum; \
     return std::array{LIST(EMBER_X_MEMBER)}; \
   }()
 inline constexpr auto kAllDTypes = EMBER_ALL(DType, EMBER_DTYPES);
@@ -107,7 +108,7 @@ inline constexpr auto kAllReduceOps = EMBER_ALL(ReduceOp, EMBER_REDUCE_OPS);
 EMBER_OP_HD constexpr const char* name(DType d) {
   switch (d) {
 #define EMBER_X(Name, str, ...) \
-  case DType::Name:             \
+  case DType::Name: \
     return str;
     EMBER_DTYPES(EMBER_X)
 #undef EMBER_X
@@ -117,7 +118,7 @@ EMBER_OP_HD constexpr const char* name(DType d) {
 EMBER_OP_HD constexpr size_t itemsize(DType d) {
   switch (d) {
 #define EMBER_X(Name, str, size, ...) \
-  case DType::Name:                   \
+  case DType::Name: \
     return size;
     EMBER_DTYPES(EMBER_X)
 #undef EMBER_X
@@ -128,7 +129,7 @@ EMBER_OP_HD constexpr size_t itemsize(DType d) {
 EMBER_OP_HD constexpr const char* name(UnaryOp op) {
   switch (op) {
 #define EMBER_X(Name, str, ...) \
-  case UnaryOp::Name:           \
+  case UnaryOp::Name: \
     return str;
     EMBER_UNARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -139,7 +140,7 @@ EMBER_OP_HD constexpr const char* name(UnaryOp op) {
 EMBER_OP_HD constexpr bool is_float_op(UnaryOp op) {
   switch (op) {
 #define EMBER_X(Name, str, float_only, cost) \
-  case UnaryOp::Name:                        \
+  case UnaryOp::Name: \
     return float_only;
     EMBER_UNARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -151,7 +152,7 @@ EMBER_OP_HD constexpr bool is_transcendental(UnaryOp op) {
   constexpr bool Cheap = false, Transcendental = true;
   switch (op) {
 #define EMBER_X(Name, str, float_only, cost) \
-  case UnaryOp::Name:                        \
+  case UnaryOp::Name: \
     return cost;
     EMBER_UNARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -162,7 +163,7 @@ EMBER_OP_HD constexpr bool is_transcendental(UnaryOp op) {
 EMBER_OP_HD constexpr const char* name(BinaryOp op) {
   switch (op) {
 #define EMBER_X(Name, str, kind) \
-  case BinaryOp::Name:           \
+  case BinaryOp::Name: \
     return str;
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -174,7 +175,7 @@ EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) {
   constexpr bool Arith = false, Compare = true;
   switch (op) {
 #define EMBER_X(Name, str, kind) \
-  case BinaryOp::Name:           \
+  case BinaryOp::Name: \
     return kind;
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X
@@ -185,7 +186,7 @@ EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) {
 EMBER_OP_HD constexpr const char* name(ReduceOp op) {
   switch (op) {
 #define EMBER_X(Name, str, kind) \
-  case ReduceOp::Name:           \
+  case ReduceOp::Name: \
     return str;
     EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X
@@ -197,7 +198,7 @@ EMBER_OP_HD constexpr bool is_index_reduction(ReduceOp op) {
   constexpr bool Value = false, Index = true;
   switch (op) {
 #define EMBER_X(Name, str, kind) \
-  case ReduceOp::Name:           \
+  case ReduceOp::Name: \
     return kind;
     EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X

@@ -137,6 +137,8 @@ EMBER_HD float m_exp(float v) { return ::expf(v); }
 EMBER_HD double m_exp(double v) { return ::exp(v); }
 EMBER_HD float m_log(float v) { return ::logf(v); }
 EMBER_HD double m_log(double v) { return ::log(v); }
+EMBER_HD float m_log1p(float v) { return ::log1pf(v); }
+EMBER_HD double m_log1p(double v) { return ::log1p(v); }
 EMBER_HD float m_tanh(float v) { return ::tanhf(v); }
 EMBER_HD double m_tanh(double v) { return ::tanh(v); }
 EMBER_HD float m_erf(float v) { return ::erff(v); }
@@ -151,6 +153,8 @@ EMBER_HD float m_exp(float v) { return std::exp(v); }
 EMBER_HD double m_exp(double v) { return std::exp(v); }
 EMBER_HD float m_log(float v) { return std::log(v); }
 EMBER_HD double m_log(double v) { return std::log(v); }
+EMBER_HD float m_log1p(float v) { return std::log1p(v); }
+EMBER_HD double m_log1p(double v) { return std::log1p(v); }
 EMBER_HD float m_tanh(float v) { return std::tanh(v); }
 EMBER_HD double m_tanh(double v) { return std::tanh(v); }
 EMBER_HD float m_erf(float v) { return std::erf(v); }
@@ -228,7 +232,11 @@ EMBER_HD C unary(C v) {
     const C cdf = static_cast<C>(0.5) * (C(1) + m_erf(v * kSqrt1_2));
     const C pdf = m_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.3989422804014327);  // 1/sqrt(2 pi)
     return cdf + v * pdf;
-  } else {
+  }
+  // log(1 + e^x), as PyTorch's softplus (beta 1, threshold 20: x itself above it, where they agree in float64)
+  else if constexpr (Op == UnaryOp::Softplus)
+    return v > C(20) ? v : m_log1p(m_exp(v));
+  else {
     static_assert(kMissingMath<C>, "scalar_math.h: add the math of this unary op");
     return v;
   }
