@@ -4,7 +4,7 @@
 # header of a layer above it fails to compile. The objects of every module are bundled into the one installed
 # library, libember (root CMakeLists.txt); cmake/EmberLayers.cmake also links each module with only its DEPS to
 # prove it uses no symbol from above.
-set(EMBER_CXX_FLAGS ${EMBER_ISA_FLAGS} -fno-math-errno -fno-trapping-math -Wall -Wextra)
+set(EMBER_CXX_FLAGS ${EMBER_ISA_FLAGS} -fno-math-errno -fno-trapping-math -fno-semantic-interposition -Wall -Wextra)
 function(ember_module name)
   cmake_parse_arguments(M "" "" "DEPS;SOURCES" ${ARGN})
   set(target ember_${name})

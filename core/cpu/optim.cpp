@@ -24,8 +24,11 @@ void visit_float(const char* op, DType dt, F&& f) {
 // The element loops on their own, with restrict pointers and the options as template flags, so that the
 // compiler sees no aliasing and no branches and vectorises them (8 floats per AVX2 instruction). The update of
 // one element is scalar::sgd_update / scalar::adam_update (scalar_math.h), shared with the CUDA kernels.
+// (The coefficients are taken by value into a local: with a reference, the compiler must assume that the stores
+// to p may change them and reloads them every element.)
 template <class T, bool WD, bool Momentum>
-void sgd_range(T* __restrict p, const T* __restrict gp, T* __restrict buf, int64_t n, const scalar::SgdCoeffs<T> c) {
+[[gnu::noinline]] void sgd_range(T* __restrict p, const T* __restrict gp, T* __restrict buf, int64_t n,
+                                 const scalar::SgdCoeffs<T> c) {
   for (int64_t i = 0; i < n; ++i) scalar::sgd_update<T, WD, Momentum>(p[i], gp[i], Momentum ? buf + i : nullptr, c);
 }
 
@@ -48,7 +51,7 @@ void sgd_kernel(const SgdStepArgs& a) {
 }
 
 template <class T, bool L2, bool Decay>
-void adam_range(T* __restrict p, const T* __restrict gp, T* __restrict m, T* __restrict v, int64_t n,
+[[gnu::noinline]] void adam_range(T* __restrict p, const T* __restrict gp, T* __restrict m, T* __restrict v, int64_t n,
                 const scalar::AdamCoeffs<T> c) {
   for (int64_t i = 0; i < n; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
 }
