@@ -33,7 +33,7 @@ bench:
 	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target ember_bench
 	./$(BUILD)/bench/ember_bench --benchmark_counters_tabular=true
-	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd ember_bench_train $$(test -d /usr/lib/x86_64-linux-gnu/cmake/Torch && echo ember_bench_train_torch)
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd ember_bench_train $$(test -d /usr/lib/x86_64-linux-gnu/cmake/Torch && echo ember_torch_train ember_torch_minimal)
 	./$(BUILD)/bench/ember_bench_autograd
 	bash bench/train_table.sh $(BUILD)
 

@@ -1,7 +1,7 @@
-// Training throughput: one configuration, one framework, one thread count per process, so that peak RSS
-// belongs to that framework alone. bench/train_table.sh runs Ember and libtorch alternately and writes the
-// table into docs/benchmarks.md.
-//   ember_bench_train --framework ember|torch --config mlp-b64|mlp-b256|mlp-big|cnn-b64 --threads N
+// Training throughput of Ember: one configuration and one thread count per process. bench/train_table.sh runs it
+// and libtorch's twin (torch_train.cpp, a process with nothing of Ember in it) alternately and writes the table
+// into docs/benchmarks.md.
+//   ember_bench_train --framework ember --config mlp-b64|mlp-b256|mlp-big|cnn-b64|cnn-bn-b64 --threads N
 // Prints one line: framework config threads samples_per_s peak_rss_mib
 // Batches are real Fashion-MNIST images held in memory (data loading excluded); Adam 1e-3; cross-entropy.
 #include <ember/ember.h>
@@ -14,9 +14,6 @@
 #include <string>
 #include <vector>
 
-#ifdef EMBER_BENCH_TORCH
-#include <torch/torch.h>
-#endif
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -24,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 struct Config {
   std::string name;
   int64_t batch;
-  bool cnn, big;
+  bool cnn, big, bn = false;  // bn: BatchNorm2d after each conv
 };
 
 double peak_rss_mib() {
@@ -54,18 +51,23 @@ double throughput(int64_t batch, int64_t nbatches, Step&& step) {
 
 double run_ember(const Config& c, const ember::Tensor& images, const ember::Tensor& labels) {
   using namespace ember;
-  nn::Chain model = c.cnn   ? nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
-                                      nn::relu,
-                                      nn::MaxPool2d(2),
-                                      nn::Conv2d(32, 64, 5, {.padding = 2}),
-                                      nn::relu,
-                                      nn::MaxPool2d(2),
-                                      nn::Flatten(),
-                                      nn::Dense(3136, 128, nn::relu),
-                                      nn::Dense(128, 10)}
-                    : c.big ? nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
-                                        nn::Dense(1024, 10)}
-                            : nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
+  nn::Chain model;
+  if (c.cnn) {
+    model.push_back(nn::Conv2d(1, 32, 5, {.padding = 2}));
+    if (c.bn) model.push_back(nn::BatchNorm2d(32));
+    model.push_back(nn::relu);
+    model.push_back(nn::MaxPool2d(2));
+    model.push_back(nn::Conv2d(32, 64, 5, {.padding = 2}));
+    if (c.bn) model.push_back(nn::BatchNorm2d(64));
+    for (nn::ChainItem m : {nn::ChainItem(nn::relu), nn::ChainItem(nn::MaxPool2d(2)), nn::ChainItem(nn::Flatten()),
+                            nn::ChainItem(nn::Dense(3136, 128, nn::relu)), nn::ChainItem(nn::Dense(128, 10))})
+      model.push_back(m);
+  } else if (c.big) {
+    model = nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
+                      nn::Dense(1024, 10)};
+  } else {
+    model = nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
+  }
   optim::Adam opt(model.parameters(), {.lr = 1e-3});
   const int64_t nb = images.size(0) / c.batch;
   std::vector<Tensor> xs, ys;
@@ -81,40 +83,6 @@ double run_ember(const Config& c, const ember::Tensor& images, const ember::Tens
   });
 }
 
-#ifdef EMBER_BENCH_TORCH
-double run_torch(const Config& c, const ember::Tensor& images, const ember::Tensor& labels) {
-  namespace tn = torch::nn;
-  tn::Sequential model;
-  if (c.cnn) {
-    model = tn::Sequential(tn::Conv2d(tn::Conv2dOptions(1, 32, 5).padding(2)), tn::ReLU(), tn::MaxPool2d(2),
-                           tn::Conv2d(tn::Conv2dOptions(32, 64, 5).padding(2)), tn::ReLU(), tn::MaxPool2d(2),
-                           tn::Flatten(), tn::Linear(3136, 128), tn::ReLU(), tn::Linear(128, 10));
-  } else if (c.big) {
-    model = tn::Sequential(tn::Flatten(), tn::Linear(784, 1024), tn::ReLU(), tn::Linear(1024, 1024), tn::ReLU(),
-                           tn::Linear(1024, 10));
-  } else {
-    model = tn::Sequential(tn::Flatten(), tn::Linear(784, 128), tn::ReLU(), tn::Linear(128, 10));
-  }
-  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
-  const int64_t nb = images.size(0) / c.batch;
-  std::vector<float> xv = images.to_vector<float>();
-  std::vector<int64_t> yv = labels.to_vector<int64_t>();
-  torch::Tensor X = torch::from_blob(xv.data(), {images.size(0), 1, 28, 28}).clone();
-  torch::Tensor Y = torch::from_blob(yv.data(), {labels.size(0)}, torch::kInt64).clone();
-  std::vector<torch::Tensor> xs, ys;
-  for (int64_t i = 0; i < nb; ++i) {
-    xs.push_back(X.slice(0, i * c.batch, (i + 1) * c.batch).contiguous());
-    ys.push_back(Y.slice(0, i * c.batch, (i + 1) * c.batch).contiguous());
-  }
-  return throughput(c.batch, nb, [&](int64_t i) {
-    torch::Tensor loss =
-        torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-  });
-}
-#endif
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,7 +97,8 @@ int main(int argc, char** argv) {
   const std::vector<Config> configs = {{"mlp-b64", 64, false, false},
                                        {"mlp-b256", 256, false, false},
                                        {"mlp-big", 256, false, true},
-                                       {"cnn-b64", 64, true, false}};
+                                       {"cnn-b64", 64, true, false},
+                                       {"cnn-bn-b64", 64, true, false, true}};
   auto it = std::find_if(configs.begin(), configs.end(), [&](const Config& c) { return c.name == config; });
   if (it == configs.end()) {
     std::fprintf(stderr, "unknown config %s\n", config.c_str());
@@ -150,14 +119,6 @@ int main(int argc, char** argv) {
     if (framework == "ember") {
       ember::set_num_threads(threads);
       rate = run_ember(*it, images, labels);
-    } else if (framework == "torch") {
-#ifdef EMBER_BENCH_TORCH
-      torch::set_num_threads(threads);
-      rate = run_torch(*it, images, labels);
-#else
-      std::fprintf(stderr, "built without libtorch\n");
-      return 3;
-#endif
     } else {
       std::fprintf(stderr, "unknown framework %s\n", framework.c_str());
       return 2;
