@@ -1,4 +1,6 @@
 // defines: creation functions, the global Philox generator (manual_seed), and the CPU thread setting.
+#include <sched.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -148,13 +150,21 @@ Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts, std:
 
 // --- threads
 namespace {
-std::atomic<int> g_threads{0};  // 0: not set yet, use the machine's cores
+std::atomic<int> g_threads{0};  // 0: not set yet, use the cores this process may run on
 }
 namespace cpu {
+// The cores in this process's affinity mask (taskset, cgroup cpusets, a job scheduler's binding), not the
+// machine's: more threads than usable cores only wait for each other.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 int num_threads() {
   int n = g_threads.load(std::memory_order_relaxed);
   if (n > 0) return n;
-  n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n = usable_cores();
   g_threads.store(n, std::memory_order_relaxed);
   return n;
 }

@@ -1,6 +1,8 @@
 // parallel_for on the CPU thread pool (core/cpu/thread_pool.cpp, Note [Thread pool]): every index is covered
 // exactly once, chunk boundaries depend only on the thread count, nested and concurrent calls work, and
 // workers that went to sleep between regions are woken (no lost wake-up: the test would hang).
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -97,4 +99,20 @@ TEST(ThreadPool, SleepingWorkersAreWokenAndManyTinyRegionsFinish) {
     parallel_for(0, 3, 1, [&](int64_t b, int64_t e) { n.fetch_add(static_cast<int>(e - b)); });
     ASSERT_EQ(n.load(), 3);
   }
+}
+
+// The default thread count is the cores this process may run on (its affinity mask), not the machine's.
+TEST(ThreadPool, DefaultThreadsFollowTheAffinityMask) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(cpu::usable_cores(), CPU_COUNT(&saved));
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const int restricted = cpu::usable_cores();
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(restricted, 1);
 }
