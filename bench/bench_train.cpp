@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-
 namespace {
 using Clock = std::chrono::steady_clock;
 
@@ -63,8 +62,8 @@ double run_ember(const Config& c, const ember::Tensor& images, const ember::Tens
                             nn::ChainItem(nn::Dense(3136, 128, nn::relu)), nn::ChainItem(nn::Dense(128, 10))})
       model.push_back(m);
   } else if (c.big) {
-    model = nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
-                      nn::Dense(1024, 10)};
+    model =
+        nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu), nn::Dense(1024, 10)};
   } else {
     model = nn::Chain{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
   }

@@ -25,12 +25,11 @@ int main(int argc, char** argv) {
   }
   torch::set_num_threads(threads);
   torch::manual_seed(0);
-  torch::nn::Sequential model = hidden == 1024
-                                    ? torch::nn::Sequential(torch::nn::Linear(784, 1024), torch::nn::ReLU(),
-                                                            torch::nn::Linear(1024, 1024), torch::nn::ReLU(),
-                                                            torch::nn::Linear(1024, 10))
-                                    : torch::nn::Sequential(torch::nn::Linear(784, hidden), torch::nn::ReLU(),
-                                                            torch::nn::Linear(hidden, 10));
+  torch::nn::Sequential model =
+      hidden == 1024
+          ? torch::nn::Sequential(torch::nn::Linear(784, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 1024),
+                                  torch::nn::ReLU(), torch::nn::Linear(1024, 10))
+          : torch::nn::Sequential(torch::nn::Linear(784, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, 10));
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
   if (!dir) {
     std::fprintf(stderr, "ember_torch_minimal: --data DIR (uncompressed Fashion-MNIST) is required\n");

@@ -108,9 +108,8 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> px = read_idx_gz(data + "/train-images-idx3-ubyte.gz", n, 784, 16);
     const std::vector<uint8_t> lb = read_idx_gz(data + "/train-labels-idx1-ubyte.gz", n, 1, 8);
     torch::set_num_threads(threads);
-    torch::Tensor X = torch::from_blob(const_cast<uint8_t*>(px.data()), {n, 1, 28, 28}, torch::kUInt8)
-                          .to(torch::kFloat32)
-                          .div(255);
+    torch::Tensor X =
+        torch::from_blob(const_cast<uint8_t*>(px.data()), {n, 1, 28, 28}, torch::kUInt8).to(torch::kFloat32).div(255);
     if (flat && !cnn) X = X.reshape({n, 784});
     torch::Tensor Y = torch::from_blob(const_cast<uint8_t*>(lb.data()), {n}, torch::kUInt8).to(torch::kInt64);
     torch::nn::Sequential model = make_model(config, flat);
@@ -122,8 +121,8 @@ int main(int argc, char** argv) {
       ys.push_back(Y.slice(0, i * batch, (i + 1) * batch).contiguous());
     }
     const double rate = throughput(batch, nb, [&](int64_t i) {
-      torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]),
-                                                                ys[static_cast<size_t>(i)]);
+      torch::Tensor loss =
+          torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
       opt.zero_grad();
       loss.backward();
       opt.step();

@@ -52,7 +52,7 @@ void sgd_kernel(const SgdStepArgs& a) {
 
 template <class T, bool L2, bool Decay>
 [[gnu::noinline]] void adam_range(T* __restrict p, const T* __restrict gp, T* __restrict m, T* __restrict v, int64_t n,
-                const scalar::AdamCoeffs<T> c) {
+                                  const scalar::AdamCoeffs<T> c) {
   for (int64_t i = 0; i < n; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
 }
 

@@ -9,7 +9,7 @@
 
 namespace ember::cpu {
 
-int num_threads();  // set_num_threads, or by default usable_cores()
+int num_threads();   // set_num_threads, or by default usable_cores()
 int usable_cores();  // the cores this process may run on (its affinity mask)
 
 // Below this many elements an elementwise op runs on one thread: the fork/join costs more than it saves.

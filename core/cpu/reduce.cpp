@@ -20,6 +20,45 @@ using Walk = DimWalk<64>;
 template <class T, ReduceOp Op>
 using Reducer = scalar::ReduceMath<Op, T>;
 
+// acc combined with p[0], p[stride], ..., p[(n - 1) * stride]. A contiguous floating sum keeps four partial
+// sums (so the adds do not form one dependent chain, and vectorise), combined in a fixed order: the result
+// depends on the data and the run's length only.
+template <class T, ReduceOp Op>
+typename Reducer<T, Op>::Acc reduce_run(typename Reducer<T, Op>::Acc acc, const T* p, int64_t n, int64_t stride) {
+  using Red = Reducer<T, Op>;
+  using A = typename Red::Acc;
+  if constexpr (Op == ReduceOp::Sum && std::is_floating_point_v<T>) {
+    if (stride == 1) {
+      A s[4] = {0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; ++k) s[k] += static_cast<A>(p[i + k]);
+      for (; i < n; ++i) s[0] += static_cast<A>(p[i]);
+      return acc + ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) acc = Red::step(acc, p[i * stride]);
+  return acc;
+}
+
+// The walk `w` without its innermost dim: the starts of its runs.
+Walk runs_of(const Walk& w) {
+  Walk outer;
+  for (int d = 0; d + 1 < w.ndim; ++d) outer.add(w.sizes[d], w.strides[d]);
+  return outer;
+}
+
+// acc combined with every element of `w` from base, in walk order, a run of the innermost dim at a time (one
+// offset computation per run, not per element).
+template <class T, ReduceOp Op>
+typename Reducer<T, Op>::Acc reduce_walk(typename Reducer<T, Op>::Acc acc, const T* base, const Walk& w,
+                                         const Walk& outer) {
+  if (w.ndim == 0) return Reducer<T, Op>::step(acc, *base);  // one element
+  const int64_t inner = w.sizes[w.ndim - 1], stride = w.strides[w.ndim - 1];
+  for (int64_t r = 0; r < outer.numel; ++r) acc = reduce_run<T, Op>(acc, base + outer.offset(r), inner, stride);
+  return acc;
+}
+
 // Reduces along `red` for each output element in `kept` order. R is the output element type.
 template <class T, class R, ReduceOp Op>
 void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const Walk& red) {
@@ -29,20 +68,25 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
   R* o = static_cast<R*>(out.data_ptr());
   const int64_t nout = kept.numel, nred = red.numel;
   const bool inner_contig = red.contiguous();
+  const Walk outer = runs_of(red);
 
   if (nout == 1) {
-    // Full reduction: fixed blocks, then blocks combined in order (deterministic whatever the threads).
-    constexpr int64_t kBlock = 16384;
-    const int64_t nblocks = (nred + kBlock - 1) / kBlock;
+    // Full reduction: fixed blocks of whole runs (~16384 elements), then blocks combined in order (deterministic
+    // whatever the threads).
+    const int64_t run = red.ndim ? red.sizes[red.ndim - 1] : 1, stride = red.ndim ? red.strides[red.ndim - 1] : 1;
+    const int64_t per = inner_contig ? 16384 : std::max<int64_t>(1, 16384 / run);  // elements, or runs
+    const int64_t units = inner_contig ? nred : outer.numel;
+    const int64_t nblocks = (units + per - 1) / per;
     std::vector<A> partial(static_cast<size_t>(std::max<int64_t>(nblocks, 1)), Red::init());
     parallel_for(0, nblocks, 4, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
-        int64_t s = blk * kBlock, e = std::min(nred, s + kBlock);
+        const int64_t s = blk * per, e = std::min(units, s + per);
         A acc = Red::init();
-        if (inner_contig)
-          for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[i]);
-        else
-          for (int64_t i = s; i < e; ++i) acc = Red::step(acc, in[red.offset(i)]);
+        if (inner_contig) {
+          acc = reduce_run<T, Op>(acc, in + s, e - s, 1);
+        } else {
+          for (int64_t r = s; r < e; ++r) acc = reduce_run<T, Op>(acc, in + outer.offset(r), run, stride);
+        }
         partial[static_cast<size_t>(blk)] = acc;
       }
     });
@@ -67,17 +111,12 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
     return;
   }
 
+  // One output at a time, its reduced elements a run of the innermost reduced dim at a time (mean over {0, 2, 3}
+  // of [N, C, H, W]: N runs of H*W per channel).
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(nred, 1));
   parallel_for(0, nout, grain, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const T* base = in + kept.offset(j);
-      A acc = Red::init();
-      if (inner_contig)
-        for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[i]);
-      else
-        for (int64_t i = 0; i < nred; ++i) acc = Red::step(acc, base[red.offset(i)]);
-      o[j] = static_cast<R>(acc);
-    }
+    for (int64_t j = j0; j < j1; ++j)
+      o[j] = static_cast<R>(reduce_walk<T, Op>(Red::init(), in + kept.offset(j), red, outer));
   });
 }
 

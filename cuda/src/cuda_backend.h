@@ -36,6 +36,14 @@ class CudaBackend final : public Backend {
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
+  void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;  // norm.cpp
+  void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
+                        const Tensor& b) override;
+  void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy, const Tensor& x,
+                                  const Tensor& mean) override;
+  void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& invstd, const Tensor& w, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
+                                 int64_t count) override;
   void sgd_step(const SgdStepArgs& a) override;
   void adam_step(const AdamStepArgs& a) override;
 

@@ -36,7 +36,7 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const 
     return;
   }
   OnDevice on(out);
-  const int64_t ws_bytes = kernels::reduce_workspace_bytes(op, kept.numel, red.numel);
+  const int64_t ws_bytes = kernels::reduce_workspace_bytes(op, kept, red);
   Tensor ws = ws_bytes ? scratch(ws_bytes, out.device()) : Tensor();
   KernelArgs k = kernel_args("reduce", {&out});
   k.operands[1].data = x.data_ptr();

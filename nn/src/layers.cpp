@@ -155,27 +155,17 @@ Tensor BatchNorm::forward(const Tensor& x) {
   const bool ok = spatial_ ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
   EMBER_CHECK_SHAPE(ok && x.size(1) == n_, name, "(", n_, "): expected input ",
                     spatial_ ? "[N, C, H, W]" : "[N, C] or [N, C, L]", " with C = ", n_, ", got ", x.shape());
-  std::vector<int64_t> dims = {0};
-  Shape pshape(static_cast<size_t>(x.dim()), 1);  // parameters broadcast as [1, C, 1, ...]
-  pshape[1] = n_;
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mu, var;
+  if (is_training())
+    EMBER_CHECK_VALUE(x.numel() / n_ > 1, name, ": training needs more than one value per channel, got input ",
+                      x.shape());
+  // one fused op: statistics in one pass, normalisation in another, and a two-pass backward; the running
+  // statistics move (in place, outside the graph) when training
+  Tensor y = batch_norm(x, running_mean_, running_var_, opts_.affine ? weight_ : Tensor(),
+                        opts_.affine ? bias_ : Tensor(), is_training(), opts_.momentum, opts_.eps);
   if (is_training()) {
-    const int64_t count = x.numel() / n_;
-    EMBER_CHECK_VALUE(count > 1, name, ": training needs more than one value per channel, got input ", x.shape());
-    mu = mean(x, dims, true);
-    var = ember::var(x, dims, true, 0);
-    NoGradGuard g;  // running statistics: an exponential average, unbiased variance as PyTorch
-    const double m = opts_.momentum;
-    running_mean_.mul_(1 - m).add_(mu.detach().reshape({n_}) * m);
-    running_var_.mul_(1 - m).add_(var.detach().reshape({n_}) * (m * count / (count - 1.0)));
+    NoGradGuard g;
     num_batches_.add_(1);
-  } else {
-    mu = running_mean_.reshape(pshape);
-    var = running_var_.reshape(pshape);
   }
-  Tensor y = (x - mu) / sqrt(var + opts_.eps);
-  if (opts_.affine) y = y * weight_.reshape(pshape) + bias_.reshape(pshape);
   return y;
 }
 std::string BatchNorm::repr() const { return detail::str(spatial_ ? "BatchNorm2d(" : "BatchNorm1d(", n_, ")"); }

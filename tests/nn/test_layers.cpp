@@ -532,3 +532,35 @@ TEST(Layers, ConvNetGradcheck) {
   EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return model(in[0]); }, {x}));
   EXPECT_TRUE(param_grads_match(model, [&] { return sum(model(x) * r); }));
 }
+
+// The functional batch_norm (ember::batch_norm, the fused op BatchNorm1d/2d run on) refuses bad arguments with
+// messages that name the op and the shapes.
+TEST(BatchNorm, FunctionalBadInputs) {
+  Tensor x = randn({4, 3, 5}), w = ones({3}), b = zeros({3}), rm = zeros({3}), rv = ones({3});
+  EXPECT_THROW_MSG(batch_norm(randn({4}), rm, rv), ShapeError, "batch_norm", "at least 2 dims", "[4]");
+  EXPECT_THROW_MSG(batch_norm(x, rm, rv, ones({2})), ShapeError, "batch_norm", "weight", "[3]", "[2]");
+  EXPECT_THROW_MSG(batch_norm(x, zeros({3, 1}), rv), ShapeError, "running_mean", "[3, 1]");
+  EXPECT_THROW_MSG(batch_norm(x, {}, {}, w, b, /*training=*/false), ValueError, "batch_norm", "running statistics");
+  EXPECT_THROW_MSG(batch_norm(x, rm, {}), ValueError, "running_mean and running_var");
+  EXPECT_THROW_MSG(batch_norm(x.to(kInt64), rm, rv), DTypeError, "batch_norm", "int64");
+  EXPECT_THROW_MSG(batch_norm(x, rm, rv, w, b, true, 1.5), ValueError, "momentum");
+  EXPECT_THROW_MSG(batch_norm(randn({1, 3}), rm, rv), ValueError, "more than one value per channel");
+  // what the module's buffers see: training moves them, evaluation does not
+  batch_norm(x, rm, rv, w, b, true, 0.1);
+  const std::vector<double> moved = test::values(rm);
+  batch_norm(x, rm, rv, w, b, false, 0.1);
+  EXPECT_EQ(test::values(rm), moved);
+  EXPECT_NE(moved, std::vector<double>(3, 0.0));
+}
+
+// float16 and bfloat16 inputs are normalised in float32 and come back in their own dtype.
+TEST(BatchNorm, HalfInputsComputeInFloat) {
+  manual_seed(53);
+  Tensor x = randn({8, 3, 4}) * 3.0 + 1.0;
+  Tensor ref = batch_norm(x, {}, {}, {}, {}, true);
+  for (DType dt : {kFloat16, kBFloat16}) {
+    Tensor y = batch_norm(x.to(dt), {}, {}, {}, {}, true);
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_TENSOR_NEAR(y.to(kFloat32), ref.shape(), test::values(ref), 3e-2, 2e-2) << name(dt);
+  }
+}

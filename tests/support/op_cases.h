@@ -526,6 +526,35 @@ inline void add_composite(std::vector<OpCase>& cs) {
                  })));
 }
 
+// batch_norm: batch statistics (the [N, C] row path, the [N, C, S] run path, no affine, a strided input) and
+// running statistics (evaluation mode). Channels get distinct scales so that their statistics differ.
+inline void add_norm(std::vector<OpCase>& cs) {
+  auto BN = [](bool training, bool affine) {
+    return [=](const TV& in) {
+      const int64_t c = in[0].size(1);
+      Tensor rm, rv;
+      if (!training) {
+        std::vector<double> m, v;
+        for (int64_t i = 0; i < c; ++i) { m.push_back(0.1 * static_cast<double>(i) - 0.2); v.push_back(0.5 + 0.3 * static_cast<double>(i)); }
+        rm = on(in[0], tensor(m, {c}, f64));
+        rv = on(in[0], tensor(v, {c}, f64));
+      }
+      return batch_norm(in[0], rm, rv, affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), training, 0.1, 1e-3);
+    };
+  };
+  auto scaled = [](const Shape& s, uint64_t seed) {
+    Shape ps(s.size(), 1);
+    ps[1] = s[1];
+    return rn(s, seed) * (arange(s[1]).to(kFloat64).reshape(ps) + 0.5) + 0.3;
+  };
+  cs.push_back(C("batch_norm_rows", [=] { return TV{scaled({6, 3}, 930), rn({3}, 931), rn({3}, 932)}; }, BN(true, true)));
+  cs.push_back(C("batch_norm_2d", [=] { return TV{scaled({3, 2, 3, 4}, 933), rn({2}, 934), rn({2}, 935)}; }, BN(true, true)));
+  cs.push_back(C("batch_norm_1d_length", [=] { return TV{scaled({4, 3, 5}, 936), rn({3}, 937), rn({3}, 938)}; }, BN(true, true)));
+  cs.push_back(C("batch_norm_no_affine", [=] { return TV{scaled({3, 2, 2, 3}, 939)}; }, BN(true, false)));
+  cs.push_back(C("batch_norm_noncontig", [=] { return TV{scaled({4, 3, 5}, 940).transpose(0, 2).transpose(0, 2).slice(2, 0, 5, 2), rn({3}, 941), rn({3}, 942)}; }, BN(true, true)));
+  cs.push_back(C("batch_norm_eval", [=] { return TV{scaled({3, 2, 3, 4}, 943), rn({2}, 944), rn({2}, 945)}; }, BN(false, true)));
+}
+
 // clang-format on
 
 inline std::vector<OpCase> all_cases() {
@@ -535,6 +564,7 @@ inline std::vector<OpCase> all_cases() {
   add_reductions(cs);
   add_linalg(cs);
   add_conv_pool(cs);
+  add_norm(cs);
   add_shape(cs);
   add_views(cs);
   add_inplace(cs);

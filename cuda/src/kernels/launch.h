@@ -59,9 +59,9 @@ void launch_where(const Operand& out, const Operand& cond, const Operand& a, con
 // --- reduce.cu
 // A strided walk over some dims of a tensor (outermost first; strides in elements), as the CPU's.
 using Walk = DimWalk<kMaxDims>;
-// Bytes of scratch launch_reduce needs for x's type and these sizes (0: none); the caller allocates it on
-// the stream's device. Depends on the sizes only, so the summation order is the same on every run.
-int64_t reduce_workspace_bytes(ReduceOp op, int64_t nout, int64_t nred);
+// Bytes of scratch launch_reduce needs for these walks (0: none); the caller allocates it on the stream's device.
+// Depends on the sizes only, so the summation order is the same on every run.
+int64_t reduce_workspace_bytes(ReduceOp op, const Walk& kept, const Walk& red);
 // out[j] (contiguous, j in `kept` order) = op over `red` of x at kept.offset(j) + red.offset(i).
 // Sum/Prod give x's type for floats and Int64 for integers, Max/Min x's type, Arg* Int64 (first extreme,
 // NaN counts as the extreme). requires: nred >= 1 (the caller fills empty reductions), nout >= 1.
@@ -79,6 +79,22 @@ void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t o
 // out[o, idx[i], k] += src[o, i, k] with atomics (Float32, Float64, Int32, Int64 only).
 void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                       int64_t inner, CUstream_st* stream);
+
+// --- norm.cu: the batch-norm passes of backend.h (batch_norm_*) over x viewed as [N, C, S] (contiguous; float32
+// or float64; per-channel arrays [C] of x's type; w may be null: 1, b null: 0); sums accumulate in double and
+// the per-channel coefficients come from scalar_math.h, as on the CPU.
+struct NcsShape {
+  int64_t n = 0, c = 0, s = 0;
+};
+void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, CUstream_st* stream);
+void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mean, const void* invstd, const void* w,
+                             const void* b, const NcsShape& d, CUstream_st* stream);
+void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xmu, const void* dy, const void* x,
+                                       const void* mean, const NcsShape& d, CUstream_st* stream);
+// sum_dy and sum_dy_xmu null: fixed running statistics.
+void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
+                                      const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
+                                      int64_t count, const NcsShape& d, CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
 // keyed by seed (as the CPU backend; ember/internal/philox.h).

@@ -4,8 +4,9 @@
 // order depends on the sizes only (fixed chunks, fixed tree, partials combined in order), so results are
 // bitwise the same on every run.
 //   - nred <= 64: one thread per output walks its elements in order;
-//   - otherwise one block per (output, chunk) reduces in a shared-memory tree; with several chunks a second
-//     kernel combines the chunk results of each output in chunk order.
+//   - kept dims contiguous (a column reduction): one thread per (output, chunk), adjacent threads on adjacent
+//     outputs, so reads are coalesced; with several chunks a second kernel combines them in chunk order;
+//   - otherwise one block per (output, chunk) reduces in a shared-memory tree, chunks combined likewise.
 #include <cstdint>
 
 #include "common.cuh"
@@ -144,10 +145,51 @@ __global__ void arg_block_kernel(int64_t* out, const T* x, Walk kept, Walk red) 
   }
 }
 
-int64_t num_chunks(ReduceOp op, int64_t nout, int64_t nred) {
-  if (is_index_reduction(op) || nred <= kThreadPerOutputMax || nout >= kMaxTasks) return 1;
-  const int64_t by_size = CEIL_DIV(nred, kChunk), by_tasks = kMaxTasks / nout;
-  return by_size < by_tasks ? by_size : by_tasks;
+// Column reduction: the kept dims are one contiguous run (x[j + red.offset(i)]: a bias gradient summed over the
+// batch, a mean over dim 0). Adjacent threads take adjacent outputs j, so every read of a warp is one coalesced
+// row segment; blockIdx.y takes a chunk of the reduced elements, and with several chunks their partials are
+// combined in chunk order by reduce_finish_kernel.
+template <class T, ReduceOp Op>
+__global__ void reduce_column_kernel(typename Reducer<T, Op>::R* out, typename Reducer<T, Op>::A* partial, const T* x,
+                                     Walk red, int64_t nout, int64_t chunks, int64_t chunk_len) {
+  using Red = Reducer<T, Op>;
+  const int64_t c = blockIdx.y, begin = c * chunk_len, end = min(red.numel, begin + chunk_len);
+  EMBER_KERNEL_LOOP(j, nout) {
+    typename Red::A acc = Red::init();
+    for (int64_t i = begin; i < end; ++i) acc = Red::step(acc, x[j + red.offset(i)]);
+    if (partial) partial[j * chunks + c] = acc;
+    else out[j] = Red::finish(acc);
+  }
+}
+
+// The reduction of x along `red` for each output in `kept` takes one of three shapes of launch.
+enum class Plan { ThreadPerOutput, Column, BlockPerOutput };
+Plan plan_for(ReduceOp op, const Walk& kept, const Walk& red) {
+  if (red.numel <= kThreadPerOutputMax) return Plan::ThreadPerOutput;
+  if (!is_index_reduction(op) && kept.contiguous()) return Plan::Column;
+  return Plan::BlockPerOutput;
+}
+
+// Chunks of the reduced elements, for enough blocks to fill the GPU (kMaxTasks) without chunks below kChunk
+// elements (block per output) or 64 (column: a chunk is one thread's serial loop).
+int64_t num_chunks(ReduceOp op, const Walk& kept, const Walk& red) {
+  const int64_t nout = kept.numel, nred = red.numel;
+  switch (plan_for(op, kept, red)) {
+    case Plan::ThreadPerOutput:
+      return 1;
+    case Plan::Column: {
+      const int64_t blocks_x = CEIL_DIV(nout, static_cast<int64_t>(kBlockSize));
+      const int64_t by_size = CEIL_DIV(nred, int64_t{64}), by_tasks = blocks_x >= kMaxTasks ? 1 : kMaxTasks / blocks_x;
+      const int64_t chunks = by_size < by_tasks ? by_size : by_tasks;
+      return chunks < 65535 ? chunks : 65535;  // gridDim.y
+    }
+    case Plan::BlockPerOutput: {
+      if (is_index_reduction(op) || nout >= kMaxTasks) return 1;
+      const int64_t by_size = CEIL_DIV(nred, kChunk), by_tasks = kMaxTasks / nout;
+      return by_size < by_tasks ? by_size : by_tasks;
+    }
+  }
+  return 1;
 }
 
 unsigned task_grid(int64_t tasks) {
@@ -161,15 +203,21 @@ void reduce_typed(const Operand& out, const Operand& x, const Walk& kept, const 
   auto* o = static_cast<typename Red::R*>(out.data);
   const T* in = static_cast<const T*>(x.data);
   const int64_t nout = kept.numel, nred = red.numel;
-  if (nred <= kThreadPerOutputMax) {
+  const Plan plan = plan_for(Op, kept, red);
+  if (plan == Plan::ThreadPerOutput) {
     reduce_thread_kernel<T, Op><<<grid_size(nout), kBlockSize, 0, stream>>>(o, in, kept, red);
     return;
   }
-  const int64_t chunks = num_chunks(Op, nout, nred);
+  const int64_t chunks = num_chunks(Op, kept, red);
   const int64_t chunk_len = CEIL_DIV(nred, chunks);
   auto* partial = chunks > 1 ? static_cast<typename Red::A*>(workspace) : nullptr;
-  reduce_block_kernel<T, Op>
-      <<<task_grid(nout * chunks), kBlockSize, 0, stream>>>(o, partial, in, kept, red, chunks, chunk_len);
+  if (plan == Plan::Column) {
+    const dim3 grid(grid_size(nout), static_cast<unsigned>(chunks));
+    reduce_column_kernel<T, Op><<<grid, kBlockSize, 0, stream>>>(o, partial, in, red, nout, chunks, chunk_len);
+  } else {
+    reduce_block_kernel<T, Op>
+        <<<task_grid(nout * chunks), kBlockSize, 0, stream>>>(o, partial, in, kept, red, chunks, chunk_len);
+  }
   if (chunks > 1) reduce_finish_kernel<T, Op><<<grid_size(nout), kBlockSize, 0, stream>>>(o, partial, nout, chunks);
 }
 
@@ -184,10 +232,9 @@ void arg_typed(const Operand& out, const Operand& x, const Walk& kept, const Wal
 
 }  // namespace
 
-int64_t reduce_workspace_bytes(ReduceOp op, int64_t nout, int64_t nred) {
-  if (nred <= kThreadPerOutputMax) return 0;
-  const int64_t chunks = num_chunks(op, nout, nred);
-  return chunks > 1 ? nout * chunks * 8 : 0;  // every accumulator is at most 8 bytes
+int64_t reduce_workspace_bytes(ReduceOp op, const Walk& kept, const Walk& red) {
+  const int64_t chunks = num_chunks(op, kept, red);
+  return chunks > 1 ? kept.numel * chunks * 8 : 0;  // every accumulator is at most 8 bytes
 }
 
 void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,

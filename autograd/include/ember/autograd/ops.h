@@ -84,6 +84,11 @@ Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x);      // exact (erf) form
 Tensor softplus(const Tensor& x);  // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
 Tensor softmax(const Tensor& x, int64_t dim);
+// Batch normalisation over dim 1 of x [N, C, ...] (torch.nn.functional.batch_norm): with the batch's statistics
+// when training (updating running_mean / running_var in place when they are defined), else with the running ones.
+// weight, bias, running_mean and running_var may be undefined; differentiable in x, weight and bias.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = true, double momentum = 0.1, double eps = 1e-5);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // --- shape

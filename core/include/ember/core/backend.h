@@ -83,6 +83,23 @@ class Backend {
   virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
   // out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up).
   virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = 0;
+  // Batch normalisation over dim 1 of x [N, C, S...] (contiguous, float32 or float64; per-channel tensors [C] of
+  // x's dtype, contiguous), in four passes (PyTorch's batch_norm_stats / _elemt / _backward_reduce /
+  // _backward_elemt); sums accumulate in double.
+  // mean[c], var[c] (biased) over every element of channel c, in one pass over x.
+  virtual void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) = 0;
+  // y = (x - mean[c]) * invstd[c] * w[c] + b[c]; w and b may be undefined (1 and 0). y has x's shape.
+  virtual void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                const Tensor& w, const Tensor& b) = 0;
+  // sum_dy[c] = sum of dy over channel c, sum_dy_xmu[c] = sum of dy * (x - mean[c]); dy has x's shape.
+  virtual void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
+                                          const Tensor& x, const Tensor& mean) = 0;
+  // dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for
+  // statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running
+  // statistics); count = the elements per channel; w may be undefined (1).
+  virtual void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                         const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
+                                         const Tensor& sum_dy_xmu, int64_t count) = 0;
   // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
   // Int uniform in [lo, hi).
   virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;

@@ -60,6 +60,23 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<int64_t> kernel,
                            std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0, 0});
 
+// --- normalisation
+// Batch normalisation over dim 1 of x [N, C, ...] (torch.nn.functional.batch_norm). training: x is normalised
+// with its own per-channel statistics (the variance biased), and running_mean / running_var, when defined, move
+// towards them in place (rm = (1 - momentum) rm + momentum mean, the variance unbiased); else with the running
+// statistics, which are then required. weight and bias may be undefined (1 and 0). 16-bit floats compute in
+// float32. mean and invstd (1 / sqrt(var + eps)) are what batch_norm_backward needs.
+struct BatchNormResult {
+  Tensor y, mean, invstd;
+};
+BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                           const Tensor& bias, bool training, double momentum, double eps);
+struct BatchNormGrads {
+  Tensor x, weight, bias;  // each only when asked for; weight and bias in the compute dtype (float32 for 16-bit x)
+};
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias);
+
 // --- shape and indexing
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);

@@ -343,6 +343,28 @@ EMBER_HD bool arg_better(C v, C best) {
   return IsMax ? v > best : v < best;
 }
 
+// --- batch norm (backend.h, batch_norm_*): the per-channel coefficients, in double, of its two elementwise
+// passes: y = scale * x + shift, and dx = k1 * dy + k2 * x + k3 (PyTorch's formulas; k2 = k3 = 0 with fixed
+// running statistics).
+struct BnAffine {
+  double scale, shift;
+};
+EMBER_HD BnAffine bn_affine(double mean, double invstd, double w, double b) {
+  const double scale = invstd * w;
+  return {scale, b - mean * scale};
+}
+struct BnBackward {
+  double k1, k2, k3;
+};
+// dx = w * invstd * (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count)
+EMBER_HD BnBackward bn_backward(double mean, double invstd, double w, double sum_dy, double sum_dy_xmu, double count,
+                                bool batch_stats) {
+  const double k1 = w * invstd;
+  if (!batch_stats) return {k1, 0.0, 0.0};
+  const double proj = invstd * invstd * sum_dy_xmu / count;
+  return {k1, -k1 * proj, k1 * (mean * proj - sum_dy / count)};
+}
+
 // --- optimiser updates of one element, PyTorch's rules (torch.optim.SGD / Adam / AdamW, single-tensor path),
 // in the parameter's type T with coefficients computed once per parameter on the host.
 

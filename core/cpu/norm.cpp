@@ -1,0 +1,177 @@
+// defines: the CPU batch-norm passes (backend.h: batch_norm_stats / _elemt / _backward_reduce / _backward_elemt).
+// x is viewed as [N, C, S] (S = the spatial size, 1 for [N, C]). With S > 1 a channel is N contiguous runs of S
+// values, and a thread takes whole channels; with S == 1 a row of x holds one value of every channel, and the
+// per-channel sums are accumulated row by row across channels. Sums are in double; each elementwise pass is one
+// multiply-add per element with per-channel coefficients worked out first, in double.
+#include <cmath>
+
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace ember::cpu {
+namespace {
+
+struct NCS {
+  int64_t N, C, S;
+  explicit NCS(const Tensor& x) : N(x.size(0)), C(x.size(1)), S(C && N ? x.numel() / (N * C) : 0) {}
+  int64_t count() const { return N * S; }  // elements per channel
+  // grain in channels: enough elements per thread to be worth a fork
+  int64_t channel_grain() const { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(count(), 1)); }
+};
+
+template <class T>
+const T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mut(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// sum of f(i) for i in [0, n), four partial sums in double (so that the adds vectorise), in a fixed order.
+template <class F>
+inline double run_sum(int64_t n, F f) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) s[k] += f(i + k);
+  for (; i < n; ++i) s[0] += f(i);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// For every channel c: sa[c] = sum of a(i, c) and sb[c] = sum of b(i, c) over the flat indices i of channel c.
+template <class FA, class FB>
+void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
+  if (d.S == 1) {
+    // [N, C]: rows of C values; accumulate across channels, row by row (vectorises over c).
+    parallel_for(0, d.C, 256, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) sa[c] = sb[c] = 0;
+      for (int64_t n = 0; n < d.N; ++n)
+        for (int64_t c = c0; c < c1; ++c) {
+          sa[c] += a(n * d.C + c, c);
+          sb[c] += b(n * d.C + c, c);
+        }
+    });
+    return;
+  }
+  parallel_for(0, d.C, d.channel_grain(), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double x1 = 0, x2 = 0;
+      for (int64_t n = 0; n < d.N; ++n) {
+        const int64_t base = (n * d.C + c) * d.S;
+        x1 += run_sum(d.S, [&](int64_t i) { return a(base + i, c); });
+        x2 += run_sum(d.S, [&](int64_t i) { return b(base + i, c); });
+      }
+      sa[c] = x1;
+      sb[c] = x2;
+    }
+  });
+}
+
+// out[i] = k1[c] * u[i] + k2[c] * v[i] + k3[c] over every element (v may be null: k2 unused), c = i's channel.
+template <class T>
+void channel_affine(const NCS& d, T* out, const T* u, const T* v, const T* k1, const T* k2, const T* k3) {
+  const int64_t rows = d.N * d.C;
+  parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.S, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r % d.C, o = r * d.S;
+      const T a = k1[c], b = v ? k2[c] : T(0), e = k3[c];
+      T* __restrict y = out + o;
+      const T* __restrict x = u + o;
+      if (v) {
+        const T* __restrict w = v + o;
+        for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + b * w[i] + e;
+      } else {
+        for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + e;
+      }
+    }
+  });
+}
+
+template <class F>
+void visit_float(const char* op, DType dt, F&& f) {
+  if (dt == kFloat32) return f.template operator()<float>();
+  if (dt == kFloat64) return f.template operator()<double>();
+  throw InternalError(detail::str(op, ": takes float32 or float64, got ", dt));
+}
+
+}  // namespace
+
+void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) {
+  const NCS d(x);
+  if (d.C == 0) return;
+  visit_float("batch_norm_stats", x.dtype(), [&]<class T>() {
+    const T* xp = ptr<T>(x);
+    std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
+    channel_sums(
+        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<double>(xp[i]); },
+        [&](int64_t i, int64_t) { return static_cast<double>(xp[i]) * static_cast<double>(xp[i]); });
+    const double m = static_cast<double>(d.count());
+    for (int64_t c = 0; c < d.C; ++c) {
+      const double mu = s1[static_cast<size_t>(c)] / m;
+      mut<T>(mean)[c] = static_cast<T>(mu);
+      mut<T>(var)[c] = static_cast<T>(std::max(0.0, s2[static_cast<size_t>(c)] / m - mu * mu));
+    }
+  });
+}
+
+void CpuBackend::batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                  const Tensor& w, const Tensor& b) {
+  const NCS d(x);
+  if (x.numel() == 0) return;
+  visit_float("batch_norm_elemt", x.dtype(), [&]<class T>() {
+    // y = scale[c] * x + shift[c]: scale = invstd * w, shift = b - mean * scale
+    std::vector<T> scale(static_cast<size_t>(d.C)), shift(static_cast<size_t>(d.C));
+    for (int64_t c = 0; c < d.C; ++c) {
+      const scalar::BnAffine k = scalar::bn_affine(ptr<T>(mean)[c], ptr<T>(invstd)[c], w.defined() ? ptr<T>(w)[c] : 1.0,
+                                                   b.defined() ? ptr<T>(b)[c] : 0.0);
+      scale[static_cast<size_t>(c)] = static_cast<T>(k.scale);
+      shift[static_cast<size_t>(c)] = static_cast<T>(k.shift);
+    }
+    channel_affine<T>(d, mut<T>(y), ptr<T>(x), nullptr, scale.data(), nullptr, shift.data());
+  });
+}
+
+void CpuBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
+                                            const Tensor& x, const Tensor& mean) {
+  const NCS d(x);
+  if (d.C == 0) return;
+  visit_float("batch_norm_backward_reduce", x.dtype(), [&]<class T>() {
+    const T *xp = ptr<T>(x), *gp = ptr<T>(dy), *mp = ptr<T>(mean);
+    std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
+    channel_sums(
+        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<double>(gp[i]); },
+        [&](int64_t i, int64_t c) {
+          return static_cast<double>(gp[i]) * (static_cast<double>(xp[i]) - static_cast<double>(mp[c]));
+        });
+    for (int64_t c = 0; c < d.C; ++c) {
+      mut<T>(sum_dy)[c] = static_cast<T>(s1[static_cast<size_t>(c)]);
+      mut<T>(sum_dy_xmu)[c] = static_cast<T>(s2[static_cast<size_t>(c)]);
+    }
+  });
+}
+
+void CpuBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                           const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
+                                           const Tensor& sum_dy_xmu, int64_t count) {
+  const NCS d(x);
+  if (x.numel() == 0) return;
+  visit_float("batch_norm_backward_elemt", x.dtype(), [&]<class T>() {
+    // dx = k1 * dy + k2 * x + k3 per channel (scalar::bn_backward)
+    std::vector<T> k1(static_cast<size_t>(d.C)), k2(static_cast<size_t>(d.C)), k3(static_cast<size_t>(d.C));
+    const bool batch_stats = sum_dy.defined();
+    for (int64_t c = 0; c < d.C; ++c) {
+      const size_t i = static_cast<size_t>(c);
+      const scalar::BnBackward k =
+          scalar::bn_backward(ptr<T>(mean)[c], ptr<T>(invstd)[c], w.defined() ? ptr<T>(w)[c] : 1.0,
+                              batch_stats ? ptr<T>(sum_dy)[c] : 0.0, batch_stats ? ptr<T>(sum_dy_xmu)[c] : 0.0,
+                              static_cast<double>(count), batch_stats);
+      k1[i] = static_cast<T>(k.k1);
+      k2[i] = static_cast<T>(k.k2);
+      k3[i] = static_cast<T>(k.k3);
+    }
+    channel_affine<T>(d, mut<T>(dx), ptr<T>(dy), batch_stats ? ptr<T>(x) : nullptr, k1.data(), k2.data(), k3.data());
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,106 @@
+// defines: the normalisation raw ops: batch_norm and its backward (PyTorch's formulas), each a few passes of the
+// backend's batch-norm kernels (backend.h) after the argument checks.
+#include "op_utils.h"
+
+namespace ember::raw {
+using detail::describe;
+
+namespace {
+
+// 16-bit floats compute in float32; float32 and float64 in themselves.
+DType compute_dtype(const Tensor& x) { return is_reduced_float(x.dtype()) ? kFloat32 : x.dtype(); }
+
+// An optional per-channel tensor, in the compute dtype and contiguous (undefined stays undefined).
+Tensor per_channel(const Tensor& t, DType cd) { return t.defined() ? contiguous(cast(t, cd)) : t; }
+
+void check_channel_tensor(const char* op, const Tensor& x, const Tensor& t, const char* what) {
+  if (!t.defined()) return;
+  detail::check_same_device(op, x, t);
+  EMBER_CHECK_DTYPE(is_floating(t.dtype()), op, ": ", what, " must be a floating-point tensor, got ", describe(t));
+  EMBER_CHECK_SHAPE(t.dim() == 1 && t.size(0) == x.size(1), op, ": ", what, " must have shape [", x.size(1),
+                    "] (one value per channel of the input ", x.shape(), "), got ", t.shape());
+}
+
+// 1 / sqrt(var + eps)
+Tensor invstd_of(const Tensor& var, double eps) {
+  return unary(UnaryOp::Reciprocal, unary(UnaryOp::Sqrt, binary(BinaryOp::Add, var, Scalar(eps))));
+}
+
+}  // namespace
+
+BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                           const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  detail::check_defined(op, x, "input");
+  detail::check_floating(op, x);
+  EMBER_CHECK_SHAPE(x.dim() >= 2, op, ": expected an input of at least 2 dims [N, C, ...], got ", x.shape());
+  check_channel_tensor(op, x, running_mean, "running_mean");
+  check_channel_tensor(op, x, running_var, "running_var");
+  check_channel_tensor(op, x, weight, "weight");
+  check_channel_tensor(op, x, bias, "bias");
+  EMBER_CHECK_VALUE(eps > 0 && momentum >= 0 && momentum <= 1, op, ": need eps > 0 and momentum in [0, 1], got eps ",
+                    eps, " and momentum ", momentum);
+  EMBER_CHECK_VALUE(running_mean.defined() == running_var.defined(), op,
+                    ": running_mean and running_var go together (one of them is undefined)");
+  EMBER_CHECK_VALUE(training || running_mean.defined(), op,
+                    ": evaluation mode normalises with the running statistics, but none were given");
+  const int64_t C = x.size(1), count = C ? x.numel() / C : 0;
+  EMBER_CHECK_VALUE(!training || count > 1, op, ": training needs more than one value per channel, got input ",
+                    x.shape());
+
+  Backend& be = backend_for(x.device());
+  const DType cd = compute_dtype(x);
+  const Tensor xc = contiguous(cast(x, cd));
+  Tensor mean, invstd;
+  if (training) {
+    mean = detail::new_tensor({C}, cd, x.device());
+    Tensor var = detail::new_tensor({C}, cd, x.device());
+    if (C) be.batch_norm_stats(mean, var, xc);
+    invstd = invstd_of(var, eps);
+    if (running_mean.defined()) {  // an exponential average; the running variance is the unbiased one
+      Tensor rm = running_mean, rv = running_var;
+      const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+      binary_(BinaryOp::Mul, rm, Scalar(1 - momentum));
+      binary_(BinaryOp::Add, rm, cast(binary(BinaryOp::Mul, mean, Scalar(momentum)), rm.dtype()));
+      binary_(BinaryOp::Mul, rv, Scalar(1 - momentum));
+      binary_(BinaryOp::Add, rv, cast(binary(BinaryOp::Mul, var, Scalar(momentum * unbias)), rv.dtype()));
+    }
+  } else {
+    mean = per_channel(running_mean, cd);
+    invstd = contiguous(invstd_of(cast(running_var, cd), eps));
+  }
+  Tensor y = detail::new_tensor(x.shape(), cd, x.device());
+  be.batch_norm_elemt(y, xc, mean, invstd, per_channel(weight, cd), per_channel(bias, cd));
+  return {cast(y, x.dtype()), mean, invstd};
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                   const Tensor& weight, bool training, bool need_x, bool need_weight,
+                                   bool need_bias) {
+  const char* op = "batch_norm_backward";
+  detail::check_same_device(op, grad_out, x);
+  EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
+                    x.shape());
+  Backend& be = backend_for(x.device());
+  const DType cd = compute_dtype(x);
+  const Tensor dy = contiguous(cast(grad_out, cd)), xc = contiguous(cast(x, cd)), w = per_channel(weight, cd);
+  const int64_t C = x.size(1), count = C ? x.numel() / C : 0;
+  BatchNormGrads g;
+  Tensor sum_dy, sum_dy_xmu;
+  if (training || need_weight || need_bias) {
+    sum_dy = detail::new_tensor({C}, cd, x.device());
+    sum_dy_xmu = detail::new_tensor({C}, cd, x.device());
+    if (C) be.batch_norm_backward_reduce(sum_dy, sum_dy_xmu, dy, xc, mean);
+  }
+  if (need_x) {
+    Tensor dx = detail::new_tensor(x.shape(), cd, x.device());
+    be.batch_norm_backward_elemt(dx, dy, xc, mean, invstd, w, training ? sum_dy : Tensor(),
+                                 training ? sum_dy_xmu : Tensor(), count);
+    g.x = cast(dx, x.dtype());
+  }
+  if (need_weight) g.weight = binary(BinaryOp::Mul, sum_dy_xmu, invstd);
+  if (need_bias) g.bias = sum_dy;
+  return g;
+}
+
+}  // namespace ember::raw

@@ -1,0 +1,56 @@
+// defines: CudaBackend's batch-norm passes, on kernels/norm.cu (contracts in core/include/ember/core/backend.h;
+// the raw op has made every tensor contiguous and of one float type; each runs on the current stream of x's
+// device).
+#include "cuda_backend.h"
+#include "kernel_args.h"
+#include "kernels/launch.h"
+
+namespace ember::cuda {
+namespace {
+
+using detail::OnDevice;
+
+kernels::NcsShape ncs(const Tensor& x) {
+  kernels::NcsShape d;
+  d.n = x.size(0);
+  d.c = x.size(1);
+  d.s = d.n && d.c ? x.numel() / (d.n * d.c) : 0;
+  return d;
+}
+const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+void CudaBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) {
+  if (x.size(1) == 0) return;
+  OnDevice on(x);
+  kernels::launch_batch_norm_stats(x.dtype(), mean.data_ptr(), var.data_ptr(), x.data_ptr(), ncs(x), on.stream);
+}
+
+void CudaBackend::batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                   const Tensor& w, const Tensor& b) {
+  if (x.numel() == 0) return;
+  OnDevice on(x);
+  kernels::launch_batch_norm_elemt(x.dtype(), y.data_ptr(), x.data_ptr(), mean.data_ptr(), invstd.data_ptr(), ptr(w),
+                                   ptr(b), ncs(x), on.stream);
+}
+
+void CudaBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
+                                             const Tensor& x, const Tensor& mean) {
+  if (x.size(1) == 0) return;
+  OnDevice on(x);
+  kernels::launch_batch_norm_backward_reduce(x.dtype(), sum_dy.data_ptr(), sum_dy_xmu.data_ptr(), dy.data_ptr(),
+                                             x.data_ptr(), mean.data_ptr(), ncs(x), on.stream);
+}
+
+void CudaBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                            const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
+                                            const Tensor& sum_dy_xmu, int64_t count) {
+  if (x.numel() == 0) return;
+  OnDevice on(x);
+  kernels::launch_batch_norm_backward_elemt(x.dtype(), dx.data_ptr(), dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
+                                            invstd.data_ptr(), ptr(w), ptr(sum_dy), ptr(sum_dy_xmu), count, ncs(x),
+                                            on.stream);
+}
+
+}  // namespace ember::cuda
