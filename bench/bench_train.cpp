@@ -87,6 +87,10 @@ double run_ember(const Config& c, const ember::Tensor& images, const ember::Tens
 int main(int argc, char** argv) {
   std::string framework = "ember", config = "mlp-b64", data = "/usr/share/datasets/fashion-mnist";
   int threads = 1;
+  if (argc == 2 && !std::strcmp(argv[1], "--isa")) {  // the CPU kernel variant this machine uses
+    std::printf("%s\n", ember::cpu_isa().c_str());
+    return 0;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--framework")) framework = argv[i + 1];
     else if (!std::strcmp(argv[i], "--config")) config = argv[i + 1];

@@ -24,7 +24,7 @@
 #include <immintrin.h>
 #endif
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
 struct ConvGeom {
@@ -504,4 +504,4 @@ void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const 
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

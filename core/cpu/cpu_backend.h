@@ -10,6 +10,7 @@
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
 #include "ember/internal/scalar_math.h"
+#include "isa.h"
 
 // The CPU's 16-bit float storage types, for scalar::convert (computed in float: round to nearest even).
 template <>
@@ -49,6 +50,12 @@ class Scratch {
 inline Tensor upcast(const Tensor& t) { return is_reduced_float(t.dtype()) ? raw::cast(t, kFloat32) : t; }
 inline Tensor float_buffer_like(const Tensor& t) { return empty(t.shape(), {.dtype = kFloat32, .device = t.device()}); }
 
+}  // namespace ember::cpu
+
+// The CPU backend of one kernel variant (core/cpu/isa.h): this file's sources are compiled once per instruction
+// set, each into its own namespace (avx2 in libember, avx512 in the plugin libember_cpu_avx512.so).
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
+
 class CpuBackend final : public Backend {
  public:
   DeviceType type() const override { return DeviceType::CPU; }
@@ -84,6 +91,7 @@ class CpuBackend final : public Backend {
   void adam_step(const AdamStepArgs& a) override;
 };
 
-CpuBackend& cpu_backend();
+// This variant's one instance (backend.cpp).
+CpuBackend& variant_backend();
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -6,7 +6,7 @@
 #include "cpu_backend.h"
 #include "loops.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
 // Expensive per-element functions (exp, tanh, erf) are worth threads sooner.
@@ -165,4 +165,4 @@ void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, c
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -1,6 +1,7 @@
 // defines: sgemm — a BLIS-style float32 GEMM. The loops block C into NC-column and MC-row tiles and K into
 // KC slices so that a packed KC x NR sliver of B stays in L1, an MC x KC block of A in L2 and a KC x NC panel
-// of B in L3; the 6 x 16 micro-kernel keeps its C tile in 12 AVX registers and does two FMAs per broadcast.
+// of B in L3; the 6 x 16 micro-kernel keeps its C tile in 12 AVX registers and does two FMAs per broadcast
+// (the AVX-512 variant's 6 x 32 kernel likewise in 12 zmm registers). Packing is AVX2 in both variants.
 #include "gemm.h"
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 #define EMBER_HAVE_SGEMM_KERNEL 1
 #endif
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 #ifdef EMBER_HAVE_SGEMM_KERNEL
 namespace {
@@ -104,16 +105,12 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   for (int64_t j = 0; j < nc; j += NR) {
     const int64_t cols = std::min(NR, nc - j);
     if (cs == 1 && cols == NR) {
-      for (int64_t p = 0; p < kc; ++p) {
-        _mm256_storeu_ps(out + p * NR, _mm256_loadu_ps(B + p * rs + j));
-        _mm256_storeu_ps(out + p * NR + 8, _mm256_loadu_ps(B + p * rs + j + 8));
-      }
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t g = 0; g < NR; g += 8) _mm256_storeu_ps(out + p * NR + g, _mm256_loadu_ps(B + p * rs + j + g));
     } else if (rs == 1 && cols == NR) {
       int64_t p = 0;
-      for (; p + 8 <= kc; p += 8) {
-        transpose8x8_into_sliver(B + p + j * cs, cs, out + p * NR);
-        transpose8x8_into_sliver(B + p + (j + 8) * cs, cs, out + p * NR + 8);
-      }
+      for (; p + 8 <= kc; p += 8)
+        for (int64_t g = 0; g < NR; g += 8) transpose8x8_into_sliver(B + p + (j + g) * cs, cs, out + p * NR + g);
       for (; p < kc; ++p)
         for (int64_t c = 0; c < NR; ++c) out[p * NR + c] = B[p + (j + c) * cs];
     } else {
@@ -126,6 +123,69 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
+#ifdef EMBER_SGEMM_WIDE_KERNEL
+// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 32]-sliver for an R x 16V register tile (R = 4 or 6 rows, V = 1 or 2
+// vectors of 16 columns; m <= R, n <= 16V): the AVX-512 variant's kernel, the AVX2 one below with vectors twice
+// as wide (the full tile keeps C in 12 zmm registers, two FMAs per broadcast). Written with GCC's vector types,
+// so that `c += x * b` is an FMA (GCC contracts in C++) and the same code builds for AVX2 (each vector then two
+// ymm registers) for the tests.
+using vf = float __attribute__((vector_size(64)));
+using vf_unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));
+constexpr int64_t W = 16;
+[[gnu::always_inline]] inline vf vload(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
+[[gnu::always_inline]] inline void vstore(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
+
+// One row of a register tile: c0 (and c1) += A[r] * b0 (b1).
+template <int V>
+[[gnu::always_inline]] inline void fma_row(const float* a, vf b0, vf b1, vf& c0, vf& c1) {
+  const vf x = vf{} + *a;  // broadcast
+  c0 += x * b0;
+  if constexpr (V == 2) c1 += x * b1;
+}
+
+template <int R, int V>
+void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+  static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
+  vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
+     c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < kc; ++p) {
+    const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
+    fma_row<V>(Ap + 0, b0, b1, c00, c01);
+    fma_row<V>(Ap + 1, b0, b1, c10, c11);
+    fma_row<V>(Ap + 2, b0, b1, c20, c21);
+    fma_row<V>(Ap + 3, b0, b1, c30, c31);
+    if constexpr (R == 6) {
+      fma_row<V>(Ap + 4, b0, b1, c40, c41);
+      fma_row<V>(Ap + 5, b0, b1, c50, c51);
+    }
+    Ap += MR;
+    Bp += NR;
+  }
+  const vf rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (n == W * V) {  // whole rows of the tile: vector read-modify-writes
+    for (int64_t r = 0; r < m; ++r) {
+      float* cr = C + r * ldc;
+      for (int v = 0; v < V; ++v) vstore(cr + W * v, acc ? rows[r][v] + vload(cr + W * v) : rows[r][v]);
+    }
+    return;
+  }
+  // a right edge tile: through a buffer, writing only the valid part
+  alignas(64) float buf[6][2 * W];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, rows[r][v]);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = acc ? C[r * ldc + j] + buf[r][j] : buf[r][j];
+}
+
+// C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
+inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+  if (m > 4 && n > W) kernel<6, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (m > 4) kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else if (n > W) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
+  else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+}
+
+#else
 // C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 16]-sliver for an R x 8V register tile (R = 4 or 6 rows, V = 1 or
 // 2 vectors of 8 columns; m <= R, n <= 8V). The full 6 x 16 tile keeps C in 12 registers and does two FMAs
 // per broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost 8 lanes of work, not
@@ -184,6 +244,8 @@ inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t
   else if (n > 8) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
   else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
 }
+
+#endif  // EMBER_SGEMM_WIDE_KERNEL
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
 // come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.
@@ -304,4 +366,4 @@ bool sgemm(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const floa
 
 #endif
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -1,15 +1,22 @@
-// defines: sgemm, the float32 GEMM of the CPU backend (packed, cache-blocked, an AVX2/FMA micro-kernel).
-// Private to core/.
+// defines: sgemm, the float32 GEMM of the CPU backend (packed, cache-blocked; a 6 x 16 AVX2/FMA micro-kernel, or
+// in the AVX-512 variant a 6 x 32 one). Private to core/.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include "isa.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 #if defined(__AVX2__) && defined(__FMA__)
 inline constexpr bool kHaveSgemmKernel = true;
 #else
 inline constexpr bool kHaveSgemmKernel = false;
+#endif
+
+// The wide micro-kernel (16-float vectors, 32 columns per tile) of the AVX-512 variant; EMBER_SGEMM_WIDE builds it
+// with AVX2 too, so that the tests check its logic on any machine (tests/core/test_cpu_variants.cpp).
+#if defined(__AVX512F__) || defined(EMBER_SGEMM_WIDE)
+#define EMBER_SGEMM_WIDE_KERNEL 1
 #endif
 
 // C[M, N] (row-major, row stride ldc) = A[M, K] @ B[K, N], or += when accumulate. A and B take any element
@@ -29,7 +36,11 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs,
 // straight in packed form (conv2d's forward im2col). K is cut into slices of sgemm_slice_depth(K) rows (the last
 // may be shorter); packed A holds, slice after slice, its kSgemmMR-row slivers (rows past M zero), and packed B
 // its kSgemmNR-column slivers, each sliver storing its slice row by row. Only when kHaveSgemmKernel.
+#ifdef EMBER_SGEMM_WIDE_KERNEL
+inline constexpr int64_t kSgemmMR = 6, kSgemmNR = 32, kSgemmKC = 256;  // a KC x 32 sliver of B: 32 KiB, L1
+#else
 inline constexpr int64_t kSgemmMR = 6, kSgemmNR = 16, kSgemmKC = 384;
+#endif
 
 // K slices of equal depth at most kSgemmKC (K = 800 -> 4 x 200, not 3 x 256 + 32: a thin last slice costs a
 // whole pass over C)
@@ -68,4 +79,4 @@ void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_
                          const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
                          bool accumulate);
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -4,7 +4,7 @@
 #include "cpu_backend.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
   if (is_reduced_float(out.dtype())) {
@@ -59,4 +59,4 @@ void CpuBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t dim
                });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -6,11 +6,12 @@
 #include <array>
 #include <cstdint>
 #include <vector>
+#include "isa.h"
 
 #include "ember/core/tensor.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 template <int N>
 struct ElementwisePlan {
@@ -80,4 +81,4 @@ struct ElementwisePlan {
   }
 };
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

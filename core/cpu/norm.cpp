@@ -8,7 +8,7 @@
 #include "cpu_backend.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
 struct NCS {
@@ -72,20 +72,21 @@ void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
 template <class T>
 void channel_affine(const NCS& d, T* out, const T* u, const T* v, const T* k1, const T* k2, const T* k3) {
   const int64_t rows = d.N * d.C;
-  parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.S, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t c = r % d.C, o = r * d.S;
-      const T a = k1[c], b = v ? k2[c] : T(0), e = k3[c];
-      T* __restrict y = out + o;
-      const T* __restrict x = u + o;
-      if (v) {
-        const T* __restrict w = v + o;
-        for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + b * w[i] + e;
-      } else {
-        for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + e;
-      }
-    }
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.S, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const int64_t c = r % d.C, o = r * d.S;
+                   const T a = k1[c], b = v ? k2[c] : T(0), e = k3[c];
+                   T* __restrict y = out + o;
+                   const T* __restrict x = u + o;
+                   if (v) {
+                     const T* __restrict w = v + o;
+                     for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + b * w[i] + e;
+                   } else {
+                     for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + e;
+                   }
+                 }
+               });
 }
 
 template <class F>
@@ -162,10 +163,9 @@ void CpuBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, c
     const bool batch_stats = sum_dy.defined();
     for (int64_t c = 0; c < d.C; ++c) {
       const size_t i = static_cast<size_t>(c);
-      const scalar::BnBackward k =
-          scalar::bn_backward(ptr<T>(mean)[c], ptr<T>(invstd)[c], w.defined() ? ptr<T>(w)[c] : 1.0,
-                              batch_stats ? ptr<T>(sum_dy)[c] : 0.0, batch_stats ? ptr<T>(sum_dy_xmu)[c] : 0.0,
-                              static_cast<double>(count), batch_stats);
+      const scalar::BnBackward k = scalar::bn_backward(
+          ptr<T>(mean)[c], ptr<T>(invstd)[c], w.defined() ? ptr<T>(w)[c] : 1.0, batch_stats ? ptr<T>(sum_dy)[c] : 0.0,
+          batch_stats ? ptr<T>(sum_dy_xmu)[c] : 0.0, static_cast<double>(count), batch_stats);
       k1[i] = static_cast<T>(k.k1);
       k2[i] = static_cast<T>(k.k2);
       k3[i] = static_cast<T>(k.k3);
@@ -174,4 +174,4 @@ void CpuBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, c
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

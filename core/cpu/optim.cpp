@@ -8,7 +8,7 @@
 #include "cpu_backend.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
 // sqrt and a division per element: worth threads a little sooner than a plain add.
@@ -90,4 +90,4 @@ void CpuBackend::adam_step(const AdamStepArgs& a) {
   visit_float("adam_step", a.param.dtype(), [&]<class T>() { adam_kernel<T>(a); });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -14,7 +14,7 @@
 #include "cpu_backend.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 namespace {
 
@@ -329,4 +329,4 @@ void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& 
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

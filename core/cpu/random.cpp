@@ -4,7 +4,7 @@
 #include "ember/internal/philox.h"
 #include "parallel.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 void CpuBackend::random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState st) {
   const int64_t n = out.numel();
@@ -25,4 +25,4 @@ void CpuBackend::random(RandomKind kind, const Tensor& out, double lo, double hi
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

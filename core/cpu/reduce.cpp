@@ -9,7 +9,7 @@
 #include "parallel.h"
 #include "vec_math.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
 // A walk over the kept or the reduced dims of x (ember/internal/dim_walk.h, shared with the CUDA reductions).
@@ -246,4 +246,4 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
   });
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

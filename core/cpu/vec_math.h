@@ -3,10 +3,11 @@
 // vectorised pass over a row. Private to core/.
 #pragma once
 #include <cstdint>
+#include "isa.h"
 
 #include "ember/internal/scalar_math.h"
 
-namespace ember::cpu {
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 // exp for the floating dtypes: exp_f32 for float (vectorises), std::exp for double
 template <class T>
@@ -20,4 +21,4 @@ inline void exp_shifted(const T* __restrict x, T shift, T* __restrict out, int64
   for (int64_t i = 0; i < n; ++i) out[i] = exp_of(x[i] - shift);
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -1,20 +1,14 @@
-// defines: backend_for(Device) — the CPU backend always; a CUDA device's backend from the CUDA plugin
+// defines: backend_for(Device) — the CPU backend of the kernel variant in use (core/cpu/isa.h); a CUDA device's
+// backend from the CUDA plugin
 // (ember/internal/cuda_hooks.h), which is opened on the first use of a CUDA device.
 #include <atomic>
 
-#include "../cpu/cpu_backend.h"
+#include "../cpu/isa.h"
 #include "ember/core/backend.h"
 #include "ember/cuda/cuda.h"
 #include "ember/internal/cuda_hooks.h"
 
 namespace ember {
-
-namespace cpu {
-CpuBackend& cpu_backend() {
-  static CpuBackend b;
-  return b;
-}
-}  // namespace cpu
 
 namespace {
 // The CUDA backends handed out so far, by device index: backend_for runs on every op, so a device's backend is
@@ -39,7 +33,10 @@ Backend& cuda_backend(Device d) {
 }  // namespace
 
 Backend& backend_for(Device d) {
-  if (d.is_cpu()) return cpu::cpu_backend();
+  if (d.is_cpu()) {
+    static Backend& cpu = cpu::active_backend();  // the kernel variant of this CPU (core/cpu/isa.h), chosen once
+    return cpu;
+  }
   return cuda_backend(d);
 }
 

@@ -8,8 +8,6 @@
 //   4. the dynamic linker's search path (LD_LIBRARY_PATH, ...).
 // A failure to open it (not found, a CUDA library it needs is missing, another version) is not an error: CUDA
 // is then unavailable, with the reason in cuda::unavailable_reason().
-#include <dlfcn.h>
-
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "ember/config.h"
 #include "ember/core/error.h"
 #include "ember/internal/cuda_hooks.h"
+#include "plugin_loader.h"
 
 namespace ember::detail {
 namespace {
@@ -28,37 +27,6 @@ struct Loaded {
   std::string why;   // why hooks is null
   std::string path;  // the file that was opened
 };
-
-// The folder this library (libember.so) was loaded from, found through the address of a function in it.
-std::string own_folder() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&own_folder), &info) == 0 || !info.dli_fname) return "";
-  const std::string self = info.dli_fname;
-  const size_t slash = self.rfind('/');
-  return slash == std::string::npos ? "" : self.substr(0, slash);
-}
-
-// Opens `path` and asks it for its hooks; on failure appends why to `tried`.
-CudaHooks* open_plugin(const std::string& path, std::string* tried, std::string* opened) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    *tried += str("\n  ", path, ": ", dlerror());
-    return nullptr;
-  }
-  auto entry = reinterpret_cast<CudaPluginEntry>(dlsym(handle, kCudaPluginEntryName));
-  if (!entry) {
-    *tried += str("\n  ", path, ": not an ember CUDA plugin (no ", kCudaPluginEntryName, ")");
-    return nullptr;  // never dlclose'd: closing a library that ran initialisers is not worth the risk
-  }
-  std::string why;
-  CudaHooks* hooks = entry(kCudaHooksVersion, &why);
-  if (!hooks) {
-    *tried += str("\n  ", path, ": ", why);
-    return nullptr;
-  }
-  *opened = path;
-  return hooks;
-}
 
 Loaded load() {
   Loaded r;
@@ -74,13 +42,16 @@ Loaded load() {
     }
     candidates.push_back(env);
   } else {
-    if (std::string dir = own_folder(); !dir.empty()) candidates.push_back(dir + "/" + kPluginFile);
-    candidates.push_back(std::string(EMBER_INSTALL_LIBDIR) + "/" + kPluginFile);
-    candidates.push_back(kPluginFile);
+    candidates = plugin_candidates(kPluginFile);
   }
   std::string tried;
-  for (const std::string& path : candidates)
-    if ((r.hooks = open_plugin(path, &tried, &r.path))) return r;
+  if (auto entry =
+          reinterpret_cast<CudaPluginEntry>(find_plugin_entry(candidates, kCudaPluginEntryName, &tried, &r.path))) {
+    std::string why;
+    if ((r.hooks = entry(kCudaHooksVersion, &why))) return r;
+    tried += str("\n  ", r.path, ": ", why);
+    r.path.clear();
+  }
   r.why = str("the CUDA backend (", kPluginFile, ") could not be loaded:", tried);
   return r;
 #endif

@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "../cpu/isa.h"
 #include "../cpu/parallel.h"
 #include "op_utils.h"
 
@@ -178,5 +179,6 @@ void set_num_threads(int n) {
 #endif
 }
 int get_num_threads() { return cpu::num_threads(); }
+std::string cpu_isa() { return cpu::name(cpu::active_isa()); }
 
 }  // namespace ember

@@ -28,8 +28,8 @@ Tensor invstd_of(const Tensor& var, double eps) {
 
 }  // namespace
 
-BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                           const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                           const Tensor& bias, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
   detail::check_defined(op, x, "input");
   detail::check_floating(op, x);
@@ -75,8 +75,7 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool need_x, bool need_weight,
-                                   bool need_bias) {
+                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias) {
   const char* op = "batch_norm_backward";
   detail::check_same_device(op, grad_out, x);
   EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",

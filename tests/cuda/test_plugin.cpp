@@ -94,7 +94,7 @@ TEST(CudaPlugin, MissingPluginIsNamed) {
 
 TEST(CudaPlugin, ALibraryThatIsNoPluginIsRefused) {
 #if EMBER_WITH_CUDA
-  EXPECT_TRUE(child_passes("EMBER_CUDA_PLUGIN=libz.so.1", "not an ember CUDA plugin"));
+  EXPECT_TRUE(child_passes("EMBER_CUDA_PLUGIN=libz.so.1", "not an ember plugin"));
 #else
   GTEST_SKIP() << "a build without CUDA never looks for the plugin";
 #endif

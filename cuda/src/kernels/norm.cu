@@ -160,9 +160,9 @@ void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mea
   if (n == 0) return;
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    elemt_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(
-        static_cast<T*>(y), static_cast<const T*>(x), static_cast<const T*>(mean), static_cast<const T*>(invstd),
-        static_cast<const T*>(w), static_cast<const T*>(b), d);
+    elemt_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
+                                                             static_cast<const T*>(mean), static_cast<const T*>(invstd),
+                                                             static_cast<const T*>(w), static_cast<const T*>(b), d);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -171,8 +171,7 @@ void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xm
                                        const void* mean, const NcsShape& d, CUstream_st* stream) {
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    channel_sums(d,
-                 GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean)},
+    channel_sums(d, GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean)},
                  GradDone<T>{static_cast<T*>(sum_dy), static_cast<T*>(sum_dy_xmu)}, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());

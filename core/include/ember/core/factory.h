@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ember/core/tensor.h"
@@ -72,5 +73,8 @@ PhiloxState next_philox(uint64_t blocks);
 // CPU kernels' threads (OpenMP). Default: the machine's cores. Small tensors always stay on one thread.
 void set_num_threads(int n);
 int get_num_threads();
+// The CPU kernel variant in use: "avx2" or "avx512" (chosen once per process from the CPU; EMBER_CPU_ISA=avx2 or
+// avx512 overrides it).
+std::string cpu_isa();
 
 }  // namespace ember

@@ -1,0 +1,119 @@
+// defines: the choice of CPU kernel variant (isa.h): what the CPU and OS support (CPUID, XGETBV), the policy, the
+// EMBER_CPU_ISA override, and the loading of the AVX-512 variant's plugin. Compiled once, into libember.
+#include "isa.h"
+
+#include <cpuid.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "../src/plugin_loader.h"
+#include "cpu_backend.h"
+#include "ember/core/error.h"
+
+namespace ember::cpu {
+namespace {
+
+struct CpuId {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+};
+CpuId cpuid(unsigned leaf, unsigned sub = 0) {
+  CpuId r;
+  if (!__get_cpuid_count(leaf, sub, &r.a, &r.b, &r.c, &r.d)) return {};
+  return r;
+}
+bool bit(unsigned v, int i) { return (v >> i) & 1u; }
+
+// The register state the OS saves and restores (XCR0), 0 when it does not enable XSAVE.
+uint64_t os_saved_state() {
+  if (!bit(cpuid(1).c, 27)) return 0;  // OSXSAVE
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+bool is_intel() {
+  const CpuId v = cpuid(0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &v.b, 4);
+  std::memcpy(vendor + 4, &v.d, 4);
+  std::memcpy(vendor + 8, &v.c, 4);
+  return std::strcmp(vendor, "GenuineIntel") == 0;
+}
+
+struct Choice {
+  Isa isa = Isa::Avx2;
+  Backend* backend = nullptr;
+  std::string note;
+};
+
+// The AVX-512 variant's backend from its plugin, or null with the reason.
+Backend* load_avx512(std::string* why) {
+  std::string tried, opened;
+  auto entry = reinterpret_cast<CpuPluginEntry>(detail::find_plugin_entry(
+      detail::plugin_candidates("libember_cpu_avx512.so"), kCpuPluginEntryName, &tried, &opened));
+  if (!entry) {
+    *why = "the AVX-512 kernels (libember_cpu_avx512.so) could not be loaded:" + tried;
+    return nullptr;
+  }
+  Backend* b = entry(kCpuPluginVersion, why);
+  if (!b) *why = opened + ": " + *why;
+  return b;
+}
+
+Choice choose() {
+  Choice c;
+  // AVX-512 pays where the CPU runs 512-bit vectors at full width (Intel's server and workstation cores). AMD's
+  // Zen 4 splits them into two 256-bit halves; whether our AVX-512 variant is faster there is not measured yet,
+  // so it stays on AVX2 unless asked (EMBER_CPU_ISA=avx512).
+  Isa want = supports(Isa::Avx512) && is_intel() ? Isa::Avx512 : Isa::Avx2;
+  const char* env = std::getenv("EMBER_CPU_ISA");
+  const bool asked = env && *env;
+  if (asked) {
+    if (!std::strcmp(env, "avx2")) want = Isa::Avx2;
+    else if (!std::strcmp(env, "avx512")) want = Isa::Avx512;
+    else c.note = detail::str("EMBER_CPU_ISA=", env, " is not avx2 or avx512; ignored");
+  }
+  if (want == Isa::Avx512 && !supports(Isa::Avx512)) {
+    c.note = "EMBER_CPU_ISA=avx512, but this CPU (or its OS) cannot run AVX-512 F/BW/DQ/VL";
+    want = Isa::Avx2;
+  }
+  if (want == Isa::Avx512) {
+    std::string why;
+    if ((c.backend = load_avx512(&why))) {
+      c.isa = Isa::Avx512;
+      return c;
+    }
+    c.note = why;
+  }
+  if (asked && !c.note.empty()) std::fprintf(stderr, "ember: %s; using the AVX2 kernels\n", c.note.c_str());
+  c.isa = Isa::Avx2;
+  c.backend = &avx2::variant_backend();
+  return c;
+}
+
+const Choice& choice() {
+  static const Choice c = choose();
+  return c;
+}
+
+}  // namespace
+
+const char* name(Isa isa) { return isa == Isa::Avx512 ? "avx512" : "avx2"; }
+
+bool supports(Isa isa) {
+  const uint64_t xcr0 = os_saved_state();
+  const bool avx_state = (xcr0 & 0x6) == 0x6;  // SSE and AVX registers
+  const CpuId l1 = cpuid(1), l7 = cpuid(7);
+  const bool avx2 = avx_state && bit(l1.c, 28) && bit(l1.c, 12) && bit(l7.b, 5);  // AVX, FMA, AVX2
+  if (isa == Isa::Avx2) return avx2;
+  // AVX-512 F, DQ, BW and VL, with the opmask and upper ZMM state enabled by the OS
+  return avx2 && (xcr0 & 0xE0) == 0xE0 && bit(l7.b, 16) && bit(l7.b, 17) && bit(l7.b, 30) && bit(l7.b, 31);
+}
+
+Isa active_isa() { return choice().isa; }
+std::string active_isa_note() { return choice().note; }
+Backend& active_backend() { return *choice().backend; }
+
+}  // namespace ember::cpu

@@ -1,0 +1,175 @@
+// tests: the CPU kernel variants (core/cpu/isa.h). The AVX-512 variant's own code paths — the 6 x 32 GEMM kernel,
+// 32-column packing, conv2d's packed paths at that width — are compiled here for AVX2 (the `widetest` variant:
+// the kernel sources with EMBER_SGEMM_WIDE, tests/CMakeLists.txt), so that every machine checks their logic
+// against the variant in use, backend method by backend method. Also: the variant choice and its override, and
+// that libember itself holds no AVX-512 instruction (that code lives only in the plugin).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "../../core/cpu/cpu_backend.h"
+#include "../../core/cpu/gemm.h"
+#include "test_util.h"
+
+static_assert(ember::cpu::widetest::kSgemmNR == 32, "the widetest variant is the AVX-512 variant's 32-column GEMM");
+
+namespace ember::cpu::widetest {
+CpuBackend& variant_backend();
+}
+
+namespace ember {
+namespace {
+
+Backend& wide() { return cpu::widetest::variant_backend(); }
+Backend& active() { return backend_for(Device::cpu()); }
+
+Tensor rnd(const Shape& s, uint64_t seed) {
+  manual_seed(seed);
+  return randn(s);
+}
+
+// Both backends' results, within float32 rounding of different summation orders.
+void expect_same(const Tensor& a, const Tensor& b, const std::string& what, double rtol = 2e-5) {
+  const std::vector<double> ref = test::values(b);
+  double scale = 1;
+  for (double v : ref) scale = std::max(scale, std::fabs(v));
+  EXPECT_TENSOR_NEAR(a, b.shape(), ref, 1e-5 * scale, rtol) << what;
+}
+
+TEST(CpuVariants, WideGemmMatchesOnEveryEdge) {
+  for (int64_t m : {1, 5, 6, 7, 13, 70})
+    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 100})
+      for (int64_t k : {1, 7, 256, 300}) {
+        Tensor a = rnd({2, m, k}, 1), b = rnd({2, k, n}, 2);
+        for (bool ta : {false, true}) {
+          const Tensor av = ta ? rnd({2, k, m}, 3).transpose(1, 2) : a, bv = ta ? rnd({2, n, k}, 4).transpose(1, 2) : b;
+          Tensor o1 = zeros({2, m, n}), o2 = zeros({2, m, n});
+          wide().matmul(o1, av, bv);
+          active().matmul(o2, av, bv);
+          expect_same(o1, o2, detail::str("matmul ", m, "x", n, "x", k, ta ? " transposed" : ""));
+        }
+      }
+}
+
+TEST(CpuVariants, WideGemmLargeAndThreaded) {
+  const int saved = get_num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor a = rnd({1, 300, 500}, 5), b = rnd({1, 500, 700}, 6);
+    Tensor o1 = zeros({1, 300, 700}), o2 = zeros({1, 300, 700});
+    wide().matmul(o1, a, b);
+    active().matmul(o2, a, b);
+    expect_same(o1, o2, detail::str("matmul 300x700x500, threads ", threads), 1e-4);
+  }
+  set_num_threads(saved);
+}
+
+// conv2d forward and backward with its packed float32 paths (weights packed once, im2col straight into packed B,
+// the weight gradient packed 32 columns at a time) over geometries that hit the edges.
+TEST(CpuVariants, WideConvForwardAndBackward) {
+  struct Geo {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  const std::vector<Geo> geos = {{{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1}}, {{3, 1, 28, 28}, {32, 1, 5, 5}, {1, 1, 2, 2}},
+                                 {{2, 16, 14, 14}, {33, 16, 5, 5}, {1, 1, 2, 2}}, {{2, 5, 11, 13}, {7, 5, 3, 2}, {2, 1, 1, 0}},
+                                 {{1, 64, 7, 7}, {3, 64, 3, 3}, {1, 1, 0, 0}}};
+  for (const Geo& g : geos) {
+    Tensor x = rnd(g.x, 10), w = rnd(g.w, 11), b = rnd({g.w[0]}, 12);
+    const int64_t oh = (g.x[2] + 2 * g.p.pad_h - g.w[2]) / g.p.stride_h + 1;
+    const int64_t ow = (g.x[3] + 2 * g.p.pad_w - g.w[3]) / g.p.stride_w + 1;
+    const Shape ys = {g.x[0], g.w[0], oh, ow};
+    Tensor y1 = empty(ys), y2 = empty(ys);
+    wide().conv2d(y1, x, w, b, g.p);
+    active().conv2d(y2, x, w, b, g.p);
+    const std::string what = detail::str("conv2d x", g.x, " w", g.w);
+    expect_same(y1, y2, what + " forward", 1e-4);
+    Tensor gy = rnd(ys, 13);
+    Tensor gx1 = empty(g.x), gw1 = empty(g.w), gb1 = empty({g.w[0]}), gx2 = empty(g.x), gw2 = empty(g.w),
+           gb2 = empty({g.w[0]});
+    wide().conv2d_backward(gy, x, w, gx1, gw1, gb1, g.p);
+    active().conv2d_backward(gy, x, w, gx2, gw2, gb2, g.p);
+    expect_same(gx1, gx2, what + " grad x", 1e-4);
+    expect_same(gw1, gw2, what + " grad w", 1e-4);
+    expect_same(gb1, gb2, what + " grad b", 1e-4);
+  }
+}
+
+// The loops the compiler vectorises (elementwise, reductions, softmax, batch norm, the optimiser step) for every
+// listed op, against the variant in use.
+TEST(CpuVariants, WideLoopsMatch) {
+  Tensor x = rnd({37, 129}, 20), y = rnd({37, 129}, 21), pos = abs(x) + 0.1;
+  for (UnaryOp op : kAllUnaryOps) {
+    const Tensor in = op == UnaryOp::Sqrt || op == UnaryOp::Log ? pos : x;
+    Tensor o1 = empty(in.shape()), o2 = empty(in.shape());
+    wide().unary(op, o1, in);
+    active().unary(op, o2, in);
+    expect_same(o1, o2, name(op));
+  }
+  for (BinaryOp op : kAllBinaryOps) {
+    const Tensor a = op == BinaryOp::Pow ? pos : x;
+    const DType dt = is_comparison(op) ? kBool : kFloat32;
+    Tensor o1 = empty(x.shape(), {.dtype = dt}), o2 = empty(x.shape(), {.dtype = dt});
+    wide().binary(op, o1, a, y);
+    active().binary(op, o2, a, y);
+    expect_same(o1, o2, name(op));
+  }
+  for (ReduceOp op : kAllReduceOps) {
+    const DType dt = is_index_reduction(op) ? kInt64 : kFloat32;
+    Tensor o1 = empty({37, 1}, {.dtype = dt}), o2 = empty({37, 1}, {.dtype = dt});
+    wide().reduce(op, o1, x, {1});
+    active().reduce(op, o2, x, {1});
+    expect_same(o1, o2, name(op));
+  }
+  for (bool log : {false, true}) {
+    Tensor o1 = empty(x.shape()), o2 = empty(x.shape());
+    wide().softmax(o1, x, 1, log);
+    active().softmax(o2, x, 1, log);
+    expect_same(o1, o2, log ? "log_softmax" : "softmax");
+  }
+  Tensor bx = rnd({8, 6, 5, 5}, 22), m1 = empty({6}), v1 = empty({6}), m2 = empty({6}), v2 = empty({6});
+  wide().batch_norm_stats(m1, v1, bx);
+  active().batch_norm_stats(m2, v2, bx);
+  expect_same(m1, m2, "batch_norm mean");
+  expect_same(v1, v2, "batch_norm var");
+  Tensor p1 = rnd({1000}, 23), p2 = p1.clone(), g = rnd({1000}, 24);
+  Tensor e1 = zeros({1000}), s1 = zeros({1000}), e2 = zeros({1000}), s2 = zeros({1000});
+  const AdamParams h{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .decoupled = true,
+                     .bias_correction1 = 0.1, .bias_correction2 = 0.001};
+  wide().adam_step({.param = p1, .grad = g, .exp_avg = e1, .exp_avg_sq = s1, .hyper = h});
+  active().adam_step({.param = p2, .grad = g, .exp_avg = e2, .exp_avg_sq = s2, .hyper = h});
+  expect_same(p1, p2, "adam");
+}
+
+// The variant in use: one the CPU runs; "avx512" only where it can (and the plugin loads).
+TEST(CpuVariants, TheActiveVariantRunsHere) {
+  const std::string isa = cpu_isa();
+  EXPECT_TRUE(isa == "avx2" || isa == "avx512") << isa;
+  EXPECT_TRUE(cpu::supports(cpu::Isa::Avx2));
+  if (isa == "avx512") EXPECT_TRUE(cpu::supports(cpu::Isa::Avx512));
+  const char* env = std::getenv("EMBER_CPU_ISA");
+  if (env && std::string(env) == "avx2") EXPECT_EQ(isa, "avx2");
+  if (env && std::string(env) == "avx512" && cpu::supports(cpu::Isa::Avx512)) EXPECT_EQ(isa, "avx512") << cpu::active_isa_note();
+  if (env && std::string(env) == "avx512" && !cpu::supports(cpu::Isa::Avx512)) {
+    EXPECT_EQ(isa, "avx2");
+    EXPECT_NE(cpu::active_isa_note().find("cannot run AVX-512"), std::string::npos) << cpu::active_isa_note();
+  }
+}
+
+// libember is the AVX2 variant and what every machine maps: no instruction of it may touch a zmm or mask register.
+TEST(CpuVariants, LibemberHoldsNoAvx512Instruction) {
+  const std::string cmd = std::string("objdump -d --no-show-raw-insn '") + EMBER_LIBRARY_PATH +
+                          "' 2>/dev/null | grep -cE '%zmm|%k[1-7]'";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
+  pclose(p);
+  if (!read) GTEST_SKIP() << "objdump is not available";
+  EXPECT_EQ(std::atoi(buf), 0) << "instructions using AVX-512 registers in " << EMBER_LIBRARY_PATH;
+}
+
+}  // namespace
+}  // namespace ember
