@@ -148,7 +148,13 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
      c50 = c00, c51 = c00;
+  // as the AVX2 kernel: the C tile fetched during the loop, the A sliver a few steps ahead
+  for (int64_t r = 0; r < m; ++r) {
+    __builtin_prefetch(C + r * ldc);
+    __builtin_prefetch(C + r * ldc + W);
+  }
   for (int64_t p = 0; p < kc; ++p) {
+    __builtin_prefetch(Ap + 8 * MR);
     const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
     fma_row<V>(Ap + 0, b0, b1, c00, c01);
     fma_row<V>(Ap + 1, b0, b1, c10, c11);
@@ -204,7 +210,11 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // the C tile is read (and written) after the loop: fetch it meanwhile
+  for (int64_t r = 0; r < m; ++r) _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc), _MM_HINT_T0);
   for (int64_t p = 0; p < kc; ++p) {
+    // the A sliver streams from L2: ask for it a few steps ahead
+    _mm_prefetch(reinterpret_cast<const char*>(Ap + 8 * MR), _MM_HINT_T0);
     const __m256 b0 = _mm256_loadu_ps(Bp), b1 = V == 2 ? _mm256_loadu_ps(Bp + 8) : b0;
     fma_row<V>(Ap + 0, b0, b1, c00, c01);
     fma_row<V>(Ap + 1, b0, b1, c10, c11);
