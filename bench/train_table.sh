@@ -107,8 +107,10 @@ for cfg in mlp-b64 mlp-b256 mlp-big cnn-b64 cnn-bn-b64; do
                  --threads "$th" | awk '{print $5}')
       fi
     fi
-    rows+="| $cfg | $th | $e | $t | $ratio | $mini | $erss | $trss |"$'\n'
-    echo "$cfg threads=$th ember=$e torch=$t ratio=$ratio minimal-torch=$mini rss ember=$erss torch=$trss"
+    # the ratio against the faster of the two libtorch programs
+    if [ "$mini" != "-" ] && awk "BEGIN {exit !($mini > $t)}"; then ratio=$(awk "BEGIN {printf \"%.2f\", $e / $mini}"); fi
+    rows+="| $cfg | $th | $e | $t | $mini | $ratio | $erss | $trss |"$'\n'
+    echo "$cfg threads=$th ember=$e torch=$t minimal-torch=$mini ratio=$ratio rss ember=$erss torch=$trss"
   done
 done
 
@@ -122,9 +124,10 @@ Measured $(date -u +%Y-%m-%d) on $cpu (family $family, model $model; $all cores 
 Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?) (CPU kernels: $ember_isa), libtorch $torch_v at its best
 setting per row (below); samples/s are medians of $reps alternating runs (one-thread runs of both pinned to the
 same core); \"minimal\" is ember_torch_minimal (libtorch's own data reader and the smallest MLP program) with the
-same setting, a cross-check of the libtorch column; peak RSS in MiB of the whole process.
+same setting, a cross-check of the libtorch column, and the ratio is taken against the faster of the two; peak RSS
+in MiB of the whole process.
 
-| config | threads | Ember samples/s | libtorch samples/s | Ember/libtorch | minimal libtorch | Ember RSS | libtorch RSS |
+| config | threads | Ember samples/s | libtorch samples/s | minimal libtorch | Ember / best libtorch | Ember RSS | libtorch RSS |
 | --- | --- | --- | --- | --- | --- | --- | --- |
 ${rows}
 libtorch's settings (the fastest of the allocator x OpenBLAS threads x OpenMP waiting combinations, per row):

@@ -23,3 +23,13 @@ function(ember_module name)
   set_property(GLOBAL PROPERTY EMBER_MODULE_DEPS_${name} ${M_DEPS})
   set_property(GLOBAL APPEND PROPERTY EMBER_PUBLIC_INCLUDE_DIRS ${CMAKE_CURRENT_SOURCE_DIR}/include)
 endfunction()
+
+# ember_uses_plugins(<target>): <target> runs against libember, so the plugins libember may open at run time (the
+# CUDA backend, the AVX-512 CPU kernels) are built before it, even when only it is asked for (make demo).
+function(ember_uses_plugins target)
+  foreach(plugin IN ITEMS ember_cuda ember_cpu_avx512)
+    if(TARGET ${plugin})
+      add_dependencies(${target} ${plugin})
+    endif()
+  endforeach()
+endfunction()

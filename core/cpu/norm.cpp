@@ -1,9 +1,12 @@
 // defines: the CPU batch-norm passes (backend.h: batch_norm_stats / _elemt / _backward_reduce / _backward_elemt).
 // x is viewed as [N, C, S] (S = the spatial size, 1 for [N, C]). With S > 1 a channel is N contiguous runs of S
 // values, and a thread takes whole channels; with S == 1 a row of x holds one value of every channel, and the
-// per-channel sums are accumulated row by row across channels. Sums are in double; each elementwise pass is one
-// multiply-add per element with per-channel coefficients worked out first, in double.
+// per-channel sums are accumulated row by row across channels. Sums are in x's type within a run (vectorised) and
+// in double across runs; the variance is a second pass over the deviations from the mean. Each elementwise pass
+// is one multiply-add per element with per-channel coefficients worked out first, in double.
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
 
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -28,28 +31,45 @@ T* mut(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
-// sum of f(i) for i in [0, n), four partial sums in double (so that the adds vectorise), in a fixed order.
-template <class F>
-inline double run_sum(int64_t n, F f) {
-  double s[4] = {0, 0, 0, 0};
+// Adds to ta (and tb) the sum of a(i) (and b(i)) over one run i in [0, n): eight partial sums per sum in Acc, so
+// that the adds vectorise (float for float data: a run is one feature map), combined in a fixed order. b may be
+// nullptr (one sum only).
+template <class Acc, class FA, class FB>
+inline void run_sums(int64_t n, FA a, FB b, double& ta, double& tb) {
+  constexpr bool two = !std::is_same_v<FB, std::nullptr_t>;
+  Acc sa[8] = {}, sb[8] = {};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) s[k] += f(i + k);
-  for (; i < n; ++i) s[0] += f(i);
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      sa[k] += a(i + k);
+      if constexpr (two) sb[k] += b(i + k);
+    }
+  Acc ra = 0, rb = 0;
+  for (; i < n; ++i) {
+    ra += a(i);
+    if constexpr (two) rb += b(i);
+  }
+  for (int k = 0; k < 8; ++k) {
+    ra += sa[k];
+    rb += sb[k];
+  }
+  ta += static_cast<double>(ra);
+  tb += static_cast<double>(rb);
 }
 
-// For every channel c: sa[c] = sum of a(i, c) and sb[c] = sum of b(i, c) over the flat indices i of channel c.
-template <class FA, class FB>
+// For every channel c: sa[c] = sum of a(i, c) and sb[c] = sum of b(i, c) (b may be nullptr) over the flat
+// indices i of channel c, in double across runs and in Acc within one.
+template <class Acc, class FA, class FB>
 void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
+  constexpr bool two = !std::is_same_v<FB, std::nullptr_t>;
   if (d.S == 1) {
     // [N, C]: rows of C values; accumulate across channels, row by row (vectorises over c).
     parallel_for(0, d.C, 256, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) sa[c] = sb[c] = 0;
       for (int64_t n = 0; n < d.N; ++n)
         for (int64_t c = c0; c < c1; ++c) {
-          sa[c] += a(n * d.C + c, c);
-          sb[c] += b(n * d.C + c, c);
+          sa[c] += static_cast<double>(a(n * d.C + c, c));
+          if constexpr (two) sb[c] += static_cast<double>(b(n * d.C + c, c));
         }
     });
     return;
@@ -59,8 +79,11 @@ void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
       double x1 = 0, x2 = 0;
       for (int64_t n = 0; n < d.N; ++n) {
         const int64_t base = (n * d.C + c) * d.S;
-        x1 += run_sum(d.S, [&](int64_t i) { return a(base + i, c); });
-        x2 += run_sum(d.S, [&](int64_t i) { return b(base + i, c); });
+        if constexpr (two)
+          run_sums<Acc>(d.S, [&](int64_t i) { return a(base + i, c); }, [&](int64_t i) { return b(base + i, c); }, x1,
+                        x2);
+        else
+          run_sums<Acc>(d.S, [&](int64_t i) { return a(base + i, c); }, nullptr, x1, x2);
       }
       sa[c] = x1;
       sb[c] = x2;
@@ -102,16 +125,23 @@ void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const T
   const NCS d(x);
   if (d.C == 0) return;
   visit_float("batch_norm_stats", x.dtype(), [&]<class T>() {
+    // two passes, as PyTorch's: the mean, then the sum of squared deviations from it (no cancellation)
     const T* xp = ptr<T>(x);
-    std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
-    channel_sums(
-        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<double>(xp[i]); },
-        [&](int64_t i, int64_t) { return static_cast<double>(xp[i]) * static_cast<double>(xp[i]); });
+    std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C)), unused(static_cast<size_t>(d.C));
+    channel_sums<T>(d, s1.data(), unused.data(), [&](int64_t i, int64_t) { return xp[i]; }, nullptr);
     const double m = static_cast<double>(d.count());
+    std::vector<T> mu(static_cast<size_t>(d.C));
+    for (int64_t c = 0; c < d.C; ++c) mu[static_cast<size_t>(c)] = static_cast<T>(s1[static_cast<size_t>(c)] / m);
+    channel_sums<T>(
+        d, s2.data(), unused.data(),
+        [&](int64_t i, int64_t c) {
+          const T v = xp[i] - mu[static_cast<size_t>(c)];
+          return v * v;
+        },
+        nullptr);
     for (int64_t c = 0; c < d.C; ++c) {
-      const double mu = s1[static_cast<size_t>(c)] / m;
-      mut<T>(mean)[c] = static_cast<T>(mu);
-      mut<T>(var)[c] = static_cast<T>(std::max(0.0, s2[static_cast<size_t>(c)] / m - mu * mu));
+      mut<T>(mean)[c] = mu[static_cast<size_t>(c)];
+      mut<T>(var)[c] = static_cast<T>(s2[static_cast<size_t>(c)] / m);
     }
   });
 }
@@ -140,11 +170,9 @@ void CpuBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& 
   visit_float("batch_norm_backward_reduce", x.dtype(), [&]<class T>() {
     const T *xp = ptr<T>(x), *gp = ptr<T>(dy), *mp = ptr<T>(mean);
     std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
-    channel_sums(
-        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<double>(gp[i]); },
-        [&](int64_t i, int64_t c) {
-          return static_cast<double>(gp[i]) * (static_cast<double>(xp[i]) - static_cast<double>(mp[c]));
-        });
+    channel_sums<T>(
+        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return gp[i]; },
+        [&](int64_t i, int64_t c) { return gp[i] * (xp[i] - mp[c]); });
     for (int64_t c = 0; c < d.C; ++c) {
       mut<T>(sum_dy)[c] = static_cast<T>(s1[static_cast<size_t>(c)]);
       mut<T>(sum_dy_xmu)[c] = static_cast<T>(s2[static_cast<size_t>(c)]);
