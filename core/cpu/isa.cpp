@@ -2,7 +2,10 @@
 // EMBER_CPU_ISA override, and the loading of the AVX-512 variant's plugin. Compiled once, into libember.
 #include "isa.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#define EMBER_X86 1
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +23,11 @@ struct CpuId {
 };
 CpuId cpuid(unsigned leaf, unsigned sub = 0) {
   CpuId r;
+#ifdef EMBER_X86
   if (!__get_cpuid_count(leaf, sub, &r.a, &r.b, &r.c, &r.d)) return {};
+#else
+  (void)leaf, (void)sub;  // not x86: no variant beyond the build's own (reported as "avx2")
+#endif
   return r;
 }
 bool bit(unsigned v, int i) { return (v >> i) & 1u; }
@@ -29,7 +36,9 @@ bool bit(unsigned v, int i) { return (v >> i) & 1u; }
 uint64_t os_saved_state() {
   if (!bit(cpuid(1).c, 27)) return 0;  // OSXSAVE
   unsigned lo = 0, hi = 0;
+#ifdef EMBER_X86
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+#endif
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
