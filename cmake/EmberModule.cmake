@@ -27,7 +27,7 @@ endfunction()
 # ember_uses_plugins(<target>): <target> runs against libember, so the plugins libember may open at run time (the
 # CUDA backend, the AVX-512 CPU kernels) are built before it, even when only it is asked for (make demo).
 function(ember_uses_plugins target)
-  foreach(plugin IN ITEMS ember_cuda ember_cpu_avx512)
+  foreach(plugin IN ITEMS ember_cuda ember_cpu_avx512 ember_dist_mpi ember_dist_nccl)
     if(TARGET ${plugin})
       add_dependencies(${target} ${plugin})
     endif()

@@ -9,12 +9,17 @@
 #include <unordered_set>
 
 #include "ember/autograd/grad_mode.h"
+#include "ember/autograd/hooks.h"
 #include "ember/autograd/node.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::autograd {
 namespace {
+
+// The backward pass running on this thread (nesting: a hook may itself run backward) and its end callbacks.
+thread_local int backward_depth = 0;
+thread_local std::vector<std::function<void()>>* end_callbacks = nullptr;
 
 bool all_finite(const Tensor& g) {
   for (double v : g.to_vector<double>())
@@ -28,8 +33,8 @@ struct Capture {  // autograd::grad: where each requested input's gradient is re
 };
 
 // The engine proper. With `captures`, gradients are returned instead of accumulated into leaves.
-void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
-         const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
+           const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
   EMBER_CHECK_VALUE(grads_in.empty() || grads_in.size() == roots.size(), "backward: got ", grads_in.size(),
                     " gradients for ", roots.size(), " outputs");
   NoGradGuard no_grad;
@@ -107,7 +112,36 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, 
   }
 }
 
+// sweep() between the bookkeeping of queue_callback: the callbacks queued during the sweep run after it (not
+// when it threw), each once, in order.
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
+         const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
+  std::vector<std::function<void()>> callbacks;
+  auto* outer = end_callbacks;
+  end_callbacks = &callbacks;
+  ++backward_depth;
+  struct Restore {
+    std::vector<std::function<void()>>* outer;
+    ~Restore() {
+      --backward_depth;
+      end_callbacks = outer;
+    }
+  } restore{outer};
+  sweep(roots, grads_in, retain_graph, captures, captured);
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // a callback may queue another
+    auto fn = std::move(callbacks[i]);
+    fn();
+  }
+}
+
 }  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  EMBER_CHECK(end_callbacks != nullptr, Error, "queue_callback: no backward pass is running on this thread");
+  end_callbacks->push_back(std::move(fn));
+}
+
+bool in_backward() { return backward_depth > 0; }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   run(roots, grads, retain_graph, nullptr, nullptr);

@@ -6,6 +6,7 @@
 
 #include "ember/autograd/anomaly.h"
 #include "ember/autograd/grad_mode.h"
+#include "ember/autograd/hooks.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember {
@@ -68,6 +69,11 @@ Grads AccumulateGrad::apply(Grads&& grad_outputs) {
     m->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() ? raw::alias(g) : raw::clone(g);
   } else {
     raw::binary_(BinaryOp::Add, m->grad, g);
+  }
+  if (!m->post_accumulate_hooks.empty()) {
+    const Tensor param(leaf);
+    auto hooks = m->post_accumulate_hooks;  // a hook may remove itself
+    for (auto& [id, hook] : hooks) hook(param);
   }
   return {};
 }
@@ -164,3 +170,31 @@ const char* Tensor::grad_fn_name() const {
 }
 
 }  // namespace ember
+
+// --- hooks.h: post-accumulate hooks live in the leaf's AutogradMeta, so they go with the tensor.
+namespace ember::autograd {
+namespace {
+std::atomic<uint64_t> next_hook_id{1};
+}
+
+HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  EMBER_CHECK_VALUE(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
+                    "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad, got ",
+                    leaf.defined() ? detail::str(leaf.dtype(), leaf.shape(), leaf.is_leaf() ? "" : " (not a leaf)",
+                                                 leaf.requires_grad() ? "" : " (requires_grad is false)")
+                                   : std::string("an undefined tensor"));
+  EMBER_CHECK_VALUE(static_cast<bool>(hook), "register_post_accumulate_grad_hook: the hook is empty");
+  const uint64_t id = next_hook_id.fetch_add(1);
+  ensure_meta(leaf).post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return HookHandle(leaf.impl_ptr(), id);
+}
+
+void HookHandle::remove() {
+  auto impl = t_.lock();
+  if (!impl || !impl->autograd_meta) return;
+  auto& hooks = static_cast<AutogradMeta*>(impl->autograd_meta.get())->post_accumulate_hooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == id_; });
+  t_.reset();
+}
+
+}  // namespace ember::autograd

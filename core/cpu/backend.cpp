@@ -15,10 +15,10 @@ CpuBackend& variant_backend() {
 
 #ifdef EMBER_CPU_PLUGIN
 extern "C" __attribute__((visibility("default"))) ember::Backend* ember_cpu_backend_plugin(int version,
-                                                                                        std::string* why) {
+                                                                                           std::string* why) {
   if (version != ember::cpu::kCpuPluginVersion) {
-    *why = "a CPU kernel plugin from another build (interface version " + std::to_string(ember::cpu::kCpuPluginVersion) +
-           ", asked for " + std::to_string(version) + ")";
+    *why = "a CPU kernel plugin from another build (interface version " +
+           std::to_string(ember::cpu::kCpuPluginVersion) + ", asked for " + std::to_string(version) + ")";
     return nullptr;
   }
   return &ember::cpu::EMBER_CPU_ISA_NS::variant_backend();

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../src/plugin_loader.h"
 #include "cpu_backend.h"
 #include "ember/core/error.h"
+#include "ember/internal/plugin_loader.h"
 
 namespace ember::cpu {
 namespace {

@@ -80,10 +80,11 @@ void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
       for (int64_t n = 0; n < d.N; ++n) {
         const int64_t base = (n * d.C + c) * d.S;
         if constexpr (two)
-          run_sums<Acc>(d.S, [&](int64_t i) { return a(base + i, c); }, [&](int64_t i) { return b(base + i, c); }, x1,
-                        x2);
+          run_sums<Acc>(
+              d.S, [&](int64_t i) { return a(base + i, c); }, [&](int64_t i) { return b(base + i, c); }, x1, x2);
         else
-          run_sums<Acc>(d.S, [&](int64_t i) { return a(base + i, c); }, nullptr, x1, x2);
+          run_sums<Acc>(
+              d.S, [&](int64_t i) { return a(base + i, c); }, nullptr, x1, x2);
       }
       sa[c] = x1;
       sb[c] = x2;
@@ -128,7 +129,8 @@ void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const T
     // two passes, as PyTorch's: the mean, then the sum of squared deviations from it (no cancellation)
     const T* xp = ptr<T>(x);
     std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C)), unused(static_cast<size_t>(d.C));
-    channel_sums<T>(d, s1.data(), unused.data(), [&](int64_t i, int64_t) { return xp[i]; }, nullptr);
+    channel_sums<T>(
+        d, s1.data(), unused.data(), [&](int64_t i, int64_t) { return xp[i]; }, nullptr);
     const double m = static_cast<double>(d.count());
     std::vector<T> mu(static_cast<size_t>(d.C));
     for (int64_t c = 0; c < d.C; ++c) mu[static_cast<size_t>(c)] = static_cast<T>(s1[static_cast<size_t>(c)] / m);

@@ -15,7 +15,7 @@
 #include "ember/config.h"
 #include "ember/core/error.h"
 #include "ember/internal/cuda_hooks.h"
-#include "plugin_loader.h"
+#include "ember/internal/plugin_loader.h"
 
 namespace ember::detail {
 namespace {

@@ -1,5 +1,5 @@
 // defines: find_plugin_entry and plugin_candidates (plugin_loader.h).
-#include "plugin_loader.h"
+#include "ember/internal/plugin_loader.h"
 
 #include <dlfcn.h>
 

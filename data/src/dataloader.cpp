@@ -12,6 +12,8 @@ void check_loader_options(const DataLoaderOptions& o) {
   EMBER_CHECK_VALUE(o.batch_size > 0, "DataLoader: batch_size must be > 0, got ", o.batch_size);
   EMBER_CHECK_VALUE(o.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ", o.num_workers);
   EMBER_CHECK_VALUE(o.prefetch >= 1, "DataLoader: prefetch must be >= 1, got ", o.prefetch);
+  EMBER_CHECK_VALUE(!(o.sampler && o.shuffle), "DataLoader: .sampler and .shuffle exclude each other (the sampler ",
+                    "decides the order; a DistributedSampler shuffles with its own option)");
   if (!o.device.is_cpu()) {
     // backend_for throws DeviceError saying why the device is unusable (no CUDA build, no GPU, no driver).
     try {

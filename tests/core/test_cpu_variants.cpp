@@ -73,8 +73,10 @@ TEST(CpuVariants, WideConvForwardAndBackward) {
     Shape x, w;
     Conv2dParams p;
   };
-  const std::vector<Geo> geos = {{{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1}}, {{3, 1, 28, 28}, {32, 1, 5, 5}, {1, 1, 2, 2}},
-                                 {{2, 16, 14, 14}, {33, 16, 5, 5}, {1, 1, 2, 2}}, {{2, 5, 11, 13}, {7, 5, 3, 2}, {2, 1, 1, 0}},
+  const std::vector<Geo> geos = {{{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1}},
+                                 {{3, 1, 28, 28}, {32, 1, 5, 5}, {1, 1, 2, 2}},
+                                 {{2, 16, 14, 14}, {33, 16, 5, 5}, {1, 1, 2, 2}},
+                                 {{2, 5, 11, 13}, {7, 5, 3, 2}, {2, 1, 1, 0}},
                                  {{1, 64, 7, 7}, {3, 64, 3, 3}, {1, 1, 0, 0}}};
   for (const Geo& g : geos) {
     Tensor x = rnd(g.x, 10), w = rnd(g.w, 11), b = rnd({g.w[0]}, 12);
@@ -136,8 +138,14 @@ TEST(CpuVariants, WideLoopsMatch) {
   expect_same(v1, v2, "batch_norm var");
   Tensor p1 = rnd({1000}, 23), p2 = p1.clone(), g = rnd({1000}, 24);
   Tensor e1 = zeros({1000}), s1 = zeros({1000}), e2 = zeros({1000}), s2 = zeros({1000});
-  const AdamParams h{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .decoupled = true,
-                     .bias_correction1 = 0.1, .bias_correction2 = 0.001};
+  const AdamParams h{.lr = 1e-2,
+                     .beta1 = 0.9,
+                     .beta2 = 0.999,
+                     .eps = 1e-8,
+                     .weight_decay = 0.01,
+                     .decoupled = true,
+                     .bias_correction1 = 0.1,
+                     .bias_correction2 = 0.001};
   wide().adam_step({.param = p1, .grad = g, .exp_avg = e1, .exp_avg_sq = s1, .hyper = h});
   active().adam_step({.param = p2, .grad = g, .exp_avg = e2, .exp_avg_sq = s2, .hyper = h});
   expect_same(p1, p2, "adam");
@@ -151,7 +159,8 @@ TEST(CpuVariants, TheActiveVariantRunsHere) {
   if (isa == "avx512") EXPECT_TRUE(cpu::supports(cpu::Isa::Avx512));
   const char* env = std::getenv("EMBER_CPU_ISA");
   if (env && std::string(env) == "avx2") EXPECT_EQ(isa, "avx2");
-  if (env && std::string(env) == "avx512" && cpu::supports(cpu::Isa::Avx512)) EXPECT_EQ(isa, "avx512") << cpu::active_isa_note();
+  if (env && std::string(env) == "avx512" && cpu::supports(cpu::Isa::Avx512))
+    EXPECT_EQ(isa, "avx512") << cpu::active_isa_note();
   if (env && std::string(env) == "avx512" && !cpu::supports(cpu::Isa::Avx512)) {
     EXPECT_EQ(isa, "avx2");
     EXPECT_NE(cpu::active_isa_note().find("cannot run AVX-512"), std::string::npos) << cpu::active_isa_note();
@@ -160,8 +169,8 @@ TEST(CpuVariants, TheActiveVariantRunsHere) {
 
 // libember is the AVX2 variant and what every machine maps: no instruction of it may touch a zmm or mask register.
 TEST(CpuVariants, LibemberHoldsNoAvx512Instruction) {
-  const std::string cmd = std::string("objdump -d --no-show-raw-insn '") + EMBER_LIBRARY_PATH +
-                          "' 2>/dev/null | grep -cE '%zmm|%k[1-7]'";
+  const std::string cmd =
+      std::string("objdump -d --no-show-raw-insn '") + EMBER_LIBRARY_PATH + "' 2>/dev/null | grep -cE '%zmm|%k[1-7]'";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   char buf[64] = {};

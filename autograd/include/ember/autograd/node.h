@@ -73,6 +73,8 @@ struct AutogradMeta final : AutogradMetaBase {
   std::shared_ptr<Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;
   std::weak_ptr<Node> grad_accumulator;
+  // Run by the leaf's AccumulateGrad after each accumulation (hooks.h), in registration order; key: handle id.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 };
 
 AutogradMeta* meta(const Tensor& t);  // null when the tensor has no autograd state

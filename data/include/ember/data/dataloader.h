@@ -50,6 +50,8 @@ struct DataLoaderOptions {
   Device device = Device::cpu();  // where batches are delivered
   int prefetch = 2;               // ready or in-flight batches per worker (>= 1)
   uint64_t seed = 0;              // shuffle seed
+  // The order of each epoch instead of shuffle / sequential (e.g. a DistributedSampler); shuffle must be false.
+  std::shared_ptr<const Sampler> sampler = nullptr;
 };
 
 namespace detail {
@@ -269,14 +271,17 @@ class DataLoader {
 
   // Batches per epoch (the last one may be smaller unless drop_last).
   int64_t size() const {
-    const int64_t n = static_cast<int64_t>(dataset_->size());
+    const int64_t n = opts_.sampler ? opts_.sampler->size(static_cast<int64_t>(dataset_->size()))
+                                    : static_cast<int64_t>(dataset_->size());
     return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
   }
 
   // Starts the next epoch (a fresh shuffle) and builds or awaits its first batch.
   Iterator begin() {
     const int64_t n = static_cast<int64_t>(dataset_->size());
-    std::vector<int64_t> order = opts_.shuffle ? shuffled_order(n, opts_.seed, epoch_) : sequential_order(n);
+    std::vector<int64_t> order = opts_.sampler   ? opts_.sampler->indices(n, epoch_)
+                                 : opts_.shuffle ? shuffled_order(n, opts_.seed, epoch_)
+                                                 : sequential_order(n);
     ++epoch_;
     return Iterator(std::make_unique<detail::EpochRun<D>>(dataset_, opts_, std::move(order), size()));
   }

@@ -1,6 +1,6 @@
 // defines: find_plugin_entry, how core opens its plugins (the CUDA backend, libember_cuda.so; the AVX-512 CPU
 // kernels, libember_cpu_avx512.so): dlopen with RTLD_LOCAL (a plugin's symbols never interpose libember's), never
-// closed. Private to core/src and core/cpu.
+// closed. Private to ember (core, dist); not installed.
 #pragma once
 #include <string>
 #include <vector>

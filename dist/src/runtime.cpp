@@ -1,0 +1,337 @@
+// defines: the distributed runtime behind dist.h — init/finalize, the engines (the MPI and NCCL plugins, or
+// a world of one), and the communication thread that runs every MPI collective (runtime.h).
+//
+// Note [Communication thread]: MPI makes progress only inside MPI calls, so a collective started with
+// MPI_Iallreduce and left alone while backward computes would not move. One thread owns MPI: it starts the
+// collectives in the order they were submitted (the same order on every rank), polls them to completion,
+// answers the other ranks' failure-detection queries while it waits, and enforces the timeout (Note
+// [Collective timeout] in dist.h). The caller's thread only enqueues and, in wait(), sleeps.
+#include "runtime.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "ember/cuda/cuda.h"
+#include "ember/internal/plugin_loader.h"
+
+namespace ember::dist {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A world of one (no MPI): every collective is already done; all_gather and reduce_scatter copy.
+class SelfComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  Request start_all_reduce(void*, int64_t, DType, CommOp) override { return nullptr; }
+  Request start_broadcast(void*, int64_t, int) override { return nullptr; }
+  Request start_all_gather(const void* in, void* out, int64_t bytes) override {
+    if (in != out) std::memmove(out, in, static_cast<size_t>(bytes));
+    return nullptr;
+  }
+  Request start_reduce_scatter(const void* in, void* out, int64_t count, DType d, CommOp) override {
+    if (in != out) std::memmove(out, in, static_cast<size_t>(count) * itemsize(d));
+    return nullptr;
+  }
+  Request start_barrier() override { return nullptr; }
+  bool test(Request) override { return true; }
+  void abort(int code) override { std::_Exit(code); }
+  void finalize() override {}
+};
+
+// True when a launcher started this process as one of several (then a missing MPI is an error, not a
+// world of one).
+bool launched_as_many() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "MPI_LOCALNRANKS"}) {
+    const char* v = std::getenv(var);
+    if (v && std::atoi(v) > 1) return true;
+  }
+  return false;
+}
+
+template <class Entry>
+Entry open_plugin(const char* file, const char* env, const char* entry, std::string* why) {
+  std::vector<std::string> paths;
+  if (const char* p = std::getenv(env); p && *p)
+    paths.push_back(p);
+  else
+    paths = ember::detail::plugin_candidates(file);
+  std::string tried, opened;
+  if (void* sym = ember::detail::find_plugin_entry(paths, entry, &tried, &opened))
+    return reinterpret_cast<Entry>(sym);
+  *why = ember::detail::str(file, " could not be loaded:", tried);
+  return nullptr;
+}
+
+}  // namespace
+
+Runtime& Runtime::get() {
+  static Runtime r;  // destroyed at exit, which finalises a forgotten init
+  return r;
+}
+
+Runtime::~Runtime() {
+  try {
+    finalize();
+  } catch (...) {
+  }
+}
+
+void Runtime::init(const InitOptions& o) {
+  std::lock_guard<std::mutex> lock(api_);
+  if (running_) throw DistError("dist::init: already initialised (call dist::finalize() first)");
+  EMBER_CHECK(o.backend == "auto" || o.backend == "mpi" || o.backend == "nccl", DistError,
+              "dist::init: unknown backend \"", o.backend, "\" (expected \"mpi\", \"nccl\" or \"auto\")");
+  EMBER_CHECK(o.timeout_s > 0, DistError, "dist::init: timeout_s must be positive, got ", o.timeout_s);
+  timeout_s_ = o.timeout_s;
+  failed_ = false;
+  failure_.clear();
+  started_ = 0;
+  if (o.backend == "nccl")
+    EMBER_CHECK(cuda::is_available(), DistError, "dist::init: backend \"nccl\" needs CUDA, which is unavailable: ",
+                cuda::unavailable_reason());
+
+  // MPI is initialised on the thread that will own it (Note [Communication thread]).
+  std::string why;
+  bool ready = false;
+  std::mutex m;
+  std::condition_variable cv;
+  stop_ = false;
+  thread_ = std::thread([&, backend = o.backend] {
+    std::unique_ptr<Comm> comm;
+    std::string err;
+    auto entry = open_plugin<MpiEntry>("libember_dist_mpi.so", "EMBER_DIST_MPI_PLUGIN", kMpiEntryName, &err);
+    if (entry) {
+      comm.reset(entry(kCommVersion, &err));
+      if (!comm) err = "libember_dist_mpi.so: " + err;
+    }
+    if (!comm && backend == "auto" && !launched_as_many()) {
+      comm = std::make_unique<SelfComm>();
+      self_ = true;
+    }
+    {
+      std::lock_guard<std::mutex> l(m);
+      if (comm) host_ = std::move(comm);
+      why = err;
+      ready = true;
+    }
+    cv.notify_all();
+    if (host_) loop();
+  });
+  {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return ready; });
+  }
+  if (!host_) {
+    thread_.join();
+    throw DistError(ember::detail::str("dist::init: the MPI engine could not start (backend \"", o.backend,
+                                       "\"): ", why));
+  }
+  running_ = true;
+  if (o.backend == "nccl" || (o.backend == "auto" && !self_ && cuda::is_available())) {
+    try {
+      start_nccl(o.backend == "nccl");
+    } catch (...) {
+      running_ = false;
+      stop_thread();
+      throw;
+    }
+  }
+}
+
+void Runtime::start_nccl(bool required) {
+  std::string why;
+  auto create = open_plugin<NcclEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclEntryName, &why);
+  auto make_id =
+      create ? open_plugin<NcclIdEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclIdEntryName, &why)
+             : nullptr;
+  // Every rank must agree on whether NCCL runs: the plugin's presence is combined over MPI (min).
+  int32_t have = (create && make_id) ? 1 : 0;
+  std::vector<int32_t> flags{have};
+  run_host("dist::init (nccl check)", [&](Comm& c) { return c.start_all_reduce(flags.data(), 1, kInt32, CommOp::Min); })
+      .wait();
+  if (!flags[0]) {
+    EMBER_CHECK(!required, DistError, "dist::init: backend \"nccl\": the NCCL engine is unavailable on ",
+                have ? "another rank" : ember::detail::str("this rank: ", why));
+    return;
+  }
+  std::vector<char> id(kNcclUniqueIdBytes, 0);
+  bool ok = true;
+  if (host_->rank() == 0) ok = make_id(id.data(), &why);
+  EMBER_CHECK(ok, DistError, "dist::init: ncclGetUniqueId failed: ", why);
+  run_host("dist::init (nccl id)",
+           [&](Comm& c) { return c.start_broadcast(id.data(), static_cast<int64_t>(id.size()), 0); })
+      .wait();
+  Comm* nccl =
+      create(kCommVersion, host_->rank(), host_->world_size(), cuda::current_device(), id.data(), &why);
+  EMBER_CHECK(nccl != nullptr, DistError, "dist::init: NCCL could not start on rank ", host_->rank(), ": ", why);
+  device_.reset(nccl);
+}
+
+void Runtime::finalize() {
+  std::lock_guard<std::mutex> lock(api_);
+  if (!running_) return;
+  running_ = false;
+  device_.reset();  // NCCL first: its work is on streams the caller synchronises
+  stop_thread();
+}
+
+void Runtime::stop_thread() {
+  {
+    std::lock_guard<std::mutex> l(q_);
+    stop_ = true;
+  }
+  qcv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  host_.reset();
+  self_ = false;
+}
+
+Comm& Runtime::host() {
+  EMBER_CHECK(running_, DistError, "dist: not initialised (call dist::init() first)");
+  return *host_;
+}
+
+Comm* Runtime::device_comm() {
+  EMBER_CHECK(running_, DistError, "dist: not initialised (call dist::init() first)");
+  return device_.get();
+}
+
+std::string Runtime::backend_name() {
+  EMBER_CHECK(running_, DistError, "dist: not initialised (call dist::init() first)");
+  return self_ ? "self" : device_ ? "mpi+nccl" : "mpi";
+}
+
+Work Runtime::run_host(std::string what, std::function<Request(Comm&)> start, std::vector<Tensor> keep,
+                       std::function<void()> finish) {
+  auto s = std::make_shared<Work::State>();
+  s->what = std::move(what);
+  s->keep = std::move(keep);
+  s->finish = std::move(finish);
+  {
+    std::lock_guard<std::mutex> l(q_);
+    EMBER_CHECK(!stop_, DistError, s->what, ": dist is shutting down");
+    queue_.push_back({++submitted_, std::move(start), s});
+  }
+  qcv_.notify_all();
+  return Work(s);
+}
+
+Work Runtime::run_device(std::string what, const std::function<Request(Comm&)>& start, std::vector<Tensor> keep,
+                         std::function<void()> finish) {
+  Comm* c = device_comm();
+  EMBER_CHECK(c != nullptr, DistError, what, ": CUDA tensors need the NCCL engine (dist::init({.backend = \"nccl\"})",
+              " or \"auto\" with CUDA), and this process runs backend \"", backend_name(), "\"");
+  EMBER_CHECK(!failed_, DistError, what, ": the process group failed earlier: ", failure_);
+  auto s = std::make_shared<Work::State>();
+  s->what = std::move(what);
+  s->keep = std::move(keep);
+  s->finish = std::move(finish);
+  s->device_comm = c;
+  s->device_request = start(*c);
+  s->started = Clock::now();
+  s->timeout_s = timeout_s_;
+  return Work(s);
+}
+
+// The communication thread (Note [Communication thread]).
+void Runtime::loop() {
+  Request orphan = nullptr;  // a collective that timed out; polled until it ends or finalize gives up
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> l(q_);
+      qcv_.wait_for(l, std::chrono::milliseconds(2), [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        if (stop_) break;
+        l.unlock();
+        host_->serve(started_);
+        if (orphan && host_->test(orphan)) orphan = nullptr;
+        continue;
+      }
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (failed_) {
+      task.state->complete(std::make_exception_ptr(DistError(ember::detail::str(
+                               task.state->what, ": the process group failed earlier: ", failure_))),
+                           0);
+      continue;
+    }
+    started_ = task.seq;
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::duration<double>(timeout_s_);
+    Request r = nullptr;
+    try {
+      r = task.start(*host_);
+    } catch (...) {
+      task.state->complete(std::current_exception(), 0);
+      continue;
+    }
+    // Poll: a short spin (small collectives finish in microseconds), then sleeps of ~50 us so that a waiting
+    // rank leaves the cores to the computation.
+    for (int spins = 0;; ++spins) {
+      bool done = false;
+      try {
+        done = host_->test(r);
+      } catch (...) {
+        task.state->complete(std::current_exception(), 0);
+        break;
+      }
+      if (done) {
+        task.state->complete(nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
+        break;
+      }
+      host_->serve(started_);
+      if (Clock::now() > deadline) {
+        const std::vector<int> absent = host_->absent_ranks(task.seq, 2.0);
+        std::string who;
+        for (int a : absent) who += (who.empty() ? "" : ", ") + std::to_string(a);
+        failure_ = ember::detail::str(task.state->what, " (collective #", task.seq, ") timed out after ", timeout_s_,
+                                      " s on rank ", host_->rank(), " of ", host_->world_size(), "; ",
+                                      absent.empty() ? std::string("every rank answered that it arrived (a slow "
+                                                                   "network or an engine fault?)")
+                                                     : "ranks that did not arrive: " + who);
+        failed_ = true;
+        orphan = r;
+        task.state->complete(std::make_exception_ptr(DistError(failure_)), 0);
+        break;
+      }
+      if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  // Shutting down. A timed-out collective still pending means a rank never arrived: waiting in MPI_Finalize
+  // would hang, so the job ends (Note [Collective timeout]).
+  if (orphan) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    while (orphan && Clock::now() < deadline) {
+      if (host_->test(orphan)) orphan = nullptr;
+      host_->serve(started_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (orphan) {
+      std::fprintf(stderr, "ember dist: %s; ending the job\n", failure_.c_str());
+      host_->abort(3);
+    }
+  }
+  host_->finalize();
+}
+
+}  // namespace detail
+
+void Work::State::complete(std::exception_ptr e, double seconds) {
+  {
+    std::lock_guard<std::mutex> lock(m);
+    error = std::move(e);
+    duration = seconds;
+    done = true;
+  }
+  cv.notify_all();
+}
+
+}  // namespace ember::dist
