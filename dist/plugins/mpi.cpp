@@ -31,13 +31,20 @@ void check(int rc, const char* what) {
 
 MPI_Datatype mpi_type(DType d) {
   switch (d) {
-    case kFloat32: return MPI_FLOAT;
-    case kFloat64: return MPI_DOUBLE;
-    case kInt64: return MPI_INT64_T;
-    case kInt32: return MPI_INT32_T;
-    case kUInt8: return MPI_UINT8_T;
-    case kBool: return MPI_C_BOOL;
-    default: break;  // half types are reduced as float32 by dist.cpp
+    case kFloat32:
+      return MPI_FLOAT;
+    case kFloat64:
+      return MPI_DOUBLE;
+    case kInt64:
+      return MPI_INT64_T;
+    case kInt32:
+      return MPI_INT32_T;
+    case kUInt8:
+      return MPI_UINT8_T;
+    case kBool:
+      return MPI_C_BOOL;
+    default:
+      break;  // half types are reduced as float32 by dist.cpp
   }
   throw DTypeError(ember::detail::str("MPI: no reduction for dtype ", d));
 }
@@ -47,9 +54,12 @@ MPI_Datatype mpi_type(DType d) {
 MPI_Op mpi_op(CommOp op, DType d) {
   if (d == kBool) return op == CommOp::Min ? MPI_LAND : MPI_LOR;
   switch (op) {
-    case CommOp::Sum: return MPI_SUM;
-    case CommOp::Max: return MPI_MAX;
-    case CommOp::Min: return MPI_MIN;
+    case CommOp::Sum:
+      return MPI_SUM;
+    case CommOp::Max:
+      return MPI_MAX;
+    case CommOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -107,8 +117,7 @@ class MpiComm final : public Comm {
   }
   Request start_reduce_scatter(const void* in, void* out, int64_t count, DType d, CommOp op) override {
     auto* r = new MPI_Request;
-    check(MPI_Ireduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(d), mpi_op(op, d), world_,
-                                    r),
+    check(MPI_Ireduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(d), mpi_op(op, d), world_, r),
           "MPI_Ireduce_scatter_block");
     return r;
   }
@@ -189,14 +198,15 @@ class MpiComm final : public Comm {
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool owns_mpi_ = false;
-  std::deque<uint64_t> replies_;  // send buffers (a deque: growing never moves them) of serve()'s answers (a handful per failure)
+  std::deque<uint64_t>
+      replies_;  // send buffers (a deque: growing never moves them) of serve()'s answers (a handful per failure)
 };
 
 }  // namespace
 }  // namespace ember::dist::detail
 
 extern "C" __attribute__((visibility("default"))) ember::dist::detail::Comm* ember_dist_mpi_create(int version,
-                                                                                                 std::string* why) {
+                                                                                                   std::string* why) {
   using namespace ember::dist::detail;
   if (version != kCommVersion) {
     *why = ember::detail::str("built for dist interface version ", kCommVersion, ", libember has ", version);

@@ -25,14 +25,21 @@ void check(cudaError_t rc, const char* what) {
 
 ncclDataType_t nccl_type(DType d) {
   switch (d) {
-    case kFloat32: return ncclFloat32;
-    case kFloat64: return ncclFloat64;
-    case kFloat16: return ncclFloat16;
-    case kBFloat16: return ncclBfloat16;
-    case kInt64: return ncclInt64;
-    case kInt32: return ncclInt32;
+    case kFloat32:
+      return ncclFloat32;
+    case kFloat64:
+      return ncclFloat64;
+    case kFloat16:
+      return ncclFloat16;
+    case kBFloat16:
+      return ncclBfloat16;
+    case kInt64:
+      return ncclInt64;
+    case kInt32:
+      return ncclInt32;
     case kUInt8:
-    case kBool: return ncclUint8;
+    case kBool:
+      return ncclUint8;
   }
   throw DTypeError(ember::detail::str("NCCL: unsupported dtype ", d));
 }
@@ -41,9 +48,12 @@ ncclDataType_t nccl_type(DType d) {
 ncclRedOp_t nccl_op(CommOp op, DType d) {
   if (d == kBool) return op == CommOp::Min ? ncclMin : ncclMax;
   switch (op) {
-    case CommOp::Sum: return ncclSum;
-    case CommOp::Max: return ncclMax;
-    case CommOp::Min: return ncclMin;
+    case CommOp::Sum:
+      return ncclSum;
+    case CommOp::Max:
+      return ncclMax;
+    case CommOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }

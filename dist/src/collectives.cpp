@@ -17,18 +17,25 @@ using detail::Runtime;
 
 CommOp comm_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return CommOp::Max;
-    case ReduceOp::Min: return CommOp::Min;
-    default: return CommOp::Sum;  // Avg: a sum, divided afterwards
+    case ReduceOp::Max:
+      return CommOp::Max;
+    case ReduceOp::Min:
+      return CommOp::Min;
+    default:
+      return CommOp::Sum;  // Avg: a sum, divided afterwards
   }
 }
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "Sum";
-    case ReduceOp::Avg: return "Avg";
-    case ReduceOp::Max: return "Max";
-    case ReduceOp::Min: return "Min";
+    case ReduceOp::Sum:
+      return "Sum";
+    case ReduceOp::Avg:
+      return "Avg";
+    case ReduceOp::Max:
+      return "Max";
+    case ReduceOp::Min:
+      return "Min";
   }
   return "?";
 }
@@ -75,7 +82,8 @@ void Work::wait() {
         break;
       }
       if (std::chrono::steady_clock::now() - s_->started > std::chrono::duration<double>(s_->timeout_s)) {
-        const std::string why = ember::detail::str(s_->what, " timed out after ", s_->timeout_s, " s on the NCCL engine");
+        const std::string why =
+            ember::detail::str(s_->what, " timed out after ", s_->timeout_s, " s on the NCCL engine");
         detail::Runtime::get().mark_failed(why);
         s_->done = true;
         s_->error = std::make_exception_ptr(DistError(why));
@@ -203,7 +211,8 @@ Work reduce_scatter(Tensor& out, const std::vector<Tensor>& in, const Collective
     if (avg) recv.div_(static_cast<double>(world));
     if (!recv.is_same(out)) out.copy_(recv);
   };
-  return submit(ember::detail::str("reduce_scatter(", op_name(o.op), ")"), out, start, {send, recv}, finish, o.async_op);
+  return submit(ember::detail::str("reduce_scatter(", op_name(o.op), ")"), out, start, {send, recv}, finish,
+                o.async_op);
 }
 
 Tensor reduce_scatter(const Tensor& t, const CollectiveOptions& o) {

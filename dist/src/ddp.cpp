@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "ember/autograd/grad_mode.h"
@@ -11,6 +12,9 @@
 #include "ember/core/factory.h"
 
 namespace ember::dist {
+namespace {
+constexpr int64_t kFirstBucketBytes = 1 << 20;
+}
 
 struct DistributedDataParallel::Reducer {
   struct Slot {
@@ -119,10 +123,8 @@ struct DistributedDataParallel::Reducer {
         Tensor avg = b.flat.slice(0, s.offset, s.offset + n).reshape(s.param.shape());
         avg.div_(static_cast<double>(world));
         Tensor g = s.param.grad();
-        if (g.defined())
-          g.copy_(avg);
-        else
-          s.param.set_grad(avg.clone());
+        if (g.defined()) g.copy_(avg);
+        else s.param.set_grad(avg.clone());
       }
     }
   }
@@ -149,16 +151,23 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (const Tensor& p : model_->parameters())
     if (p.requires_grad()) params.push_back(p);
   std::map<std::tuple<int, int, int>, int> open;  // (dtype, device type, device index) -> bucket being filled
+  std::set<int> first_of_kind;                    // buckets that are the first of their (dtype, device)
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const Tensor& p = *it;
-    const auto key = std::make_tuple(static_cast<int>(p.dtype()), static_cast<int>(p.device().type()),
-                                     p.device().index());
+    const auto key =
+        std::make_tuple(static_cast<int>(p.dtype()), static_cast<int>(p.device().type()), p.device().index());
     auto o = open.find(key);
     const int64_t bytes = p.numel() * static_cast<int64_t>(p.itemsize());
-    if (o == open.end() || (r.buckets[static_cast<size_t>(o->second)].grad_numel * static_cast<int64_t>(p.itemsize()) +
-                                bytes >
-                            opts_.bucket_bytes &&
-                            !r.buckets[static_cast<size_t>(o->second)].slots.empty())) {
+    bool fresh = o == open.end();
+    if (!fresh) {
+      // The first bucket of each kind is small, so the last layers' all-reduce starts early (as PyTorch).
+      const Reducer::Bucket& cur = r.buckets[static_cast<size_t>(o->second)];
+      const int64_t cap = first_of_kind.count(o->second) ? std::min<int64_t>(kFirstBucketBytes, opts_.bucket_bytes)
+                                                         : opts_.bucket_bytes;
+      fresh = cur.grad_numel * static_cast<int64_t>(p.itemsize()) + bytes > cap;
+    }
+    if (fresh) {
+      if (o == open.end()) first_of_kind.insert(static_cast<int>(r.buckets.size()));
       r.buckets.emplace_back();
       open[key] = static_cast<int>(r.buckets.size()) - 1;
       o = open.find(key);
@@ -179,8 +188,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   std::weak_ptr<Reducer> weak = reducer_;
   for (size_t i = 0; i < r.slots.size(); ++i)
-    r.hooks.push_back(autograd::register_post_accumulate_grad_hook(
-        r.slots[i].param, [weak, i = static_cast<int>(i)](const Tensor&) {
+    r.hooks.push_back(
+        autograd::register_post_accumulate_grad_hook(r.slots[i].param, [weak, i = static_cast<int>(i)](const Tensor&) {
           if (auto red = weak.lock()) red->on_grad(i, weak);
         }));
 }
@@ -195,7 +204,8 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
 }
 
 std::string DistributedDataParallel::repr() const {
-  return ember::detail::str("DistributedDataParallel(world ", reducer_->world, ", ", reducer_->buckets.size(), " buckets)");
+  return ember::detail::str("DistributedDataParallel(world ", reducer_->world, ", ", reducer_->buckets.size(),
+                            " buckets)");
 }
 
 DDPStats DistributedDataParallel::last_stats() const { return reducer_->stats; }

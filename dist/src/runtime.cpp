@@ -57,13 +57,10 @@ bool launched_as_many() {
 template <class Entry>
 Entry open_plugin(const char* file, const char* env, const char* entry, std::string* why) {
   std::vector<std::string> paths;
-  if (const char* p = std::getenv(env); p && *p)
-    paths.push_back(p);
-  else
-    paths = ember::detail::plugin_candidates(file);
+  if (const char* p = std::getenv(env); p && *p) paths.push_back(p);
+  else paths = ember::detail::plugin_candidates(file);
   std::string tried, opened;
-  if (void* sym = ember::detail::find_plugin_entry(paths, entry, &tried, &opened))
-    return reinterpret_cast<Entry>(sym);
+  if (void* sym = ember::detail::find_plugin_entry(paths, entry, &tried, &opened)) return reinterpret_cast<Entry>(sym);
   *why = ember::detail::str(file, " could not be loaded:", tried);
   return nullptr;
 }
@@ -78,8 +75,7 @@ Runtime& Runtime::get() {
 Runtime::~Runtime() {
   try {
     finalize();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void Runtime::init(const InitOptions& o) {
@@ -93,8 +89,8 @@ void Runtime::init(const InitOptions& o) {
   failure_.clear();
   started_ = 0;
   if (o.backend == "nccl")
-    EMBER_CHECK(cuda::is_available(), DistError, "dist::init: backend \"nccl\" needs CUDA, which is unavailable: ",
-                cuda::unavailable_reason());
+    EMBER_CHECK(cuda::is_available(), DistError,
+                "dist::init: backend \"nccl\" needs CUDA, which is unavailable: ", cuda::unavailable_reason());
 
   // MPI is initialised on the thread that will own it (Note [Communication thread]).
   std::string why;
@@ -129,8 +125,8 @@ void Runtime::init(const InitOptions& o) {
   }
   if (!host_) {
     thread_.join();
-    throw DistError(ember::detail::str("dist::init: the MPI engine could not start (backend \"", o.backend,
-                                       "\"): ", why));
+    throw DistError(
+        ember::detail::str("dist::init: the MPI engine could not start (backend \"", o.backend, "\"): ", why));
   }
   running_ = true;
   if (o.backend == "nccl" || (o.backend == "auto" && !self_ && cuda::is_available())) {
@@ -153,8 +149,9 @@ void Runtime::start_nccl(bool required) {
   // Every rank must agree on whether NCCL runs: the plugin's presence is combined over MPI (min).
   int32_t have = (create && make_id) ? 1 : 0;
   std::vector<int32_t> flags{have};
-  run_host("dist::init (nccl check)", [&](Comm& c) { return c.start_all_reduce(flags.data(), 1, kInt32, CommOp::Min); })
-      .wait();
+  run_host("dist::init (nccl check)", [&](Comm& c) {
+    return c.start_all_reduce(flags.data(), 1, kInt32, CommOp::Min);
+  }).wait();
   if (!flags[0]) {
     EMBER_CHECK(!required, DistError, "dist::init: backend \"nccl\": the NCCL engine is unavailable on ",
                 have ? "another rank" : ember::detail::str("this rank: ", why));
@@ -164,11 +161,10 @@ void Runtime::start_nccl(bool required) {
   bool ok = true;
   if (host_->rank() == 0) ok = make_id(id.data(), &why);
   EMBER_CHECK(ok, DistError, "dist::init: ncclGetUniqueId failed: ", why);
-  run_host("dist::init (nccl id)",
-           [&](Comm& c) { return c.start_broadcast(id.data(), static_cast<int64_t>(id.size()), 0); })
-      .wait();
-  Comm* nccl =
-      create(kCommVersion, host_->rank(), host_->world_size(), cuda::current_device(), id.data(), &why);
+  run_host("dist::init (nccl id)", [&](Comm& c) {
+    return c.start_broadcast(id.data(), static_cast<int64_t>(id.size()), 0);
+  }).wait();
+  Comm* nccl = create(kCommVersion, host_->rank(), host_->world_size(), cuda::current_device(), id.data(), &why);
   EMBER_CHECK(nccl != nullptr, DistError, "dist::init: NCCL could not start on rank ", host_->rank(), ": ", why);
   device_.reset(nccl);
 }
@@ -258,8 +254,8 @@ void Runtime::loop() {
       queue_.pop_front();
     }
     if (failed_) {
-      task.state->complete(std::make_exception_ptr(DistError(ember::detail::str(
-                               task.state->what, ": the process group failed earlier: ", failure_))),
+      task.state->complete(std::make_exception_ptr(DistError(
+                               ember::detail::str(task.state->what, ": the process group failed earlier: ", failure_))),
                            0);
       continue;
     }

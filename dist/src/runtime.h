@@ -18,9 +18,9 @@
 namespace ember::dist {
 
 struct Work::State {
-  std::string what;                // "all_reduce" ..., for messages
-  std::vector<Tensor> keep;        // buffers the engine uses, alive until done
-  std::function<void()> finish;    // run once by wait(), on the caller's thread (copy back, divide)
+  std::string what;              // "all_reduce" ..., for messages
+  std::vector<Tensor> keep;      // buffers the engine uses, alive until done
+  std::function<void()> finish;  // run once by wait(), on the caller's thread (copy back, divide)
   // Host engine: set by the communication thread.
   std::mutex m;
   std::condition_variable cv;
@@ -46,8 +46,8 @@ class Runtime {
   void init(const InitOptions& o);
   void finalize();
   bool running() const { return running_; }
-  Comm& host();          // MPI or the world of one; throws DistError when not initialised
-  Comm* device_comm();   // NCCL, or null
+  Comm& host();         // MPI or the world of one; throws DistError when not initialised
+  Comm* device_comm();  // NCCL, or null
   std::string backend_name();
   double timeout_s() const { return timeout_s_; }
   void set_timeout(double s) { timeout_s_ = s; }

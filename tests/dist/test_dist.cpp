@@ -316,10 +316,8 @@ TEST(DistributedSampler, ShardsAreDisjointEqualAndCoverTheData) {
       }
       for (int64_t i : seen) EXPECT_TRUE(i >= 0 && i < n);
       std::set<int64_t> distinct(seen.begin(), seen.end());
-      if (drop_last)
-        EXPECT_EQ(seen.size(), distinct.size());  // no sample twice
-      else
-        EXPECT_EQ(static_cast<int64_t>(distinct.size()), n);  // every sample at least once
+      if (drop_last) EXPECT_EQ(seen.size(), distinct.size());    // no sample twice
+      else EXPECT_EQ(static_cast<int64_t>(distinct.size()), n);  // every sample at least once
     }
   // a new epoch, a new order; the same epoch, the same order
   data::DistributedSampler s(0, 2, {.seed = 9});
@@ -330,8 +328,9 @@ TEST(DistributedSampler, ShardsAreDisjointEqualAndCoverTheData) {
 TEST(DistributedSampler, DrivesTheDataLoader) {
   Tensor x = arange(20, {.dtype = kFloat32}).reshape({20, 1});
   data::TensorDataset ds(x, x);
-  data::DataLoader loader(ds, {.batch_size = 4, .sampler = std::make_shared<data::DistributedSampler>(
-                                                    R(), W(), data::DistributedSamplerOptions{.shuffle = false})});
+  data::DataLoader loader(ds, {.batch_size = 4,
+                               .sampler = std::make_shared<data::DistributedSampler>(
+                                   R(), W(), data::DistributedSamplerOptions{.shuffle = false})});
   std::vector<double> mine;
   for (auto [xb, yb] : loader)
     for (double v : xb.to_vector<double>()) mine.push_back(v);

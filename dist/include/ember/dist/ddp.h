@@ -14,12 +14,13 @@
 //
 // Note [Gradient buckets]: at construction the parameters (those that require grad) are grouped, in reverse
 // registration order (roughly the order backward produces their gradients), into buckets of at most
-// bucket_bytes per dtype and device; rank 0's parameters and buffers are broadcast to every rank. During
-// backward a hook on each parameter copies its accumulated .grad into its bucket; a bucket whose gradients are
-// all in starts its all-reduce at once, on the communication thread, while backward goes on — buckets start
-// in index order on every rank, as collectives must. When backward ends, buckets still waiting (parameters
-// that got no gradient in this pass) start with zeros for the missing gradients, every all-reduce is awaited
-// and each .grad becomes the average. A parameter no rank used keeps its .grad as it was; one used by only
+// bucket_bytes per dtype and device (the first one of each at most 1 MiB, so that the last layers' all-reduce
+// starts early, as in PyTorch); a parameter larger than the cap gets a bucket of its own; rank 0's parameters and
+// buffers are broadcast to every rank. During backward a hook on each parameter copies its accumulated .grad into its
+// bucket; a bucket whose gradients are all in starts its all-reduce at once, on the communication thread, while
+// backward goes on — buckets start in index order on every rank, as collectives must. When backward ends, buckets still
+// waiting (parameters that got no gradient in this pass) start with zeros for the missing gradients, every all-reduce
+// is awaited and each .grad becomes the average. A parameter no rank used keeps its .grad as it was; one used by only
 // some ranks gets the average with zeros from the others. Each bucket carries one extra element per
 // parameter counting the ranks that used it.
 //

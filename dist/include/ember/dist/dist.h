@@ -46,7 +46,7 @@ void finalize();
 
 int rank();
 int world_size();
-int local_rank();     // rank among the processes on this host (which GPU to use)
+int local_rank();       // rank among the processes on this host (which GPU to use)
 std::string backend();  // "mpi", "mpi+nccl" or "self" (a world of one without MPI)
 void set_timeout(double seconds);
 
