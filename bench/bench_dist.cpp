@@ -33,12 +33,18 @@ int main(int argc, char** argv) {
   manual_seed(1);
   nn::Chain model;
   if (config == "cnn") {
-    model = nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2),
-                      nn::Conv2d(32, 64, 5, {.padding = 2}), nn::relu, nn::MaxPool2d(2), nn::Flatten(),
-                      nn::Dense(3136, 128, nn::relu), nn::Dense(128, 10)};
+    model = nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
+                      nn::relu,
+                      nn::MaxPool2d(2),
+                      nn::Conv2d(32, 64, 5, {.padding = 2}),
+                      nn::relu,
+                      nn::MaxPool2d(2),
+                      nn::Flatten(),
+                      nn::Dense(3136, 128, nn::relu),
+                      nn::Dense(128, 10)};
   } else if (config == "mlp-big") {
-    model = nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu),
-                      nn::Dense(1024, 10)};
+    model =
+        nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu), nn::Dense(1024, 10)};
   } else {
     std::fprintf(stderr, "unknown config %s\n", config.c_str());
     return 2;

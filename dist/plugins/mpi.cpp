@@ -73,7 +73,10 @@ int as_count(int64_t n, const char* what) {
 class MpiComm final : public Comm {
  public:
   MpiComm() {
-    int initialised = 0;
+    int initialised = 0, finalised = 0;
+    MPI_Finalized(&finalised);
+    if (finalised)
+      throw Error("MPI was already finalised in this process (by an earlier dist::finalize()); MPI cannot start twice");
     MPI_Initialized(&initialised);
     if (!initialised) {
       int provided = 0;

@@ -164,7 +164,10 @@ void Runtime::start_nccl(bool required) {
   run_host("dist::init (nccl id)", [&](Comm& c) {
     return c.start_broadcast(id.data(), static_cast<int64_t>(id.size()), 0);
   }).wait();
-  Comm* nccl = create(kCommVersion, host_->rank(), host_->world_size(), cuda::current_device(), id.data(), &why);
+  // One GPU per rank on each host: local rank r uses device r (mod the device count), made current here.
+  const int device = host_->local_rank() % cuda::device_count();
+  cuda::set_device(device);
+  Comm* nccl = create(kCommVersion, host_->rank(), host_->world_size(), device, id.data(), &why);
   EMBER_CHECK(nccl != nullptr, DistError, "dist::init: NCCL could not start on rank ", host_->rank(), ": ", why);
   device_.reset(nccl);
 }

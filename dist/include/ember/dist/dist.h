@@ -31,7 +31,8 @@ class DistError : public Error {
 
 struct InitOptions {
   // "mpi": Open MPI, CPU tensors only. "nccl": NCCL for CUDA tensors (needs CUDA; MPI still bootstraps it and
-  // carries CPU tensors). "auto": MPI, plus NCCL when CUDA is available.
+  // carries CPU tensors). "auto": MPI, plus NCCL when CUDA is available. With NCCL, init makes CUDA device
+  // local_rank() % device_count() current.
   std::string backend = "auto";
   double timeout_s = 1800;  // Note [Collective timeout]
 };
