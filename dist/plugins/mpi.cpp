@@ -78,10 +78,22 @@ class MpiComm final : public Comm {
     if (finalised)
       throw Error("MPI was already finalised in this process (by an earlier dist::finalize()); MPI cannot start twice");
     MPI_Initialized(&initialised);
+    int provided = 0;
     if (!initialised) {
-      int provided = 0;
       check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
+      if (provided < MPI_THREAD_FUNNELED) {
+        MPI_Finalize();
+        throw Error("this MPI does not support MPI_THREAD_FUNNELED (dist's communication thread owns MPI)");
+      }
+    } else {
+      // The application started MPI itself and may call it from its own thread too: only MULTIPLE is safe.
+      MPI_Query_thread(&provided);
+      if (provided < MPI_THREAD_MULTIPLE)
+        throw Error(
+            "MPI was initialised by the application without MPI_THREAD_MULTIPLE; dist calls MPI from its "
+            "own communication thread, so initialise with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let "
+            "dist::init start MPI");
     }
     // Errors come back as codes (check() turns them into ember::Error) instead of aborting the job.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -156,10 +168,11 @@ class MpiComm final : public Comm {
     std::vector<uint64_t> answers(size_, 0);
     std::vector<MPI_Request> recvs(size_, MPI_REQUEST_NULL);
     std::vector<int> answered(size_, 0);
+    queries_.push_back(seq);  // the send buffer must outlive the send
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       MPI_Request s;
-      MPI_Isend(&seq, 1, MPI_UINT64_T, r, TAG_QUERY, control_, &s);
+      MPI_Isend(&queries_.back(), 1, MPI_UINT64_T, r, TAG_QUERY, control_, &s);
       MPI_Request_free(&s);
       MPI_Irecv(&answers[r], 1, MPI_UINT64_T, r, TAG_REPLY, control_, &recvs[r]);
     }
@@ -179,8 +192,9 @@ class MpiComm final : public Comm {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       if (!answered[r]) {
+        // Cancel and complete the receive here: a late answer must not land in `answers` after it is gone.
         MPI_Cancel(&recvs[r]);
-        MPI_Request_free(&recvs[r]);
+        MPI_Wait(&recvs[r], MPI_STATUS_IGNORE);
         absent.push_back(r);
       } else if (answers[r] < seq) {
         absent.push_back(r);
@@ -201,8 +215,9 @@ class MpiComm final : public Comm {
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool owns_mpi_ = false;
-  std::deque<uint64_t>
-      replies_;  // send buffers (a deque: growing never moves them) of serve()'s answers (a handful per failure)
+  // Send buffers of serve()'s answers and absent_ranks()' questions (a handful per failure; a deque, because
+  // growing it never moves the elements that pending sends read).
+  std::deque<uint64_t> replies_, queries_;
 };
 
 }  // namespace

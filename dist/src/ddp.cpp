@@ -48,8 +48,9 @@ struct DistributedDataParallel::Reducer {
   }
 
   void arm() {
-    for (Bucket& b : buckets)  // collectives of an abandoned pass (its backward threw) end first
-      if (b.launched) b.work.wait();
+    // A pass armed by a forward whose backward never finished here (no backward, one that reached no parameter,
+    // or one that threw) is finished now, so that this rank starts the same bucket all-reduces as the others.
+    if (armed) finish();
     for (Slot& s : slots) s.got = false;
     for (Bucket& b : buckets) {
       b.ready = 0;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "ember/core/factory.h"
 #include "ember/cuda/cuda.h"
 #include "ember/internal/plugin_loader.h"
 
@@ -86,7 +87,10 @@ void Runtime::init(const InitOptions& o) {
   EMBER_CHECK(o.timeout_s > 0, DistError, "dist::init: timeout_s must be positive, got ", o.timeout_s);
   timeout_s_ = o.timeout_s;
   failed_ = false;
-  failure_.clear();
+  {
+    std::lock_guard<std::mutex> l(fail_m_);
+    failure_.clear();
+  }
   started_ = 0;
   if (o.backend == "nccl")
     EMBER_CHECK(cuda::is_available(), DistError,
@@ -115,8 +119,8 @@ void Runtime::init(const InitOptions& o) {
       if (comm) host_ = std::move(comm);
       why = err;
       ready = true;
+      cv.notify_all();  // under the lock: init() may return, destroying cv, as soon as it sees `ready`
     }
-    cv.notify_all();
     if (host_) loop();
   });
   {
@@ -129,7 +133,8 @@ void Runtime::init(const InitOptions& o) {
         ember::detail::str("dist::init: the MPI engine could not start (backend \"", o.backend, "\"): ", why));
   }
   running_ = true;
-  if (o.backend == "nccl" || (o.backend == "auto" && !self_ && cuda::is_available())) {
+  // Every rank takes part in the NCCL check (a rank without CUDA votes no), so the collectives stay in step.
+  if (o.backend == "nccl" || (o.backend == "auto" && !self_)) {
     try {
       start_nccl(o.backend == "nccl");
     } catch (...) {
@@ -141,33 +146,38 @@ void Runtime::init(const InitOptions& o) {
 }
 
 void Runtime::start_nccl(bool required) {
-  std::string why;
-  auto create = open_plugin<NcclEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclEntryName, &why);
-  auto make_id =
-      create ? open_plugin<NcclIdEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclIdEntryName, &why)
-             : nullptr;
-  // Every rank must agree on whether NCCL runs: the plugin's presence is combined over MPI (min).
-  int32_t have = (create && make_id) ? 1 : 0;
-  std::vector<int32_t> flags{have};
-  run_host("dist::init (nccl check)", [&](Comm& c) {
-    return c.start_all_reduce(flags.data(), 1, kInt32, CommOp::Min);
-  }).wait();
-  if (!flags[0]) {
+  std::string why = "CUDA is unavailable: " + cuda::unavailable_reason();
+  NcclEntry create = nullptr;
+  NcclIdEntry make_id = nullptr;
+  if (cuda::is_available() && cuda::device_count() > 0) {
+    create = open_plugin<NcclEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclEntryName, &why);
+    if (create)
+      make_id = open_plugin<NcclIdEntry>("libember_dist_nccl.so", "EMBER_DIST_NCCL_PLUGIN", kNcclIdEntryName, &why);
+  }
+  // Every rank must agree on whether NCCL runs: each one's vote is combined over MPI (min). The buffers are
+  // tensors the Work keeps alive, so even an abandoned (timed-out) collective never writes into freed memory.
+  const int32_t have = (create && make_id) ? 1 : 0;
+  Tensor vote = full({1}, have, {.dtype = kInt32});
+  run_host("dist::init (nccl check)",
+           [vote](Comm& c) { return c.start_all_reduce(vote.data_ptr(), 1, kInt32, CommOp::Min); }, {vote})
+      .wait();
+  if (vote.data<int32_t>()[0] == 0) {
     EMBER_CHECK(!required, DistError, "dist::init: backend \"nccl\": the NCCL engine is unavailable on ",
-                have ? "another rank" : ember::detail::str("this rank: ", why));
+                have ? std::string("another rank") : ember::detail::str("this rank: ", why));
     return;
   }
-  std::vector<char> id(kNcclUniqueIdBytes, 0);
-  bool ok = true;
-  if (host_->rank() == 0) ok = make_id(id.data(), &why);
-  EMBER_CHECK(ok, DistError, "dist::init: ncclGetUniqueId failed: ", why);
-  run_host("dist::init (nccl id)", [&](Comm& c) {
-    return c.start_broadcast(id.data(), static_cast<int64_t>(id.size()), 0);
-  }).wait();
+  // Rank 0 makes the id and sends it with a first byte saying whether that worked, so a failure there is an
+  // error on every rank rather than a hang on the others.
+  Tensor msg = zeros({1 + kNcclUniqueIdBytes}, {.dtype = kUInt8});
+  if (host_->rank() == 0) msg.data<uint8_t>()[0] = make_id(msg.data<uint8_t>() + 1, &why) ? 1 : 0;
+  run_host("dist::init (nccl id)", [msg](Comm& c) { return c.start_broadcast(msg.data_ptr(), msg.numel(), 0); }, {msg})
+      .wait();
+  EMBER_CHECK(msg.data<uint8_t>()[0] == 1, DistError, "dist::init: ncclGetUniqueId failed on rank 0",
+              host_->rank() == 0 ? ": " + why : std::string());
   // One GPU per rank on each host: local rank r uses device r (mod the device count), made current here.
   const int device = host_->local_rank() % cuda::device_count();
   cuda::set_device(device);
-  Comm* nccl = create(kCommVersion, host_->rank(), host_->world_size(), device, id.data(), &why);
+  Comm* nccl = create(kCommVersion, host_->rank(), host_->world_size(), device, msg.data<uint8_t>() + 1, &why);
   EMBER_CHECK(nccl != nullptr, DistError, "dist::init: NCCL could not start on rank ", host_->rank(), ": ", why);
   device_.reset(nccl);
 }
@@ -176,7 +186,13 @@ void Runtime::finalize() {
   std::lock_guard<std::mutex> lock(api_);
   if (!running_) return;
   running_ = false;
-  device_.reset();  // NCCL first: its work is on streams the caller synchronises
+  // NCCL first (its work is on streams the caller synchronises). After a failure its collectives may never end,
+  // and destroying the communicator would wait for them: the job ends instead, as it does for MPI.
+  if (device_ && failed_) {
+    std::fprintf(stderr, "ember dist: %s; ending the job\n", failure().c_str());
+    device_->abort(3);
+  }
+  device_.reset();
   stop_thread();
 }
 
@@ -226,7 +242,7 @@ Work Runtime::run_device(std::string what, const std::function<Request(Comm&)>& 
   Comm* c = device_comm();
   EMBER_CHECK(c != nullptr, DistError, what, ": CUDA tensors need the NCCL engine (dist::init({.backend = \"nccl\"})",
               " or \"auto\" with CUDA), and this process runs backend \"", backend_name(), "\"");
-  EMBER_CHECK(!failed_, DistError, what, ": the process group failed earlier: ", failure_);
+  EMBER_CHECK(!failed_, DistError, what, ": the process group failed earlier: ", failure());
   auto s = std::make_shared<Work::State>();
   s->what = std::move(what);
   s->keep = std::move(keep);
@@ -240,7 +256,20 @@ Work Runtime::run_device(std::string what, const std::function<Request(Comm&)>& 
 
 // The communication thread (Note [Communication thread]).
 void Runtime::loop() {
-  Request orphan = nullptr;  // a collective that timed out; polled until it ends or finalize gives up
+  // A collective that timed out or failed, with its task (whose buffers the engine may still write), polled
+  // until it ends or finalize gives up.
+  Request orphan = nullptr;
+  Task orphan_task;
+  auto poll_orphan = [&] {
+    try {
+      if (orphan && host_->test(orphan)) {
+        orphan = nullptr;
+        orphan_task = Task();
+      }
+    } catch (...) {  // the engine gave up on it: nothing will write its buffers any more
+      orphan = nullptr;
+    }
+  };
   for (;;) {
     Task task;
     {
@@ -250,15 +279,15 @@ void Runtime::loop() {
         if (stop_) break;
         l.unlock();
         host_->serve(started_);
-        if (orphan && host_->test(orphan)) orphan = nullptr;
+        poll_orphan();
         continue;
       }
       task = std::move(queue_.front());
       queue_.pop_front();
     }
     if (failed_) {
-      task.state->complete(std::make_exception_ptr(DistError(
-                               ember::detail::str(task.state->what, ": the process group failed earlier: ", failure_))),
+      task.state->complete(std::make_exception_ptr(DistError(ember::detail::str(
+                               task.state->what, ": the process group failed earlier: ", failure()))),
                            0);
       continue;
     }
@@ -268,7 +297,7 @@ void Runtime::loop() {
     Request r = nullptr;
     try {
       r = task.start(*host_);
-    } catch (...) {
+    } catch (...) {  // nothing started: the group is still in step
       task.state->complete(std::current_exception(), 0);
       continue;
     }
@@ -278,8 +307,9 @@ void Runtime::loop() {
       bool done = false;
       try {
         done = host_->test(r);
-      } catch (...) {
-        task.state->complete(std::current_exception(), 0);
+      } catch (const std::exception& e) {  // the engine failed mid-collective: the ranks are out of step
+        mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") failed: ", e.what()));
+        task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
         break;
       }
       if (done) {
@@ -291,14 +321,14 @@ void Runtime::loop() {
         const std::vector<int> absent = host_->absent_ranks(task.seq, 2.0);
         std::string who;
         for (int a : absent) who += (who.empty() ? "" : ", ") + std::to_string(a);
-        failure_ = ember::detail::str(task.state->what, " (collective #", task.seq, ") timed out after ", timeout_s_,
-                                      " s on rank ", host_->rank(), " of ", host_->world_size(), "; ",
-                                      absent.empty() ? std::string("every rank answered that it arrived (a slow "
-                                                                   "network or an engine fault?)")
-                                                     : "ranks that did not arrive: " + who);
-        failed_ = true;
+        mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") timed out after ", timeout_s_,
+                                       " s on rank ", host_->rank(), " of ", host_->world_size(), "; ",
+                                       absent.empty() ? std::string("every rank answered that it arrived (a slow "
+                                                                    "network or an engine fault?)")
+                                                      : "ranks that did not arrive: " + who));
         orphan = r;
-        task.state->complete(std::make_exception_ptr(DistError(failure_)), 0);
+        task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
+        orphan_task = std::move(task);  // keeps the buffers alive while the engine may still use them
         break;
       }
       if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -309,12 +339,12 @@ void Runtime::loop() {
   if (orphan) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
     while (orphan && Clock::now() < deadline) {
-      if (host_->test(orphan)) orphan = nullptr;
+      poll_orphan();
       host_->serve(started_);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (orphan) {
-      std::fprintf(stderr, "ember dist: %s; ending the job\n", failure_.c_str());
+      std::fprintf(stderr, "ember dist: %s; ending the job\n", failure().c_str());
       host_->abort(3);
     }
   }

@@ -52,9 +52,16 @@ class Runtime {
   double timeout_s() const { return timeout_s_; }
   void set_timeout(double s) { timeout_s_ = s; }
   bool failed() const { return failed_; }
+  // The first failure wins; later ones are consequences of it.
   void mark_failed(const std::string& why) {
+    std::lock_guard<std::mutex> l(fail_m_);
+    if (failed_) return;
     failure_ = why;
     failed_ = true;
+  }
+  std::string failure() const {
+    std::lock_guard<std::mutex> l(fail_m_);
+    return failure_;
   }
 
   // Queues a collective on the communication thread; `start` runs there.
@@ -81,7 +88,8 @@ class Runtime {
   std::unique_ptr<Comm> device_;
   std::atomic<double> timeout_s_{1800};
   std::atomic<bool> failed_{false};
-  std::string failure_;  // written before failed_ is set
+  mutable std::mutex fail_m_;
+  std::string failure_;  // under fail_m_
 
   std::thread thread_;
   std::mutex q_;

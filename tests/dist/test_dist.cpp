@@ -287,6 +287,23 @@ TEST(DDP, ParametersWithoutGradientsDoNotHang) {
   }
 }
 
+TEST(DDP, ARankThatSkipsBackwardStaysInStep) {
+  auto model = make_mlp();
+  dist::DistributedDataParallel ddp(model, {.bucket_bytes = 1024});
+  manual_seed(60 + static_cast<uint64_t>(R()));
+  Tensor x = randn({3, 12});
+  Tensor out = ddp(x);
+  if (R() == 0) sum(out).backward();  // the other ranks drop this pass; their next forward finishes it
+  for (int step = 0; step < 2; ++step) {
+    ddp.zero_grad();
+    sum(ddp(x)).backward();
+    for (Tensor p : ddp.parameters()) {
+      std::vector<Tensor> all = dist::all_gather(p.grad());
+      for (const Tensor& q : all) EXPECT_EQ(q.to_vector<double>(), all[0].to_vector<double>());
+    }
+  }
+}
+
 TEST(DDP, HooksAreRemovedWithTheWrapper) {
   auto model = make_mlp();
   {

@@ -24,6 +24,10 @@
 // some ranks gets the average with zeros from the others. Each bucket carries one extra element per
 // parameter counting the ranks that used it.
 //
+// Every rank must run the same forwards in grad mode (they arm the reduction). A forward whose backward never
+// finishes on a rank (skipped, reaching no parameter, or throwing) is finished at that rank's next forward, so
+// the ranks' all-reduces stay paired.
+//
 // no_sync(): inside the scope, backward accumulates into .grad locally without communicating (gradient
 // accumulation); the first backward after it averages the accumulated gradients.
 #pragma once
