@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 
+#include "models.h"
+
 using namespace ember;
 
 int main(int argc, char** argv) {
@@ -31,24 +33,11 @@ int main(int argc, char** argv) {
   set_num_threads(1);
   dist::init();
   manual_seed(1);
-  nn::Chain model;
-  if (config == "cnn") {
-    model = nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
-                      nn::relu,
-                      nn::MaxPool2d(2),
-                      nn::Conv2d(32, 64, 5, {.padding = 2}),
-                      nn::relu,
-                      nn::MaxPool2d(2),
-                      nn::Flatten(),
-                      nn::Dense(3136, 128, nn::relu),
-                      nn::Dense(128, 10)};
-  } else if (config == "mlp-big") {
-    model =
-        nn::Chain{nn::Flatten(), nn::Dense(784, 1024, nn::relu), nn::Dense(1024, 1024, nn::relu), nn::Dense(1024, 10)};
-  } else {
+  if (config != "cnn" && config != "mlp-big") {
     std::fprintf(stderr, "unknown config %s\n", config.c_str());
     return 2;
   }
+  nn::Chain model = bench::model(config);
   dist::DistributedDataParallel ddp(model, {.bucket_bytes = bucket_mib << 20, .overlap = overlap});
   optim::SGD opt(ddp.parameters(), {.lr = 0.01, .momentum = 0.9});
   manual_seed(100 + static_cast<uint64_t>(dist::rank()));

@@ -12,9 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
+
+#include "models.h"
 
 namespace {
 using namespace ember;
@@ -22,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Config {
   std::string name;
-  std::function<nn::Chain()> make;
+  std::string model;  // bench::model's name
   int64_t batch;
 };
 
@@ -40,7 +41,7 @@ struct Row {
 
 Row run(const Config& c, int steps, int warmup, Device dev) {
   manual_seed(0);
-  nn::Chain model = c.make();
+  nn::Chain model = bench::model(c.model);
   model.to(dev);
   optim::Adam opt(model.parameters(), {.lr = 1e-3});
   const int nb = 16;  // rotate among several batches so inputs are not one cached buffer
@@ -93,15 +94,6 @@ double h2d_gbps(int64_t mib, bool pinned, Device dev) {
   return static_cast<double>(mib) * (1 << 20) / (median(ms) / 1000) / 1e9;
 }
 
-nn::Chain mlp(std::vector<int64_t> dims) {
-  nn::Chain c{nn::Flatten()};
-  for (size_t i = 0; i + 1 < dims.size(); ++i) {
-    if (i + 2 < dims.size()) c.push_back(nn::Dense(dims[i], dims[i + 1], nn::relu));
-    else c.push_back(nn::Dense(dims[i], dims[i + 1]));
-  }
-  return c;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,39 +111,11 @@ int main(int argc, char** argv) {
   try {
     const Device dev = Device::cuda();
     cuda::set_allow_tf32(false);  // Ember's default; PyTorch's side turns TF32 off too
-    const std::vector<Config> configs = {{"mlp-b64",
-                                          [] {
-                                            return mlp({784, 128, 10});
-                                          },
-                                          64},
-                                         {"mlp-b256",
-                                          [] {
-                                            return mlp({784, 128, 10});
-                                          },
-                                          256},
-                                         {"mlp-big",
-                                          [] {
-                                            return mlp({784, 1024, 1024, 10});
-                                          },
-                                          256},
-                                         {"mlp-big-b4096",
-                                          [] {
-                                            return mlp({784, 1024, 1024, 10});
-                                          },
-                                          4096},
-                                         {"cnn-b64",
-                                          [] {
-                                            return nn::Chain{nn::Conv2d(1, 32, 5, {.padding = 2}),
-                                                             nn::relu,
-                                                             nn::MaxPool2d(2),
-                                                             nn::Conv2d(32, 64, 5, {.padding = 2}),
-                                                             nn::relu,
-                                                             nn::MaxPool2d(2),
-                                                             nn::Flatten(),
-                                                             nn::Dense(3136, 128, nn::relu),
-                                                             nn::Dense(128, 10)};
-                                          },
-                                          64}};
+    const std::vector<Config> configs = {{"mlp-b64", "mlp", 64},
+                                         {"mlp-b256", "mlp", 256},
+                                         {"mlp-big", "mlp-big", 256},
+                                         {"mlp-big-b4096", "mlp-big", 4096},
+                                         {"cnn-b64", "cnn", 64}};
     const std::string device_name = cuda::get_device_name(dev.index());
     std::vector<Row> rows;
     for (const Config& c : configs) {

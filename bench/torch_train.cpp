@@ -5,7 +5,6 @@
 // Prints one line: torch config threads samples_per_s peak_rss_mib. --flat feeds the MLPs [N, 784] batches
 // instead of [N, 1, 28, 28] + Flatten (a check that the 4-D input costs libtorch nothing).
 // Batches are real Fashion-MNIST images held in memory (data loading excluded); Adam 1e-3; cross-entropy.
-#include <sys/resource.h>
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -17,14 +16,9 @@
 #include <string>
 #include <vector>
 
-namespace {
-using Clock = std::chrono::steady_clock;
+#include "timing.h"  // standard C++ only: nothing of Ember
 
-double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
+namespace {
 
 // The payload of a gzipped IDX file (big-endian header: magic, then one uint32 per dim), first `count` items.
 std::vector<uint8_t> read_idx_gz(const std::string& path, int64_t count, int64_t item_bytes, int header_bytes) {
@@ -36,25 +30,6 @@ std::vector<uint8_t> read_idx_gz(const std::string& path, int64_t count, int64_t
   gzclose(f);
   if (!ok) throw std::runtime_error("short read from " + path);
   return data;
-}
-
-// Samples per second of `step(batch_index)`: median of 5 windows of 0.6 s after 5 warm-up steps (bench_train.cpp's).
-template <class Step>
-double throughput(int64_t batch, int64_t nbatches, Step&& step) {
-  for (int i = 0; i < 5; ++i) step(i % nbatches);
-  std::vector<double> rates;
-  int64_t k = 0;
-  for (int w = 0; w < 5; ++w) {
-    auto t0 = Clock::now();
-    int64_t n = 0;
-    while (std::chrono::duration<double>(Clock::now() - t0).count() < 0.6) {
-      step(k++ % nbatches);
-      ++n;
-    }
-    rates.push_back(static_cast<double>(n * batch) / std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[2];
 }
 
 torch::nn::Sequential make_model(const std::string& config, bool flat) {
@@ -120,14 +95,14 @@ int main(int argc, char** argv) {
       xs.push_back(X.slice(0, i * batch, (i + 1) * batch).contiguous());
       ys.push_back(Y.slice(0, i * batch, (i + 1) * batch).contiguous());
     }
-    const double rate = throughput(batch, nb, [&](int64_t i) {
+    const double rate = bench::throughput(batch, nb, [&](int64_t i) {
       torch::Tensor loss =
           torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
       opt.zero_grad();
       loss.backward();
       opt.step();
     });
-    std::printf("torch %s %d %.0f %.1f\n", config.c_str(), threads, rate, peak_rss_mib());
+    std::printf("torch %s %d %.0f %.1f\n", config.c_str(), threads, rate, bench::peak_rss_mib());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember_torch_train: %s\n", e.what());
     return 1;

@@ -48,12 +48,11 @@ int main(int argc, char** argv) {
     // Accuracy of the (identical) model on the test set, each rank on its shard, summed.
     NoGradGuard no_grad;
     Tensor correct = zeros({1});
-    data::DataLoader test_loader(test, {.batch_size = 1000, .sampler = std::make_shared<data::DistributedSampler>(
-                                                                rank, world,
-                                                                data::DistributedSamplerOptions{
-                                                                    .shuffle = false, .drop_last = true})});
-    for (auto [x, y] : test_loader)
-      correct.add_(sum(eq(argmax(model(x), 1), y).to(kFloat32)).reshape({1}));
+    data::DataLoader test_loader(
+        test, {.batch_size = 1000,
+               .sampler = std::make_shared<data::DistributedSampler>(
+                   rank, world, data::DistributedSamplerOptions{.shuffle = false, .drop_last = true})});
+    for (auto [x, y] : test_loader) correct.add_(sum(eq(argmax(model(x), 1), y).to(kFloat32)).reshape({1}));
     dist::all_reduce(correct);
     const double tested = static_cast<double>(test.size() / world * world);
     if (rank == 0)
