@@ -18,8 +18,8 @@ inline ember::nn::Chain model(const std::string& kind) {
   const bool bn = kind == "cnn-bn";
   nn::Chain c{nn::Conv2d(1, 32, 5, {.padding = 2})};
   if (bn) c.push_back(nn::BatchNorm2d(32));
-  for (nn::ChainItem m : {nn::ChainItem(nn::relu), nn::ChainItem(nn::MaxPool2d(2)),
-                          nn::ChainItem(nn::Conv2d(32, 64, 5, {.padding = 2}))})
+  for (nn::ChainItem m :
+       {nn::ChainItem(nn::relu), nn::ChainItem(nn::MaxPool2d(2)), nn::ChainItem(nn::Conv2d(32, 64, 5, {.padding = 2}))})
     c.push_back(m);
   if (bn) c.push_back(nn::BatchNorm2d(64));
   for (nn::ChainItem m : {nn::ChainItem(nn::relu), nn::ChainItem(nn::MaxPool2d(2)), nn::ChainItem(nn::Flatten()),

@@ -56,6 +56,15 @@ inline Tensor float_buffer_like(const Tensor& t) { return empty(t.shape(), {.dty
 // set, each into its own namespace (avx2 in libember, avx512 in the plugin libember_cpu_avx512.so).
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
+// Calls f.template operator()<T>() with T = float or double: the kernels that exist for float32 and float64 only
+// (the fused optimiser steps, BatchNorm). Callers above check the dtype; anything else is a bug.
+template <class F>
+void visit_float(const char* op, DType dt, F&& f) {
+  if (dt == kFloat32) return f.template operator()<float>();
+  if (dt == kFloat64) return f.template operator()<double>();
+  throw InternalError(detail::str(op, ": takes float32 or float64, got ", dt));
+}
+
 class CpuBackend final : public Backend {
  public:
   DeviceType type() const override { return DeviceType::CPU; }

@@ -123,23 +123,44 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
+// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, NR]-sliver for an R x W*V register tile (R = 4 or 6 rows, V = 1 or 2
+// vectors of W floats; m <= R, n <= W*V). W is 8 in the AVX2 variant (ymm) and 16 in the AVX-512 one (zmm). The full
+// 6 x 2W tile keeps C in 12 registers and does two FMAs per broadcast; the narrower ones serve ragged edges (N = 196:
+// the last 4 columns cost W lanes of work, not 2W; M = 64: the last 4 rows cost 4 broadcasts, not 6). Written with
+// GCC's vector types, so that one text serves both widths (the tests also build the wide one for AVX2: each vector
+// then two ymm registers); the assembly of both was checked for one vfmadd231ps per row and vector. The accumulators
+// are named variables, not an array: GCC kept an array version on the stack, storing it every step, when the kernel was
+// not inlined.
 #ifdef EMBER_SGEMM_WIDE_KERNEL
-// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 32]-sliver for an R x 16V register tile (R = 4 or 6 rows, V = 1 or 2
-// vectors of 16 columns; m <= R, n <= 16V): the AVX-512 variant's kernel, the AVX2 one below with vectors twice
-// as wide (the full tile keeps C in 12 zmm registers, two FMAs per broadcast). Written with GCC's vector types,
-// so that `c += x * b` is an FMA (GCC contracts in C++) and the same code builds for AVX2 (each vector then two
-// ymm registers) for the tests.
-using vf = float __attribute__((vector_size(64)));
-using vf_unaligned = float __attribute__((vector_size(64), aligned(4), may_alias));
 constexpr int64_t W = 16;
+#else
+constexpr int64_t W = 8;
+#endif
+static_assert(NR == 2 * W, "a register tile is two vectors wide");
+using vf = float __attribute__((vector_size(sizeof(float) * W)));
+using vf_unaligned = float __attribute__((vector_size(sizeof(float) * W), aligned(4), may_alias));
 [[gnu::always_inline]] inline vf vload(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
 [[gnu::always_inline]] inline void vstore(float* p, vf v) { *reinterpret_cast<vf_unaligned*>(p) = v; }
+
+// *a in every lane. (Not `vf{} + *a`: without -ffast-math that is a real addition, 0 + -0 being +0, which put a
+// dependent scalar add before every broadcast and halved the kernel's speed.)
+[[gnu::always_inline]] inline vf broadcast(const float* a) {
+#if defined(EMBER_SGEMM_WIDE_KERNEL) && defined(__AVX512F__)
+  return _mm512_set1_ps(*a);
+#elif defined(EMBER_SGEMM_WIDE_KERNEL)
+  vf x;
+  for (int i = 0; i < W; ++i) x[i] = *a;
+  return x;
+#else
+  return _mm256_broadcast_ss(a);
+#endif
+}
 
 // One row of a register tile: c0 (and c1) += A[r] * b0 (b1).
 template <int V>
 [[gnu::always_inline]] inline void fma_row(const float* a, vf b0, vf b1, vf& c0, vf& c1) {
-  const vf x = vf{} + *a;  // broadcast
-  c0 += x * b0;
+  const vf x = broadcast(a);
+  c0 += x * b0;  // one FMA: GCC contracts a * b + c in C++ (-ffp-contract=fast)
   if constexpr (V == 2) c1 += x * b1;
 }
 
@@ -148,7 +169,8 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
      c50 = c00, c51 = c00;
-  // as the AVX2 kernel: the C tile fetched during the loop, the A sliver a few steps ahead
+  // the C tile is read (and written) after the loop: fetch it meanwhile; the A sliver streams from L2: ask for it
+  // a few steps ahead
   for (int64_t r = 0; r < m; ++r) {
     __builtin_prefetch(C + r * ldc);
     __builtin_prefetch(C + r * ldc + W);
@@ -190,72 +212,6 @@ inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t
   else if (n > W) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
   else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
 }
-
-#else
-// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, 16]-sliver for an R x 8V register tile (R = 4 or 6 rows, V = 1 or
-// 2 vectors of 8 columns; m <= R, n <= 8V). The full 6 x 16 tile keeps C in 12 registers and does two FMAs
-// per broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost 8 lanes of work, not
-// 16; M = 64: the last 4 rows cost 4 broadcasts, not 6). The accumulators are named variables, not an
-// array: GCC kept an array version on the stack, storing it every step, when the kernel was not inlined.
-// One row of a register tile: c0 (and c1) += A[r] * b0 (b1).
-template <int V>
-[[gnu::always_inline]] inline void fma_row(const float* a, __m256 b0, __m256 b1, __m256& c0, __m256& c1) {
-  const __m256 x = _mm256_broadcast_ss(a);
-  c0 = _mm256_fmadd_ps(x, b0, c0);
-  if constexpr (V == 2) c1 = _mm256_fmadd_ps(x, b1, c1);
-}
-
-template <int R, int V>
-void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  // the C tile is read (and written) after the loop: fetch it meanwhile
-  for (int64_t r = 0; r < m; ++r) _mm_prefetch(reinterpret_cast<const char*>(C + r * ldc), _MM_HINT_T0);
-  for (int64_t p = 0; p < kc; ++p) {
-    // the A sliver streams from L2: ask for it a few steps ahead
-    _mm_prefetch(reinterpret_cast<const char*>(Ap + 8 * MR), _MM_HINT_T0);
-    const __m256 b0 = _mm256_loadu_ps(Bp), b1 = V == 2 ? _mm256_loadu_ps(Bp + 8) : b0;
-    fma_row<V>(Ap + 0, b0, b1, c00, c01);
-    fma_row<V>(Ap + 1, b0, b1, c10, c11);
-    fma_row<V>(Ap + 2, b0, b1, c20, c21);
-    fma_row<V>(Ap + 3, b0, b1, c30, c31);
-    if constexpr (R == 6) {
-      fma_row<V>(Ap + 4, b0, b1, c40, c41);
-      fma_row<V>(Ap + 5, b0, b1, c50, c51);
-    }
-    Ap += MR;
-    Bp += NR;
-  }
-  const __m256 rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (n == 8 * V) {  // whole rows of the tile: vector read-modify-writes
-    for (int64_t r = 0; r < m; ++r) {
-      float* cr = C + r * ldc;
-      for (int v = 0; v < V; ++v) {
-        __m256 x = rows[r][v];
-        if (acc) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * v));
-        _mm256_storeu_ps(cr + 8 * v, x);
-      }
-    }
-    return;
-  }
-  // a right edge tile: through a buffer, writing only the valid part
-  alignas(32) float buf[6][16];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) _mm256_store_ps(buf[r] + 8 * v, rows[r][v]);
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = acc ? C[r * ldc + j] + buf[r][j] : buf[r][j];
-}
-
-// C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
-inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  if (m > 4 && n > 8) kernel<6, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (m > 4) kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (n > 8) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
-}
-
-#endif  // EMBER_SGEMM_WIDE_KERNEL
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
 // come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.

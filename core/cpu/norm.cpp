@@ -113,13 +113,6 @@ void channel_affine(const NCS& d, T* out, const T* u, const T* v, const T* k1, c
                });
 }
 
-template <class F>
-void visit_float(const char* op, DType dt, F&& f) {
-  if (dt == kFloat32) return f.template operator()<float>();
-  if (dt == kFloat64) return f.template operator()<double>();
-  throw InternalError(detail::str(op, ": takes float32 or float64, got ", dt));
-}
-
 }  // namespace
 
 void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) {

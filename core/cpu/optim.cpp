@@ -14,13 +14,6 @@ namespace {
 // sqrt and a division per element: worth threads a little sooner than a plain add.
 constexpr int64_t kOptimGrain = 16384;
 
-template <class F>
-void visit_float(const char* op, DType dt, F&& f) {
-  if (dt == kFloat32) return f.template operator()<float>();
-  if (dt == kFloat64) return f.template operator()<double>();
-  throw InternalError(detail::str(op, ": the fused update takes float32 or float64, got ", dt));
-}
-
 // The element loops on their own, with restrict pointers and the options as template flags, so that the
 // compiler sees no aliasing and no branches and vectorises them (8 floats per AVX2 instruction). The update of
 // one element is scalar::sgd_update / scalar::adam_update (scalar_math.h), shared with the CUDA kernels.

@@ -34,16 +34,11 @@ Loaded load() {
   r.why = "ember was built without CUDA support (EMBER_CUDA=OFF or no nvcc at build time)";
   return r;
 #else
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("EMBER_CUDA_PLUGIN"); env && *env) {
-    if (std::string(env) == "off") {
-      r.why = "CUDA is switched off (EMBER_CUDA_PLUGIN=off)";
-      return r;
-    }
-    candidates.push_back(env);
-  } else {
-    candidates = plugin_candidates(kPluginFile);
+  if (const char* env = std::getenv("EMBER_CUDA_PLUGIN"); env && std::string(env) == "off") {
+    r.why = "CUDA is switched off (EMBER_CUDA_PLUGIN=off)";
+    return r;
   }
+  const std::vector<std::string> candidates = plugin_candidates(kPluginFile, "EMBER_CUDA_PLUGIN");
   std::string tried;
   if (auto entry =
           reinterpret_cast<CudaPluginEntry>(find_plugin_entry(candidates, kCudaPluginEntryName, &tried, &r.path))) {

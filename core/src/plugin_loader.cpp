@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include "ember/core/error.h"
 
 namespace ember::detail {
@@ -17,7 +19,8 @@ std::string own_folder() {
 }
 }  // namespace
 
-std::vector<std::string> plugin_candidates(const std::string& file) {
+std::vector<std::string> plugin_candidates(const std::string& file, const char* env_var) {
+  if (const char* p = env_var ? std::getenv(env_var) : nullptr; p && *p) return {p};
   std::vector<std::string> paths;
   if (std::string dir = own_folder(); !dir.empty()) paths.push_back(dir + "/" + file);
   paths.push_back(std::string(EMBER_INSTALL_LIBDIR) + "/" + file);

@@ -56,6 +56,8 @@ struct DistributedDataParallel::Reducer {
       b.ready = 0;
       b.launched = false;
       b.work = Work();
+      // Every flag starts at 1 (used); finish() zeroes those of parameters that got no gradient.
+      b.flat.slice(0, b.grad_numel, b.grad_numel + static_cast<int64_t>(b.slots.size())).fill_(1);
     }
     next_launch = 0;
     callback_queued = false;
@@ -63,7 +65,8 @@ struct DistributedDataParallel::Reducer {
   }
 
   void launch(Bucket& b) {
-    b.work = all_reduce(b.flat, {.op = ReduceOp::Sum, .async_op = true});
+    // Avg: the gradients come back averaged, and each flag becomes the fraction of ranks that used the parameter.
+    b.work = all_reduce(b.flat, {.op = ReduceOp::Avg, .async_op = true});
     b.launched = true;
   }
 
@@ -86,7 +89,6 @@ struct DistributedDataParallel::Reducer {
     Bucket& b = buckets[static_cast<size_t>(s.bucket)];
     const int64_t n = s.param.numel();
     b.flat.slice(0, s.offset, s.offset + n).copy_(s.param.grad().reshape({n}));
-    b.flat.slice(0, b.grad_numel + s.index, b.grad_numel + s.index + 1).fill_(1);
     s.got = true;
     ++b.ready;
     if (overlap) launch_ready();
@@ -122,7 +124,6 @@ struct DistributedDataParallel::Reducer {
         Slot& s = slots[static_cast<size_t>(b.slots[k])];
         const int64_t n = s.param.numel();
         Tensor avg = b.flat.slice(0, s.offset, s.offset + n).reshape(s.param.shape());
-        avg.div_(static_cast<double>(world));
         Tensor g = s.param.grad();
         if (g.defined()) g.copy_(avg);
         else s.param.set_grad(avg.clone());
@@ -198,7 +199,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   if (opts_.broadcast_buffers && reducer_->world > 1) {
     NoGradGuard no_grad;
-    for (Tensor b : model_->buffers()) broadcast(b, 0);
+    std::vector<Work> works;  // all in flight at once, then awaited
+    for (Tensor b : model_->buffers()) works.push_back(broadcast(b, 0, {.async_op = true}));
+    for (Work& w : works) w.wait();
   }
   if (sync_ && GradMode::is_enabled()) reducer_->arm();
   return (*model_)(x);

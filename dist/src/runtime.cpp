@@ -55,13 +55,12 @@ bool launched_as_many() {
   return false;
 }
 
+// The entry point `entry` of the plugin `file` ($env: a path that replaces the usual places), or null with why.
 template <class Entry>
 Entry open_plugin(const char* file, const char* env, const char* entry, std::string* why) {
-  std::vector<std::string> paths;
-  if (const char* p = std::getenv(env); p && *p) paths.push_back(p);
-  else paths = ember::detail::plugin_candidates(file);
   std::string tried, opened;
-  if (void* sym = ember::detail::find_plugin_entry(paths, entry, &tried, &opened)) return reinterpret_cast<Entry>(sym);
+  if (void* sym = ember::detail::find_plugin_entry(ember::detail::plugin_candidates(file, env), entry, &tried, &opened))
+    return reinterpret_cast<Entry>(sym);
   *why = ember::detail::str(file, " could not be loaded:", tried);
   return nullptr;
 }

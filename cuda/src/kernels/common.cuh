@@ -49,6 +49,27 @@ void dispatch(DType t, F&& f) {
   }
 }
 
+// Calls f(TypeTag<float>{}) or f(TypeTag<double>{}): kernels that exist for float32 and float64 only
+// (BatchNorm). The backend checks the dtype before launching; anything else is a bug and throws.
+template <class F>
+void dispatch_float(DType t, F&& f) {
+  if (t == DType::kFloat32) return f(TypeTag<float>{});
+  if (t == DType::kFloat64) return f(TypeTag<double>{});
+  ::ember::cuda::detail::throw_cuda_error(cudaErrorInvalidValue, "dispatch_float: a dtype other than float32/float64",
+                                          __FILE__, __LINE__);
+}
+
+// The same for the four floating dtypes (float16 and bfloat16 as CUDA's types): kernels that read and write
+// every floating type and compute in float or double (pooling).
+template <class F>
+void dispatch_floating(DType t, F&& f) {
+  if (t == DType::kFloat16) return f(TypeTag<__half>{});
+  if (t == DType::kBFloat16) return f(TypeTag<__nv_bfloat16>{});
+  if (t == DType::kFloat32 || t == DType::kFloat64) return dispatch_float(t, f);
+  ::ember::cuda::detail::throw_cuda_error(cudaErrorInvalidValue, "dispatch_floating: a dtype that is not floating",
+                                          __FILE__, __LINE__);
+}
+
 }  // namespace ember::cuda::kernels
 
 // CUDA's 16-bit float types for scalar::convert (computed in float, rounded to nearest even).

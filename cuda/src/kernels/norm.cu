@@ -136,13 +136,6 @@ __global__ void backward_elemt_kernel(T* dx, const T* dy, const T* x, const T* m
   }
 }
 
-// Calls f(TypeTag<T>{}) for float32 or float64 (the backend sends nothing else).
-template <class F>
-void dispatch_float(DType type, F&& f) {
-  if (type == DType::kFloat64) f(TypeTag<double>{});
-  else f(TypeTag<float>{});
-}
-
 }  // namespace
 
 void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, CUstream_st* stream) {

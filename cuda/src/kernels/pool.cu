@@ -89,32 +89,12 @@ __global__ void pool_backward_kernel(bool max, T* gx, const T* gy, const T* x, P
   }
 }
 
-template <class F>
-void dispatch_float(DType type, F&& f) {
-  switch (type) {
-    case DType::kFloat32:
-      f(TypeTag<float>{});
-      return;
-    case DType::kFloat64:
-      f(TypeTag<double>{});
-      return;
-    case DType::kFloat16:
-      f(TypeTag<__half>{});
-      return;
-    case DType::kBFloat16:
-      f(TypeTag<__nv_bfloat16>{});
-      return;
-    default:
-      return;  // the backend sends floating types only
-  }
-}
-
 }  // namespace
 
 void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream) {
   const int64_t n = s.nc * s.oh * s.ow;
   if (n == 0) return;
-  dispatch_float(type, [&](auto tag) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     pool_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(max, static_cast<T*>(out), static_cast<const T*>(x), s);
   });
@@ -125,7 +105,7 @@ void launch_pool2d_backward(bool max, DType type, void* gx, const void* gy, cons
                             CUstream_st* stream) {
   const int64_t n = s.nc * s.h * s.w;
   if (n == 0) return;
-  dispatch_float(type, [&](auto tag) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     pool_backward_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(
         max, static_cast<T*>(gx), static_cast<const T*>(gy), static_cast<const T*>(x), s);

@@ -9,7 +9,8 @@ namespace ember::detail {
 
 // The places to look for the plugin `file`, in order: next to libember itself (the build tree and an install put
 // them in one folder), the install's library folder, and the dynamic linker's search path.
-std::vector<std::string> plugin_candidates(const std::string& file);
+// With `env_var` set to a non-empty value in the environment, that value (a path) is the only candidate.
+std::vector<std::string> plugin_candidates(const std::string& file, const char* env_var = nullptr);
 
 // Opens the first of `paths` that loads and has the symbol `entry`; returns its address and sets *opened, or
 // returns null with, per path, what went wrong appended to *tried.

@@ -22,7 +22,7 @@
 // waiting (parameters that got no gradient in this pass) start with zeros for the missing gradients, every all-reduce
 // is awaited and each .grad becomes the average. A parameter no rank used keeps its .grad as it was; one used by only
 // some ranks gets the average with zeros from the others. Each bucket carries one extra element per
-// parameter counting the ranks that used it.
+// parameter, 1 where this rank used it, which the averaging turns into the fraction of ranks that did.
 //
 // Every rank must run the same forwards in grad mode (they arm the reduction). A forward whose backward never
 // finishes on a rank (skipped, reaching no parameter, or throwing) is finished at that rank's next forward, so
