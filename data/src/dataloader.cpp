@@ -1,5 +1,5 @@
-// defines: the non-template parts of DataLoader: option checks, collating one field, pinning, delivery to
-// the device (plain, or on a side stream: DeviceFeeder).
+// defines: the non-template parts of DataLoader: option checks and the tensor moves its templates call (kept
+// here so that the header needs no raw ops).
 #include "ember/data/dataloader.h"
 
 #include "ember/core/backend.h"
@@ -23,58 +23,17 @@ void check_loader_options(const DataLoaderOptions& o) {
                                            " because CUDA is unavailable: ", e.what()));
     }
   }
+  EMBER_CHECK_VALUE(!o.persistent_workers || o.num_workers > 0,
+                    "DataLoader: persistent_workers needs num_workers > 0 (there are no workers to keep)");
   // pin_memory: nothing to check; without CUDA it is a documented no-op.
 }
 
-Tensor collate_field(const std::vector<Tensor>& ts, const char* field) {
-  size_t defined = 0;
-  for (const Tensor& t : ts) defined += t.defined();
-  if (defined == 0) return {};
-  EMBER_CHECK_VALUE(defined == ts.size(), "DataLoader: cannot collate ", field, ": ", ts.size() - defined, " of ",
-                    ts.size(), " examples in the batch have an undefined ", field);
-  try {
-    return raw::stack(ts, 0);
-  } catch (const ShapeError& e) {
-    throw ShapeError(ember::detail::str("DataLoader: cannot collate the examples' ", field,
-                                        " into a batch (every example's ", field,
-                                        " needs the same shape): ", e.what()));
-  }
-}
+Tensor to_device(const Tensor& t, Device device, bool non_blocking) { return raw::to_device(t, device, non_blocking); }
 
-Batch deliver(Batch b, const DataLoaderOptions& o) {
-  if (o.device.is_cpu()) return b;
-  if (b.x.defined()) b.x = raw::to_device(b.x, o.device);
-  if (b.y.defined()) b.y = raw::to_device(b.y, o.device);
-  return b;
-}
+Tensor pinned(const Tensor& t) { return t.pin_memory(); }
+
+cuda::Stream current_stream(Device device) { return cuda::current_stream(device.index()); }
 
 bool pinning(const DataLoaderOptions& o) { return o.pin_memory && cuda::is_available(); }
-
-Batch pin(Batch b) {
-  if (b.x.defined()) b.x = b.x.pin_memory();
-  if (b.y.defined()) b.y = b.y.pin_memory();
-  return b;
-}
-
-DeviceFeeder::DeviceFeeder(Device device) : device_(device), side_(cuda::Stream::create(device.index())) {}
-
-void DeviceFeeder::start(const Batch& host) {
-  cuda::StreamGuard guard(side_);  // the device memory is allocated on, and the copy queued on, the side stream
-  batch_.x = host.x.defined() ? raw::to_device(host.x, device_, /*non_blocking=*/true) : Tensor();
-  batch_.y = host.y.defined() ? raw::to_device(host.y, device_, /*non_blocking=*/true) : Tensor();
-  ready_.record(side_);
-  busy_ = true;
-}
-
-Batch DeviceFeeder::finish() {
-  const cuda::Stream cur = cuda::current_stream(device_.index());
-  ready_.block(cur);  // the caller's later work waits for the copy, the host does not
-  // The memory was allocated on the side stream: without this, freeing the batch would let the side
-  // stream's next allocation reuse it while the caller's work may still be reading it.
-  if (batch_.x.defined()) batch_.x.record_stream(cur);
-  if (batch_.y.defined()) batch_.y.record_stream(cur);
-  busy_ = false;
-  return std::exchange(batch_, Batch{});
-}
 
 }  // namespace ember::data::detail

@@ -1,24 +1,38 @@
-// defines: DataLoaderOptions and DataLoader<D>, which walks a Dataset in batches: range-for yields Batch
-// (`auto [x, y]`), size() is the number of batches, and each begin() starts a new epoch. With shuffle, each
-// epoch's order is a permutation fixed by (seed, epoch number). With num_workers > 0, std::jthread workers
-// build sequence-numbered batches ahead of the consumer (at most prefetch * num_workers at a time), the
-// consumer takes them strictly in order, and an exception thrown while building a batch is carried back
-// (std::exception_ptr) and rethrown by the loop at that batch. The batches are the same whatever num_workers.
+// defines: DataLoaderOptions and DataLoader<D, Collate>, which walks a dataset in batches: range-for yields the
+// batches (`auto [x, y]` for datasets of Examples), size() is the number of batches, and each begin() starts a new
+// epoch. The order of an epoch is sequential, a permutation fixed by (seed, epoch) with .shuffle, or a Sampler's.
+// With num_workers > 0, std::jthread workers build sequence-numbered batches ahead of the consumer (at most
+// prefetch * num_workers at a time: a bounded queue), the consumer takes them strictly in order, and an exception
+// thrown while building a batch is carried back (std::exception_ptr) and rethrown by the loop at that batch. The
+// batches are the same whatever num_workers — random augmentation included, when get(i) draws from
+// sample_rng(i) (sample_rng.h): the loader tells each get(i) its (seed, epoch, index).
 //
 //   ember::data::TensorDataset ds(x, y);
 //   ember::data::DataLoader loader(ds, {.batch_size = 64, .shuffle = true, .num_workers = 2, .seed = 1});
 //   for (int epoch = 0; epoch < 10; ++epoch)
 //     for (auto [xb, yb] : loader) { /* xb: [64, ...] */ }
 //
+// Samples and batches: a dataset is anything with size() and get(i). The collate (third constructor argument,
+// DefaultCollate unless given) turns a std::vector of samples into a batch: see collate.h for what the default
+// stacks and how to pad variable-length samples. A dataset of Examples with get_batch(indices) (BatchDataset) is
+// gathered in one call instead, when the collate is the default.
+//
+// Workers: get(i) runs on the worker threads, several at once — it must be safe to call concurrently (const
+// access to immutable data is). persistent_workers keeps the threads (and their place in the order) from one
+// epoch to the next instead of starting new ones at each begin(); a begin() while an earlier epoch is unfinished
+// abandons that epoch (its iterator then throws ValueError on ++).
+//
 // Devices: a .device other than the CPU throws DeviceError at construction when CUDA is unavailable. With
 // pin_memory (and a usable CUDA device) the batches are built in pinned host memory — by the workers, when
-// there are any. With a CUDA .device and pin_memory, batch k + 1 is copied to the GPU on a side stream
-// (non-blocking, from pinned memory) while the caller computes on batch k; the batch handed out is ready for
-// the caller's current stream (which waits on an event recorded after the copy, and is recorded on the
+// there are any. With a CUDA .device and pin_memory, batch k + 1 is copied to the GPU on a side stream (one per
+// loader, non-blocking, from pinned memory) while the caller computes on batch k; the batch handed out is ready
+// for the caller's current stream (which waits on an event recorded after the copy, and is recorded on the
 // batch's memory, so the memory is not reused under it). Without pin_memory, batches are moved with a plain
-// .to(device). Without CUDA, pin_memory is accepted and does nothing (the batches are ordinary CPU tensors).
+// .to(device). Without CUDA, pin_memory is accepted and does nothing. Batch types the loader cannot look into
+// (not a TensorBatch, collate.h) are delivered on the CPU; asking for another device or pinning is a ValueError.
 #pragma once
 #include <algorithm>
+#include <concepts>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -26,9 +40,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,7 +52,9 @@
 #include "ember/core/tensor.h"
 #include "ember/cuda/event.h"
 #include "ember/cuda/stream.h"
+#include "ember/data/collate.h"
 #include "ember/data/dataset.h"
+#include "ember/data/sample_rng.h"
 #include "ember/data/sampler.h"
 
 namespace ember::data {
@@ -49,90 +67,173 @@ struct DataLoaderOptions {
   bool pin_memory = false;        // build batches in pinned memory (needs CUDA; a no-op without it)
   Device device = Device::cpu();  // where batches are delivered
   int prefetch = 2;               // ready or in-flight batches per worker (>= 1)
-  uint64_t seed = 0;              // shuffle seed
+  uint64_t seed = 0;              // shuffle seed, and the seed of every sample's stream (sample_rng.h)
   // The order of each epoch instead of shuffle / sequential (e.g. a DistributedSampler); shuffle must be false.
   std::shared_ptr<const Sampler> sampler = nullptr;
+  bool persistent_workers = false;  // keep the worker threads between epochs (needs num_workers > 0)
 };
+
+// What a DataLoader can walk: size() and get(i), the sample being any type the collate takes.
+template <class D>
+concept SampleSource = requires(D& d, int64_t i) {
+  { d.size() } -> std::convertible_to<int64_t>;
+  d.get(i);
+};
+template <class D>
+using sample_type_t = std::decay_t<decltype(std::declval<D&>().get(int64_t{}))>;
 
 namespace detail {
 // Throws ValueError for bad sizes and DeviceError for a device this build cannot use.
 void check_loader_options(const DataLoaderOptions& o);
-// Stacks one field (x or y) of the examples into a batch; all undefined gives undefined.
-Tensor collate_field(const std::vector<Tensor>& ts, const char* field);
-// Moves a batch to `device` (nothing to do on the CPU).
-Batch deliver(Batch b, const DataLoaderOptions& o);
-// The batch's tensors in pinned host memory.
-Batch pin(Batch b);
 // True when batches should be pinned: pin_memory is set and CUDA is usable.
 bool pinning(const DataLoaderOptions& o);
+Tensor to_device(const Tensor& t, Device device, bool non_blocking);
+Tensor pinned(const Tensor& t);
+cuda::Stream current_stream(Device device);
+
+// Moves a batch to `device` (nothing to do on the CPU).
+template <class B>
+B deliver(B b, const DataLoaderOptions& o) {
+  if constexpr (TensorBatch<B>) {
+    if (!o.device.is_cpu())
+      for_each_tensor(b, [&](Tensor& t) {
+        if (t.defined()) t = to_device(t, o.device, false);
+      });
+  }
+  return b;
+}
+
+// The batch's tensors in pinned host memory.
+template <class B>
+B pin(B b) {
+  if constexpr (TensorBatch<B>)
+    for_each_tensor(b, [](Tensor& t) {
+      if (t.defined()) t = pinned(t);
+    });
+  return b;
+}
 
 // Copies one batch at a time to a CUDA device on a side stream: start() queues the copy and returns at
 // once (pinned sources), finish() hands the batch over to the caller's current stream.
+template <class B>
 class DeviceFeeder {
  public:
-  explicit DeviceFeeder(Device device);
-  void start(const Batch& host);
-  Batch finish();
+  DeviceFeeder(Device device, cuda::Stream side) : device_(device), side_(side) {}
+  void start(const B& host) {
+    cuda::StreamGuard guard(side_);  // the device memory is allocated on, and the copy queued on, the side stream
+    batch_ = host;
+    for_each_tensor(batch_, [&](Tensor& t) {
+      if (t.defined()) t = to_device(t, device_, /*non_blocking=*/true);
+    });
+    ready_.record(side_);
+    busy_ = true;
+  }
+  B finish() {
+    const cuda::Stream cur = current_stream(device_);
+    ready_.block(cur);  // the caller's later work waits for the copy, the host does not
+    // The memory was allocated on the side stream: without this, freeing the batch would let the side
+    // stream's next allocation reuse it while the caller's work may still be reading it.
+    for_each_tensor(batch_, [&](Tensor& t) {
+      if (t.defined()) t.record_stream(cur);
+    });
+    busy_ = false;
+    return std::exchange(batch_, B{});
+  }
   bool busy() const { return busy_; }
 
  private:
   Device device_;
   cuda::Stream side_;
   cuda::Event ready_;
-  Batch batch_;
+  B batch_{};
   bool busy_ = false;
 };
 
-// One epoch: the order, the batch jobs, and (with workers) the threads and the reorder buffer.
-template <Dataset D>
-class EpochRun {
+// Builds the batches of one epoch at a time: the order, the batch jobs, and (with workers) the threads and the
+// reorder buffer. A loader without persistent workers makes one per epoch; with them, one for its lifetime.
+template <class D, class C>
+class Runner {
  public:
-  EpochRun(std::shared_ptr<D> ds, const DataLoaderOptions& o, std::vector<int64_t> order, int64_t num_batches)
+  using Sample = sample_type_t<D>;
+  using B = std::decay_t<std::invoke_result_t<const C&, std::vector<Sample>&&>>;
+
+  Runner(std::shared_ptr<D> ds, std::shared_ptr<const C> collate, const DataLoaderOptions& o,
+         std::optional<cuda::Stream> side)
       : ds_(std::move(ds)),
+        collate_(std::move(collate)),
         opts_(o),
-        order_(std::move(order)),
-        num_batches_(num_batches),
         capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers),
         pin_(pinning(o)) {
-    if (pin_ && o.device.is_cuda()) feeder_ = std::make_unique<DeviceFeeder>(o.device);
+    if constexpr (TensorBatch<B>)
+      if (pin_ && o.device.is_cuda()) feeder_ = std::make_unique<DeviceFeeder<B>>(o.device, *side);
     workers_.reserve(static_cast<size_t>(o.num_workers));
     for (int w = 0; w < o.num_workers; ++w) workers_.emplace_back([this](std::stop_token st) { work(st); });
   }
-  EpochRun(const EpochRun&) = delete;
-  EpochRun& operator=(const EpochRun&) = delete;
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
   // Stops and joins the workers; a worker busy in get() finishes that batch first.
-  ~EpochRun() {
+  ~Runner() {
     for (auto& w : workers_) w.request_stop();
     for (auto& w : workers_) w.join();
   }
 
+  // Begins an epoch and returns its id; an unfinished earlier epoch is abandoned (its batches are dropped).
+  uint64_t start(std::vector<int64_t> order, int64_t num_batches, uint64_t epoch) {
+    if constexpr (TensorBatch<B>)
+      if (feeder_ && feeder_->busy()) (void)feeder_->finish();
+    pending_ = nullptr;
+    {
+      std::lock_guard lk(mu_);
+      ++gen_;
+      order_ = std::move(order);
+      num_batches_ = num_batches;
+      epoch_ = epoch;
+      taken_ = 0;
+      next_job_ = 0;
+      ready_.clear();
+    }
+    job_cv_.notify_all();
+    return gen_;
+  }
+
   int64_t num_batches() const { return num_batches_; }
 
-  // The next batch in order, on the loader's device; rethrows what building it threw (on a worker or here).
-  Batch next() {
-    if (!feeder_) return deliver(take(), opts_);
-    if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
-    if (!feeder_->busy()) feeder_->start(take());  // the first batch
-    Batch b = feeder_->finish();
-    // Start copying the next batch now, so that the copy overlaps the caller's work on this one. An error
-    // building it is kept and rethrown by the call that would have returned it.
-    if (taken_ < num_batches_) {
-      try {
-        feeder_->start(take());
-      } catch (...) {
-        pending_ = std::current_exception();
+  // The next batch of epoch `gen`, on the loader's device; rethrows what building it threw (on a worker or here).
+  B next(uint64_t gen) {
+    EMBER_CHECK_VALUE(gen == gen_, "DataLoader: this iterator's epoch was abandoned: a later begin() on the same ",
+                      "loader (persistent_workers) started a new epoch");
+    if constexpr (TensorBatch<B>) {
+      if (feeder_) {
+        if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
+        if (!feeder_->busy()) feeder_->start(take());  // the first batch
+        B b = feeder_->finish();
+        // Start copying the next batch now, so that the copy overlaps the caller's work on this one. An error
+        // building it is kept and rethrown by the call that would have returned it.
+        if (taken_ < num_batches_) {
+          try {
+            feeder_->start(take());
+          } catch (...) {
+            pending_ = std::current_exception();
+          }
+        }
+        return b;
       }
     }
-    return b;
+    return deliver(take(), opts_);
   }
 
  private:
+  struct Slot {
+    B batch{};
+    std::exception_ptr error;
+  };
+
   // The next batch in order, on the host.
-  Batch take() {
+  B take() {
     const int64_t k = taken_;
     if (workers_.empty()) {
       ++taken_;
-      return build(k);
+      return build(indices_of(k), epoch_);
     }
     Slot slot;
     {
@@ -147,52 +248,58 @@ class EpochRun {
     return std::move(slot.batch);
   }
 
-  struct Slot {
-    Batch batch;
-    std::exception_ptr error;
-  };
-
-  // Batch k, pinned when pinning.
-  Batch build(int64_t k) { return pin_ ? pin(build_plain(k)) : build_plain(k); }
-
-  // Batch k: samples order_[k * batch_size, ...), gathered in one call when the dataset can, else collated.
-  Batch build_plain(int64_t k) {
+  // The sample indices of batch k (under mu_ when workers exist: start() replaces the order).
+  std::vector<int64_t> indices_of(int64_t k) const {
     const auto first = static_cast<size_t>(k * opts_.batch_size);
     const size_t last = std::min(order_.size(), first + static_cast<size_t>(opts_.batch_size));
-    std::span<const int64_t> idx(order_.data() + first, last - first);
-    if constexpr (BatchDataset<D>) {
-      return static_cast<Batch>(ds_->get_batch(std::vector<int64_t>(idx.begin(), idx.end())));
+    return {order_.begin() + static_cast<std::ptrdiff_t>(first), order_.begin() + static_cast<std::ptrdiff_t>(last)};
+  }
+
+  // The batch of samples idx, pinned when pinning.
+  B build(const std::vector<int64_t>& idx, uint64_t epoch) {
+    B b = build_plain(idx, epoch);
+    return pin_ ? pin(std::move(b)) : b;
+  }
+
+  // Gathered in one call when the dataset can and the collate is the default, else get(i) per sample + collate.
+  B build_plain(const std::vector<int64_t>& idx, uint64_t epoch) {
+    if constexpr (BatchDataset<D> && std::is_same_v<C, DefaultCollate>) {
+      return static_cast<Batch>(ds_->get_batch(idx));
     } else {
-      std::vector<Tensor> xs, ys;
-      xs.reserve(idx.size());
-      ys.reserve(idx.size());
+      std::vector<Sample> samples;
+      samples.reserve(idx.size());
       for (int64_t i : idx) {
-        Example e = static_cast<Example>(ds_->get(i));
-        xs.push_back(std::move(e.x));
-        ys.push_back(std::move(e.y));
+        SampleScope scope(opts_.seed, epoch, i);  // sample_rng(i) in get(i): this sample's own stream
+        samples.push_back(ds_->get(i));
       }
-      return {collate_field(xs, "x"), collate_field(ys, "y")};
+      return (*collate_)(std::move(samples));
     }
   }
 
   void work(std::stop_token st) {
     for (;;) {
+      uint64_t gen, epoch;
       int64_t k;
+      std::vector<int64_t> idx;
       {
         std::unique_lock lk(mu_);
         // Claim the next job only inside the window [taken_, taken_ + capacity_): bounds memory held.
-        job_cv_.wait(lk, st, [&] { return next_job_ >= num_batches_ || next_job_ < taken_ + capacity_; });
-        if (st.stop_requested() || next_job_ >= num_batches_) return;
+        job_cv_.wait(lk, st, [&] { return next_job_ < num_batches_ && next_job_ < taken_ + capacity_; });
+        if (st.stop_requested()) return;
         k = next_job_++;
+        gen = gen_;
+        epoch = epoch_;
+        idx = indices_of(k);
       }
       Slot slot;
       try {
-        slot.batch = build(k);
+        slot.batch = build(idx, epoch);
       } catch (...) {
         slot.error = std::current_exception();
       }
       {
         std::lock_guard lk(mu_);
+        if (gen != gen_) continue;  // the epoch was abandoned while this batch was built
         ready_.emplace(k, std::move(slot));
       }
       ready_cv_.notify_all();
@@ -200,33 +307,53 @@ class EpochRun {
   }
 
   std::shared_ptr<D> ds_;  // shared: an iterator may outlive its loader
+  std::shared_ptr<const C> collate_;
   DataLoaderOptions opts_;
-  std::vector<int64_t> order_;
-  int64_t num_batches_;
   int64_t capacity_;
-  int64_t taken_ = 0;  // batches handed to the consumer (written under mu_ when workers exist)
   std::mutex mu_;
   std::condition_variable_any job_cv_;  // _any: its wait takes the workers' stop_token
   std::condition_variable ready_cv_;
+  // The current epoch (written under mu_ by start(), on the consumer thread).
+  uint64_t gen_ = 0, epoch_ = 0;
+  std::vector<int64_t> order_;
+  int64_t num_batches_ = 0;
+  int64_t taken_ = 0;  // batches handed to the consumer
   int64_t next_job_ = 0;
   std::map<int64_t, Slot> ready_;  // finished batches by sequence number, waiting for their turn
   bool pin_;
-  std::unique_ptr<DeviceFeeder> feeder_;  // with pinning and a CUDA device
-  std::exception_ptr pending_;            // building the prefetched batch failed
-  std::vector<std::jthread> workers_;     // last: joined first, while the members they use are alive
+  std::unique_ptr<DeviceFeeder<B>> feeder_;  // with pinning and a CUDA device
+  std::exception_ptr pending_;               // building the prefetched batch failed
+  std::vector<std::jthread> workers_;        // last: joined first, while the members they use are alive
+};
+
+// Holds a persistent Runner; a copied loader starts its own.
+template <class R>
+struct RunnerSlot {
+  std::shared_ptr<R> run;
+  RunnerSlot() = default;
+  RunnerSlot(const RunnerSlot&) {}
+  RunnerSlot& operator=(const RunnerSlot&) {
+    run.reset();
+    return *this;
+  }
+  RunnerSlot(RunnerSlot&&) noexcept = default;
+  RunnerSlot& operator=(RunnerSlot&&) noexcept = default;
 };
 }  // namespace detail
 
-template <Dataset D>
+template <SampleSource D, class C = DefaultCollate>
 class DataLoader {
+  using Run = detail::Runner<D, C>;
+
  public:
   using Options = DataLoaderOptions;
+  using batch_type = typename Run::B;
 
-  // Yields the batches of one epoch. Move-only: it owns the epoch, so dropping it (a `break`, an exception,
-  // the end of the loop) stops and joins that epoch's workers.
+  // Yields the batches of one epoch. Move-only: dropping it (a `break`, an exception, the end of the loop)
+  // stops and joins that epoch's workers, unless they are persistent.
   class Iterator {
    public:
-    using value_type = Batch;
+    using value_type = batch_type;
     using difference_type = std::ptrdiff_t;
     using iterator_concept = std::input_iterator_tag;
 
@@ -234,14 +361,14 @@ class DataLoader {
     Iterator(Iterator&&) noexcept = default;
     Iterator& operator=(Iterator&&) noexcept = default;
 
-    const Batch& operator*() const { return cur_; }
-    const Batch* operator->() const { return &cur_; }
+    const batch_type& operator*() const { return cur_; }
+    const batch_type* operator->() const { return &cur_; }
     Iterator& operator++() {
       if (++index_ < run_->num_batches()) {
-        cur_ = run_->next();
+        cur_ = run_->next(gen_);
       } else {
         cur_ = {};
-        run_.reset();  // the epoch is over: join the workers now
+        run_.reset();  // the epoch is over: join the workers now (a persistent loader keeps its own)
       }
       return *this;
     }
@@ -250,23 +377,32 @@ class DataLoader {
 
    private:
     friend class DataLoader;
-    explicit Iterator(std::unique_ptr<detail::EpochRun<D>> run) : run_(std::move(run)) {
+    Iterator(std::shared_ptr<Run> run, uint64_t gen) : run_(std::move(run)), gen_(gen) {
       if (run_->num_batches() > 0) {
-        cur_ = run_->next();
+        cur_ = run_->next(gen_);
       } else {
         run_.reset();
       }
     }
-    std::unique_ptr<detail::EpochRun<D>> run_;
-    Batch cur_;
+    std::shared_ptr<Run> run_;
+    uint64_t gen_ = 0;
+    batch_type cur_{};
     int64_t index_ = 0;
   };
 
   // Holds the dataset by value (datasets are usually cheap handles; move in a big one). Throws ValueError
-  // for batch_size < 1, num_workers < 0 or prefetch < 1, and DeviceError for an unusable .device.
-  explicit DataLoader(D dataset, DataLoaderOptions opts = {})
-      : dataset_(std::make_shared<D>(std::move(dataset))), opts_(opts) {
+  // for batch_size < 1, num_workers < 0, prefetch < 1, persistent_workers without workers, or a device / pinning
+  // for a batch type the loader cannot move; DeviceError for an unusable .device.
+  explicit DataLoader(D dataset, DataLoaderOptions opts = {}, C collate = C{})
+      : dataset_(std::make_shared<D>(std::move(dataset))),
+        collate_(std::make_shared<const C>(std::move(collate))),
+        opts_(std::move(opts)) {
     detail::check_loader_options(opts_);
+    if constexpr (!TensorBatch<batch_type>)
+      EMBER_CHECK_VALUE(opts_.device.is_cpu() && !opts_.pin_memory, "DataLoader: .device = ", opts_.device,
+                        opts_.pin_memory ? " with .pin_memory" : "",
+                        ": the collate's batch type is not one the loader can move (Batch, Tensor, TensorDict, "
+                        "std::vector<Tensor>); deliver on the CPU and move it yourself");
   }
 
   // Batches per epoch (the last one may be smaller unless drop_last).
@@ -282,8 +418,18 @@ class DataLoader {
     std::vector<int64_t> order = opts_.sampler   ? opts_.sampler->indices(n, epoch_)
                                  : opts_.shuffle ? shuffled_order(n, opts_.seed, epoch_)
                                                  : sequential_order(n);
+    // One side stream per loader: blocks freed on it are reused by the next epoch's copies.
+    if (detail::pinning(opts_) && opts_.device.is_cuda() && !side_) side_ = cuda::Stream::create(opts_.device.index());
+    std::shared_ptr<Run> run;
+    if (opts_.persistent_workers) {
+      if (!persistent_.run) persistent_.run = std::make_shared<Run>(dataset_, collate_, opts_, side_);
+      run = persistent_.run;
+    } else {
+      run = std::make_shared<Run>(dataset_, collate_, opts_, side_);
+    }
+    const uint64_t gen = run->start(std::move(order), size(), epoch_);
     ++epoch_;
-    return Iterator(std::make_unique<detail::EpochRun<D>>(dataset_, opts_, std::move(order), size()));
+    return Iterator(std::move(run), gen);
   }
   std::default_sentinel_t end() const { return {}; }
 
@@ -295,8 +441,11 @@ class DataLoader {
 
  private:
   std::shared_ptr<D> dataset_;
+  std::shared_ptr<const C> collate_;
   Options opts_;
   uint64_t epoch_ = 0;
+  std::optional<cuda::Stream> side_;
+  detail::RunnerSlot<Run> persistent_;
 };
 
 }  // namespace ember::data

@@ -17,6 +17,9 @@
 
 namespace ember::data {
 
+// Which part of a dataset with a fixed train/test split to read (MNIST, CIFAR10).
+enum class Split { Train, Test };
+
 // One sample: the input and its target (y may be left undefined for unlabelled data).
 struct Example {
   Tensor x, y;

@@ -16,8 +16,6 @@
 
 namespace ember::data {
 
-enum class Split { Train, Test };
-
 class MNIST {
  public:
   // Reads root/{train,t10k}-{images-idx3,labels-idx1}-ubyte, trying the ".gz" name first, then the plain one.

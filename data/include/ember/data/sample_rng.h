@@ -1,0 +1,52 @@
+// defines: SampleRng, the random stream of one sample, and the thread-local scope through which a DataLoader tells
+// a dataset's get(i) which sample it is building. A sample's stream depends only on (the loader's seed, the epoch,
+// the index), never on which worker thread builds it or when, so random augmentation gives the same batches for
+// any num_workers — and a resumed run (DataLoader::set_epoch) the same batches as an uninterrupted one.
+//
+//   Example get(int64_t i) const {
+//     data::SampleRng rng = data::sample_rng(i);           // this sample's stream
+//     bool flip = rng.bernoulli(0.5);
+//     ...
+//   }
+//
+// The generator is counter-based (SplitMix64 over a key mixed from seed, epoch and index), so deriving a stream
+// is free; it is meant for augmentation, not cryptography. Note that get() runs on the loader's worker threads
+// when num_workers > 0: ember's global generator (randn, rand) is shared by all threads and gives a different
+// interleaving each run, so draw augmentation randomness from sample_rng(i) instead.
+#pragma once
+#include <cstdint>
+
+namespace ember::data {
+
+class SampleRng {
+ public:
+  SampleRng(uint64_t seed, uint64_t epoch, int64_t index);
+  uint64_t next_u64();
+  double uniform();                        // in [0, 1)
+  int64_t randint(int64_t lo, int64_t hi);  // in [lo, hi); hi > lo
+  bool bernoulli(double p);                // true with probability p
+  double normal();                         // standard normal (Box–Muller)
+
+ private:
+  uint64_t state_;
+};
+
+// The stream of sample `index` as the DataLoader building it on this thread sees it: (the loader's seed, the
+// epoch, index). Outside a loader (or for another index than the one being built) the seed and epoch are 0.
+SampleRng sample_rng(int64_t index);
+
+// Set by the DataLoader around each get(i); a dataset wrapping another may nest its own.
+class SampleScope {
+ public:
+  SampleScope(uint64_t seed, uint64_t epoch, int64_t index);
+  ~SampleScope();
+  SampleScope(const SampleScope&) = delete;
+  SampleScope& operator=(const SampleScope&) = delete;
+
+ private:
+  uint64_t prev_seed_, prev_epoch_;
+  int64_t prev_index_;
+  bool prev_active_;
+};
+
+}  // namespace ember::data

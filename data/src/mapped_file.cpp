@@ -1,0 +1,53 @@
+// defines: MappedFile (POSIX open + fstat + mmap).
+#include "mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ember/core/error.h"
+
+namespace ember::data::detail {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, Mode mode, const char* who) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EMBER_CHECK(fd >= 0, IOError, who, ": cannot open ", path, " (", std::strerror(errno), ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    throw IOError(ember::detail::str(who, ": ", path, " is not a regular file",
+                                     err ? std::string(" (") + std::strerror(err) + ")" : std::string()));
+  }
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->path_ = path;
+  m->size_ = static_cast<size_t>(st.st_size);
+  if (m->size_ > 0) {
+    // Copy-on-write is writable: a tensor over it may be written, the file never is.
+    const int prot = mode == Mode::ReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
+    void* p = ::mmap(nullptr, m->size_, prot, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    EMBER_CHECK(p != MAP_FAILED, IOError, who, ": cannot map ", path, " (", m->size_, " bytes: ", std::strerror(err),
+                ")");
+    m->data_ = p;
+  } else {
+    ::close(fd);
+  }
+  return m;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
+}
+
+void MappedFile::release_resident() const {
+  // Only for a mapping never written: MADV_DONTNEED on written copy-on-write pages would discard the writes.
+  if (data_) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
+}  // namespace ember::data::detail

@@ -1,0 +1,185 @@
+// defines: load_npz / parse_npz, a ZIP reader just large enough for NumPy's archives: the central directory
+// (with ZIP64 sizes and offsets), stored and deflated members (zlib's raw inflate), CRC-32 checked. Every size
+// is checked against the bytes that are there before anything is allocated; a deflated member may not declare
+// more than deflate can expand its compressed bytes to (about 1032:1), so a forged size cannot allocate.
+#include <zlib.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ember/data/npy.h"
+#include "mapped_file.h"
+
+namespace ember::data {
+namespace {
+
+using ember::detail::str;
+
+uint64_t le(const unsigned char* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+struct Archive {
+  const unsigned char* p;
+  size_t size;
+  const std::string& what;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw IOError(str("load_npz: ", what, ": ", why));
+  }
+  // The n bytes at off, or an IOError naming what was being read.
+  const unsigned char* at(uint64_t off, uint64_t n, const char* part) const {
+    if (off > size || n > size - off) fail(str("truncated or corrupt archive (the ", part, " at byte ", off, " runs past the end, ", size, " bytes)"));
+    return p + off;
+  }
+};
+
+struct Entry {
+  std::string name;
+  int method = 0;
+  uint32_t crc = 0;
+  uint64_t csize = 0, usize = 0, local = 0;
+};
+
+// Where the central directory is and how many entries it has (classic or ZIP64 end record).
+void find_directory(const Archive& a, uint64_t& entries, uint64_t& cd_off, uint64_t& cd_size) {
+  if (a.size < 22) a.fail("not a ZIP archive (too short for an end-of-central-directory record)");
+  int64_t eocd = -1;
+  const size_t lowest = a.size > 22 + 65535 ? a.size - 22 - 65535 : 0;
+  for (size_t i = a.size - 22 + 1; i-- > lowest;)
+    if (le(a.p + i, 4) == 0x06054b50) {
+      eocd = static_cast<int64_t>(i);
+      break;
+    }
+  if (eocd < 0) a.fail("not a ZIP archive (no end-of-central-directory record)");
+  const unsigned char* e = a.p + eocd;
+  entries = le(e + 10, 2);
+  cd_size = le(e + 12, 4);
+  cd_off = le(e + 16, 4);
+  if (entries == 0xffff || cd_size == 0xffffffff || cd_off == 0xffffffff) {
+    // ZIP64: a locator just before the classic record points at the 64-bit record.
+    if (eocd < 20) a.fail("ZIP64 archive without its locator");
+    const unsigned char* loc = a.p + eocd - 20;
+    if (le(loc, 4) != 0x07064b50) a.fail("ZIP64 archive without its locator");
+    const unsigned char* z = a.at(le(loc + 8, 8), 56, "ZIP64 end record");
+    if (le(z, 4) != 0x06064b50) a.fail("bad ZIP64 end record signature");
+    entries = le(z + 32, 8);
+    cd_size = le(z + 40, 8);
+    cd_off = le(z + 48, 8);
+  }
+  a.at(cd_off, cd_size, "central directory");
+  if (entries > cd_size / 46) a.fail(str("the directory claims ", entries, " entries in ", cd_size, " bytes"));
+}
+
+std::vector<Entry> read_directory(const Archive& a) {
+  uint64_t entries = 0, off = 0, cd_size = 0;
+  find_directory(a, entries, off, cd_size);
+  std::vector<Entry> out;
+  out.reserve(entries);
+  for (uint64_t k = 0; k < entries; ++k) {
+    const unsigned char* c = a.at(off, 46, "directory entry");
+    if (le(c, 4) != 0x02014b50) a.fail(str("bad directory entry signature at byte ", off));
+    Entry e;
+    const uint64_t flags = le(c + 8, 2);
+    if (flags & 1) a.fail("encrypted members are not supported");
+    e.method = static_cast<int>(le(c + 10, 2));
+    e.crc = static_cast<uint32_t>(le(c + 16, 4));
+    e.csize = le(c + 20, 4);
+    e.usize = le(c + 24, 4);
+    const uint64_t nlen = le(c + 28, 2), xlen = le(c + 30, 2), clen = le(c + 32, 2);
+    e.local = le(c + 42, 4);
+    const unsigned char* name = a.at(off + 46, nlen + xlen + clen, "directory entry");
+    e.name.assign(reinterpret_cast<const char*>(name), nlen);
+    // ZIP64 extra field (id 1): the 64-bit values of whichever of usize, csize, local are saturated, in order.
+    for (uint64_t x = nlen; x + 4 <= nlen + xlen;) {
+      const uint64_t id = le(name + x, 2), len = le(name + x + 2, 2);
+      if (x + 4 + len > nlen + xlen) a.fail(str("member ", e.name, ": corrupt extra field"));
+      if (id == 1) {
+        const unsigned char* v = name + x + 4;
+        uint64_t used = 0;
+        for (uint64_t* field : {&e.usize, &e.csize, &e.local}) {
+          if (*field != 0xffffffff) continue;
+          if (used + 8 > len) a.fail(str("member ", e.name, ": short ZIP64 extra field"));
+          *field = le(v + used, 8);
+          used += 8;
+        }
+      }
+      x += 4 + len;
+    }
+    out.push_back(std::move(e));
+    off += 46 + nlen + xlen + clen;
+  }
+  return out;
+}
+
+// The member's bytes: a pointer into the archive when stored, else inflated into `buf`.
+std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Entry& e, std::vector<unsigned char>& buf) {
+  const unsigned char* l = a.at(e.local, 30, "local header");
+  if (le(l, 4) != 0x04034b50) a.fail(str("member ", e.name, ": bad local header signature"));
+  const uint64_t start = e.local + 30 + le(l + 26, 2) + le(l + 28, 2);
+  const unsigned char* src = a.at(start, e.csize, "member data");
+  const unsigned char* out = nullptr;
+  if (e.method == 0) {
+    if (e.csize != e.usize) a.fail(str("member ", e.name, ": stored with ", e.csize, " bytes but declares ", e.usize));
+    out = src;
+  } else if (e.method == 8) {
+    // Deflate expands at most ~1032:1; a larger declared size is a forgery and must not be allocated.
+    if (e.usize / 1032 > e.csize + 1)
+      a.fail(str("member ", e.name, ": declares ", e.usize, " bytes from ", e.csize, " compressed (not possible with deflate)"));
+    buf.resize(e.usize);
+    z_stream z{};
+    if (inflateInit2(&z, -MAX_WBITS) != Z_OK) a.fail("zlib could not start inflating");
+    uint64_t in_left = e.csize, out_left = e.usize;
+    z.next_in = const_cast<unsigned char*>(src);
+    z.next_out = buf.data();
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      // zlib counts in 32-bit units: feed large members in pieces.
+      const uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
+      const uInt out_chunk = static_cast<uInt>(std::min<uint64_t>(out_left, 1u << 30));
+      z.avail_in = in_chunk;
+      z.avail_out = out_chunk;
+      rc = inflate(&z, Z_NO_FLUSH);
+      in_left -= in_chunk - z.avail_in;
+      out_left -= out_chunk - z.avail_out;
+      if (rc == Z_OK && in_chunk - z.avail_in == 0 && out_chunk - z.avail_out == 0) rc = Z_BUF_ERROR;  // stuck
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END || out_left != 0)
+      a.fail(str("member ", e.name, ": corrupt deflate data (", rc == Z_STREAM_END ? "size differs from the declared one"
+                                                             : z.msg                ? z.msg
+                                                                                    : "ended early", ")"));
+    out = buf.data();
+  } else {
+    a.fail(str("member ", e.name, ": compression method ", e.method, " is not supported (stored or deflated only)"));
+  }
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  crc = crc32_z(crc, out, e.usize);
+  if (crc != e.crc) a.fail(str("member ", e.name, ": CRC-32 mismatch (corrupt data)"));
+  return {out, e.usize};
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> parse_npz(const void* data, size_t size, const std::string& what) {
+  const Archive a{static_cast<const unsigned char*>(data), size, what};
+  std::map<std::string, Tensor> out;
+  std::vector<unsigned char> buf;
+  for (const Entry& e : read_directory(a)) {
+    if (e.name.size() < 4 || e.name.compare(e.name.size() - 4, 4, ".npy") != 0) continue;  // not an array
+    const std::string key = e.name.substr(0, e.name.size() - 4);
+    if (out.contains(key)) a.fail(str("member ", e.name, " appears twice"));
+    auto [bytes, n] = member_bytes(a, e, buf);
+    out.emplace(key, parse_npy(bytes, n, what + ":" + e.name));
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> load_npz(const std::string& path) {
+  auto file = detail::MappedFile::open(path, detail::MappedFile::Mode::ReadOnly, "load_npz");
+  return parse_npz(file->data(), file->size(), path);
+}
+
+}  // namespace ember::data

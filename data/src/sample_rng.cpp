@@ -1,0 +1,68 @@
+// defines: SampleRng (SplitMix64) and the thread-local sample scope.
+#include "ember/data/sample_rng.h"
+
+#include <cmath>
+
+#include "ember/core/error.h"
+
+namespace ember::data {
+namespace {
+
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+struct Current {
+  uint64_t seed = 0, epoch = 0;
+  int64_t index = 0;
+  bool active = false;
+};
+thread_local Current current;
+
+}  // namespace
+
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, int64_t index)
+    // Each part goes through the mixer before the next is added, so (seed, epoch, index) triples do not collide
+    // by simple sums.
+    : state_(mix(mix(mix(seed ^ 0x9e3779b97f4a7c15ULL) + epoch) + static_cast<uint64_t>(index))) {}
+
+uint64_t SampleRng::next_u64() {
+  state_ += 0x9e3779b97f4a7c15ULL;
+  return mix(state_);
+}
+
+double SampleRng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+int64_t SampleRng::randint(int64_t lo, int64_t hi) {
+  EMBER_CHECK_VALUE(hi > lo, "SampleRng::randint: empty range [", lo, ", ", hi, ")");
+  // Lemire's multiply-shift with rejection: unbiased for any range.
+  const uint64_t range = static_cast<uint64_t>(hi - lo);
+  for (;;) {
+    const unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * range;
+    const auto low = static_cast<uint64_t>(m);
+    if (low >= (0 - range) % range) return lo + static_cast<int64_t>(m >> 64);
+  }
+}
+
+bool SampleRng::bernoulli(double p) { return uniform() < p; }
+
+double SampleRng::normal() {
+  const double u1 = 1.0 - uniform(), u2 = uniform();  // u1 in (0, 1]: log is finite
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+SampleRng sample_rng(int64_t index) {
+  if (current.active && current.index == index) return {current.seed, current.epoch, index};
+  return {0, 0, index};
+}
+
+SampleScope::SampleScope(uint64_t seed, uint64_t epoch, int64_t index)
+    : prev_seed_(current.seed), prev_epoch_(current.epoch), prev_index_(current.index), prev_active_(current.active) {
+  current = {seed, epoch, index, true};
+}
+
+SampleScope::~SampleScope() { current = {prev_seed_, prev_epoch_, prev_index_, prev_active_}; }
+
+}  // namespace ember::data
