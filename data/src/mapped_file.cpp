@@ -31,18 +31,32 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, Mode mode,
     const int prot = mode == Mode::ReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
     void* p = ::mmap(nullptr, m->size_, prot, MAP_PRIVATE, fd, 0);
     const int err = errno;
-    ::close(fd);
+    m->fd_ = fd;  // closed by the destructor
     EMBER_CHECK(p != MAP_FAILED, IOError, who, ": cannot map ", path, " (", m->size_, " bytes: ", std::strerror(err),
                 ")");
     m->data_ = p;
   } else {
-    ::close(fd);
+    m->fd_ = fd;
   }
   return m;
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::read_at(void* dst, size_t n, size_t offset, const char* who) const {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    EMBER_CHECK(got > 0, IOError, who, ": reading ", path_, " at byte ", offset, " failed (",
+                got == 0 ? "unexpected end of file" : std::strerror(errno), ")");
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<size_t>(got);
+  }
 }
 
 void MappedFile::release_resident() const {

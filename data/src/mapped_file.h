@@ -24,9 +24,13 @@ class MappedFile {
   // Drops this process's page-table entries for the whole mapping (the pages stay in the page cache and come
   // back on the next touch, without I/O): bounds the resident set of a read-only mapping read end to end.
   void release_resident() const;
+  // Reads n bytes at `offset` with pread (through the page cache, mapping nothing into this process); IOError
+  // naming `who` on failure or end of file.
+  void read_at(void* dst, size_t n, size_t offset, const char* who) const;
 
  private:
   MappedFile() = default;
+  int fd_ = -1;  // kept open for read_at
   void* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;

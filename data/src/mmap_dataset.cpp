@@ -1,5 +1,6 @@
 // defines: MmapDataset: columns of mapped shards, index → (shard, row) by binary search over the shards' first
-// rows, samples copied out with memcpy, and the resident-set release every `resident_bytes` served.
+// rows, consecutive samples copied out of the mapping (with the resident-set release every `resident_bytes`),
+// scattered ones read with pread.
 #include "ember/data/mmap_dataset.h"
 
 #include <algorithm>
@@ -45,6 +46,13 @@ struct MmapDataset::Column {
     auto it = std::upper_bound(shards.begin(), shards.end(), i, [](int64_t v, const Shard& s) { return v < s.first; });
     const Shard& s = *(it - 1);
     return s.base + static_cast<size_t>(i - s.first) * sample_bytes;
+  }
+
+  // The file and byte offset of sample i.
+  std::pair<const detail::MappedFile*, size_t> locate(int64_t i) const {
+    auto it = std::upper_bound(shards.begin(), shards.end(), i, [](int64_t v, const Shard& s) { return v < s.first; });
+    const Shard& s = *(it - 1);
+    return {s.file.get(), static_cast<size_t>(s.base - s.file->data()) + static_cast<size_t>(i - s.first) * sample_bytes};
   }
 
   void release() const {
@@ -94,21 +102,44 @@ std::shared_ptr<MmapDataset::Column> raw_column(const std::vector<RawArray>& arr
 DType y_dtype(DType stored) { return is_floating(stored) ? stored : kInt64; }
 
 // Copies n samples of column c at `indices` into dst (laid out as dst_dtype, which is c.dtype or int64 for labels).
-void gather(const MmapDataset::Column& c, const int64_t* indices, size_t n, void* dst, DType dst_dtype) {
+// A run of consecutive indices is copied from the mapping (and counted towards the resident-set release); scattered
+// indices are read with pread instead. Why: a page fault maps the whole page-cache folio it lands in (up to 2 MiB on
+// current kernels, and fault-around maps cached neighbours), so a shuffled read of small rows through the mapping
+// maps the whole file within a few thousand rows, however often the mapping is released. pread copies from the same
+// page cache without mapping anything. Returns the bytes read through the mapping.
+size_t gather(const MmapDataset::Column& c, const int64_t* indices, size_t n, void* dst, DType dst_dtype) {
+  bool consecutive = true;
+  for (size_t k = 1; k < n && consecutive; ++k) consecutive = indices[k] == indices[k - 1] + 1;
+  std::vector<unsigned char> staging;
+  auto sample = [&](size_t k) -> const unsigned char* {
+    if (consecutive) return c.row(indices[k]);
+    const auto [file, offset] = c.locate(indices[k]);
+    staging.resize(c.sample_bytes);
+    file->read_at(staging.data(), c.sample_bytes, offset, "MmapDataset");
+    return staging.data();
+  };
   if (dst_dtype == c.dtype) {
     auto* out = static_cast<unsigned char*>(dst);
-    for (size_t k = 0; k < n; ++k) std::memcpy(out + k * c.sample_bytes, c.row(indices[k]), c.sample_bytes);
-    return;
+    for (size_t k = 0; k < n; ++k) {
+      if (consecutive) {
+        std::memcpy(out + k * c.sample_bytes, c.row(indices[k]), c.sample_bytes);
+      } else {
+        const auto [file, offset] = c.locate(indices[k]);
+        file->read_at(out + k * c.sample_bytes, c.sample_bytes, offset, "MmapDataset");
+      }
+    }
+    return consecutive ? n * c.sample_bytes : 0;
   }
   // Integer labels widened to int64.
   const size_t per = static_cast<size_t>(c.sample_shape.numel());
   auto* out = static_cast<int64_t*>(dst);
   visit_dtype(c.dtype, [&]<class T>() {
     for (size_t k = 0; k < n; ++k) {
-      const auto* src = reinterpret_cast<const T*>(c.row(indices[k]));
+      const auto* src = reinterpret_cast<const T*>(sample(k));
       for (size_t j = 0; j < per; ++j) out[k * per + j] = static_cast<int64_t>(src[j]);
     }
   });
+  return consecutive ? n * c.sample_bytes : 0;
 }
 
 }  // namespace
@@ -177,12 +208,10 @@ Batch MmapDataset::get_batch(const std::vector<int64_t>& indices) const {
   };
   Batch b;
   b.x = empty(batch_shape(x_->sample_shape), {.dtype = x_->dtype});
-  gather(*x_, indices.data(), indices.size(), b.x.data_ptr(), x_->dtype);
-  size_t bytes = indices.size() * x_->sample_bytes;
+  size_t bytes = gather(*x_, indices.data(), indices.size(), b.x.data_ptr(), x_->dtype);
   if (y_) {
     b.y = empty(batch_shape(y_->sample_shape), {.dtype = y_dtype(y_->dtype)});
-    gather(*y_, indices.data(), indices.size(), b.y.data_ptr(), b.y.dtype());
-    bytes += indices.size() * y_->sample_bytes;
+    bytes += gather(*y_, indices.data(), indices.size(), b.y.data_ptr(), b.y.dtype());
   }
   served(bytes);
   return b;

@@ -1,7 +1,10 @@
 // defines: MmapDataset, samples served straight from memory-mapped files, so a dataset larger than RAM trains:
 // nothing is read at construction beyond the headers, each sample is copied out of the page cache when asked for,
-// and the process's resident set stays bounded (after every `resident_bytes` served, the mappings' page-table
-// entries are dropped; the pages stay cached by the kernel, so a re-read costs no I/O).
+// and the process's resident set stays bounded. A batch of consecutive samples (sequential order) is copied from
+// the mapping, and after every `resident_bytes` copied so the mappings' page-table entries are dropped (the pages
+// stay in the kernel's page cache, so a re-read costs no I/O); a batch of scattered samples (shuffled) is read with
+// pread from the same page cache, which maps nothing — a fault would map a whole page-cache folio, up to 2 MiB,
+// for each small row.
 //
 //   data::MmapDataset ds({"x_000.npy", "x_001.npy"}, {"y_000.npy", "y_001.npy"});  // shards, concatenated
 //   data::MmapDataset raw(data::RawArray{.path = "x.bin", .dtype = kUInt8, .sample_shape = {3, 32, 32}});
@@ -32,7 +35,7 @@ struct RawArray {
 };
 
 struct MmapDatasetOptions {
-  size_t resident_bytes = size_t{256} << 20;  // served bytes between resident-set releases (0: never release)
+  size_t resident_bytes = size_t{256} << 20;  // bytes copied from the mapping between releases (0: never release)
 };
 
 class MmapDataset {
