@@ -3,12 +3,14 @@
 #   make test      build everything and run the whole test suite (ctest)
 #   make bench     build and run the benchmarks (also installs OpenBLAS for the comparison)
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
+#   make fuzz      build the file readers' libFuzzer targets with clang (in build-fuzz/) and run each for
+#                  FUZZ_SECONDS (default 180); not part of CI, which replays tests/fuzz/corpus instead
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: deps configure build test demo bench sanitize clean
+.PHONY: deps configure build test demo bench sanitize fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,5 +44,15 @@ sanitize: deps
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS)
 
+FUZZ_SECONDS ?= 180
+
+fuzz:
+	@bash scripts/install-deps.sh fuzz
+	@cmake -S . -B build-fuzz -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DEMBER_FUZZ=ON -DEMBER_CUDA=OFF -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_BENCH=OFF \
+	  -DEMBER_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build build-fuzz -j$(JOBS) --target ember_fuzzers
+	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -3,6 +3,7 @@ option(EMBER_BUILD_TESTS "Build the GoogleTest suites" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_BUILD_BENCH "Build the benchmarks (Google Benchmark)" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_BUILD_EXAMPLES "Build the examples" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_SANITIZE "Build with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
+option(EMBER_FUZZ "Build the readers' libFuzzer targets (clang; make fuzz) instead of the tests" OFF)
 option(EMBER_NATIVE "Compile for this machine's CPU (-march=native) instead of x86-64-v3 (AVX2 + FMA)" OFF)
 
 # Portable default ISA: AVX2 + FMA. On the Zen 4 build machine Eigen's float GEMM is faster this way than with
@@ -19,5 +20,14 @@ endif()
 if(EMBER_SANITIZE)
   # C++ only: nvcc takes none of these (CUDA sources are not instrumented).
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(EMBER_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "EMBER_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  # Coverage instrumentation and sanitizers everywhere; the fuzz executables add libFuzzer's main.
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()

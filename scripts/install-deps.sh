@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building, testing and running Ember needs, from Debian's packages, when it is missing.
-# Usage: scripts/install-deps.sh [bench]   ("bench" adds OpenBLAS and libtorch, the references the benchmarks
-# compare with, and jemalloc / tcmalloc, which libtorch runs faster with)
+# Usage: scripts/install-deps.sh [bench|fuzz]   ("bench" adds OpenBLAS and libtorch, the references the benchmarks
+# compare with, and jemalloc / tcmalloc, which libtorch runs faster with; "fuzz" adds clang and its libFuzzer)
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build pkg-config libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
       nlohmann-json3-dev dataset-fashion-mnist python3-numpy libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = bench ]; then pkgs+=(libopenblas-dev libtorch-dev libjemalloc2 libtcmalloc-minimal4); fi
+if [ "${1:-}" = fuzz ]; then pkgs+=(clang libclang-rt-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

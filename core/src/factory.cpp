@@ -1,6 +1,7 @@
 // defines: creation functions, the global Philox generator (manual_seed), and the CPU thread setting.
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -17,8 +18,19 @@
 
 namespace ember {
 
+// Sizes must be >= 0, and the element count and strides (the product of the sizes, zeros taken as one) must fit
+// in int64 bytes: past that, numel() and the contiguous strides would overflow.
+void check_sizes(const char* op, const Shape& shape, DType dtype) {
+  int64_t span = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t s : shape) {
+    EMBER_CHECK_SHAPE(s >= 0, op, ": negative size in shape ", shape);
+    EMBER_CHECK_SHAPE(!__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span), op, ": shape ", shape, " of ",
+                      dtype, " is too large (its size in bytes overflows int64)");
+  }
+}
+
 Tensor empty(const Shape& shape, const TensorOptions& opts) {
-  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "empty: negative size in shape ", shape);
+  check_sizes("empty", shape, opts.dtype);
   if (opts.requires_grad)
     EMBER_CHECK_DTYPE(is_floating(opts.dtype), "requires_grad: only floating-point tensors can require gradients, got ",
                       opts.dtype);
@@ -129,9 +141,9 @@ Tensor randperm(int64_t n) {
 }
 
 Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& shape, const TensorOptions& opts) {
+  check_sizes("tensor", shape, src);
   EMBER_CHECK_SHAPE(shape.numel() == count, "tensor: ", count, " values do not fill shape ", shape, " (", shape.numel(),
                     " elements)");
-  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "tensor: negative size in shape ", shape);
   Tensor host = empty(shape, {.dtype = src});
   if (count) std::memcpy(host.data_ptr(), data, static_cast<size_t>(count) * itemsize(src));
   Tensor t = raw::to_device(raw::cast(host, opts.dtype), opts.device);
@@ -140,7 +152,7 @@ Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& 
 }
 
 Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts, std::function<void(void*)> deleter) {
-  for (int64_t s : shape) EMBER_CHECK_SHAPE(s >= 0, "from_blob: negative size in shape ", shape);
+  check_sizes("from_blob", shape, opts.dtype);
   EMBER_CHECK_VALUE(data != nullptr || shape.numel() == 0, "from_blob: null pointer for ", shape.numel(), " elements");
   const size_t nbytes = static_cast<size_t>(shape.numel()) * itemsize(opts.dtype);
   auto storage = std::make_shared<StorageImpl>(data, nbytes, opts.device, std::move(deleter));

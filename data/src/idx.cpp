@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "ember/core/factory.h"
 
@@ -84,8 +85,18 @@ Tensor read_idx(const std::string& path) {
     count *= s;
     EMBER_CHECK(count < (size_t{1} << 36), IOError, "read_idx: ", path, ": implausibly large (", shape, ")");
   }
+  // Read before allocating the tensor, in pieces, so that a forged header declaring gigabytes fails at the end of
+  // the actual data instead of allocating the declared size first.
+  const size_t bytes = count * elem;
+  std::vector<unsigned char> data;
+  for (size_t done = 0; done < bytes;) {
+    const size_t chunk = std::min<size_t>(bytes - done, size_t{16} << 20);
+    data.resize(done + chunk);
+    read_exact(g, path, data.data() + done, chunk, "data");
+    done += chunk;
+  }
   Tensor t = empty(shape, {.dtype = dtype});
-  read_exact(g, path, t.data_ptr(), count * elem, "data");
+  if (bytes > 0) std::memcpy(t.data_ptr(), data.data(), bytes);
   // IDX stores multi-byte values big-endian.
   if (elem == 4) {
     auto* p = static_cast<uint32_t*>(t.data_ptr());

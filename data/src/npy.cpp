@@ -3,6 +3,7 @@
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces to a multiple of 64, then the data.
 #include "ember/data/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -207,15 +208,17 @@ void decode(const NpyHeader& h, const unsigned char* src, void* dst, size_t n) {
       for (size_t a = 0, b = w - 1; a < b; ++a, --b) std::swap(p[i * w + a], p[i * w + b]);
     return;
   }
-  const std::string kind = h.descr.substr(1);
+  // By kind and the width resolve_dtype parsed, never by the descr's spelling ("<u02" is a uint16 too).
+  const char kind = h.descr[1];
   auto widen = [&]<class From, class To>() {
     auto* out = static_cast<To*>(dst);
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<To>(load_swapped<From>(src + i * sizeof(From), h.swap_bytes));
   };
-  if (kind == "i1") widen.template operator()<int8_t, int32_t>();
-  else if (kind == "i2") widen.template operator()<int16_t, int32_t>();
-  else if (kind == "u2") widen.template operator()<uint16_t, int32_t>();
-  else widen.template operator()<uint32_t, int64_t>();  // "u4", the last widened row
+  if (kind == 'i' && h.file_itemsize == 1) widen.template operator()<int8_t, int32_t>();
+  else if (kind == 'i' && h.file_itemsize == 2) widen.template operator()<int16_t, int32_t>();
+  else if (kind == 'u' && h.file_itemsize == 2) widen.template operator()<uint16_t, int32_t>();
+  else if (kind == 'u' && h.file_itemsize == 4) widen.template operator()<uint32_t, int64_t>();
+  else throw InternalError(str("load_npy: no widening for '", h.descr, "'"));
 }
 
 Shape reversed(const Shape& s) {
@@ -249,10 +252,13 @@ NpyHeader parse_npy_header(const void* data, size_t size, const std::string& wha
   HeaderDict(std::string(reinterpret_cast<const char*>(p + preamble), hlen), what).parse(h);
   resolve_dtype(h, what);
   h.data_offset = preamble + hlen;
-  size_t numel = 1;
+  // The element count, and the span (zeros counted as one: what strides are made of), must not overflow.
+  size_t numel = 1, span = itemsize(h.dtype);
   for (int64_t s : h.shape)
-    EMBER_CHECK(!__builtin_mul_overflow(numel, static_cast<size_t>(s), &numel), IOError, "load_npy: ", what,
-                ": shape ", h.shape, " overflows");
+    EMBER_CHECK(!__builtin_mul_overflow(numel, static_cast<size_t>(s), &numel) &&
+                    !__builtin_mul_overflow(span, static_cast<size_t>(std::max<int64_t>(s, 1)), &span) &&
+                    span < (size_t{1} << 62),
+                IOError, "load_npy: ", what, ": shape ", h.shape, " overflows");
   EMBER_CHECK(!__builtin_mul_overflow(numel, h.file_itemsize, &h.data_bytes), IOError, "load_npy: ", what, ": shape ",
               h.shape, " overflows");
   EMBER_CHECK(h.data_bytes <= size - h.data_offset, IOError, "load_npy: ", what, ": file is truncated (shape ",

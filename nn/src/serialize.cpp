@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -154,9 +155,13 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
       std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
       auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
       // Sizes are checked against the data section as they are multiplied, so a hostile shape cannot overflow.
-      uint64_t bytes = itemsize(dt);
+      uint64_t bytes = itemsize(dt), span = itemsize(dt);
       for (int64_t d : shape) {
         EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
+        // The span (zeros counted as one) makes the strides: it must fit even when a zero size empties the tensor.
+        EMBER_CHECK(!__builtin_mul_overflow(span, static_cast<uint64_t>(std::max<int64_t>(d, 1)), &span) &&
+                        span < (uint64_t{1} << 62),
+                    IOError, "load: ", path, ": tensor \"", name, "\" has an impossibly large shape");
         bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
                                                                               : data_size + 1;
       }
@@ -168,6 +173,11 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
       in.seekg(static_cast<std::streamoff>(data_start + off[0]));
       EMBER_CHECK(static_cast<bool>(in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(bytes))),
                   IOError, "load: ", path, ": truncated data for tensor \"", name, "\"");
+      if (dt == kBool) {
+        // A C++ bool must hold 0 or 1; any other byte would be undefined behaviour in every later op.
+        auto* p = static_cast<unsigned char*>(t.data_ptr());
+        for (uint64_t i = 0; i < bytes; ++i) p[i] = p[i] != 0;
+      }
       out.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
       throw IOError(detail::str("load: ", path, ": malformed entry for tensor \"", name, "\" (", e.what(), ")"));

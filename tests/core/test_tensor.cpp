@@ -111,6 +111,10 @@ TEST(Factory, CreationFunctions) {
   EXPECT_EQ(tb.to_vector<bool>(), std::vector<bool>({true, false}));
   EXPECT_EQ(empty({0, 3}).numel(), 0);
   EXPECT_THROW_MSG(zeros({2, -1}), ShapeError, "negative size", "[2, -1]");
+  // Sizes whose product overflows: an error, not a wrapped count (empty ones too: their strides would overflow).
+  EXPECT_THROW_MSG(empty({int64_t{1} << 40, int64_t{1} << 40}), ShapeError, "too large", "overflows int64");
+  EXPECT_THROW_MSG(empty({0, int64_t{1} << 40, int64_t{1} << 40}), ShapeError, "too large");
+  EXPECT_THROW_MSG(from_blob(nullptr, {0, int64_t{1} << 62, 4}, {.dtype = kFloat64}), ShapeError, "from_blob", "too large");
   EXPECT_THROW_MSG(tensor<float>({1, 2, 3}, {2, 2}), ShapeError, "3 values", "[2, 2]");
   EXPECT_THROW_MSG(arange(0, 1, 0), ValueError, "arange");
   EXPECT_THROW_MSG(zeros({2}, {.dtype = kInt64, .requires_grad = true}), DTypeError, "floating");

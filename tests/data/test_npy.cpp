@@ -119,6 +119,9 @@ TEST(Npy, ReadsFortranOrderBigEndianWidenedAndVersion2Headers) {
   EXPECT_EQ(w.to_vector<int32_t>(), (std::vector<int32_t>{-7, 300, 5}));
   s = npy("{'descr': '>u2', 'fortran_order': False, 'shape': (2,), }", bytes_of<uint16_t>({65535, 2}, true));
   EXPECT_EQ(data::parse_npy(s.data(), s.size()).to_vector<int32_t>(), (std::vector<int32_t>{65535, 2}));
+  // Found by fuzzing: a width spelled "02" is 2 bytes (the decoder once matched the spelling and read 4).
+  s = npy("{'descr': '<u02', 'fortran_order': False, 'shape': (3,), }", bytes_of<uint16_t>({7, 8, 9}));
+  EXPECT_EQ(data::parse_npy(s.data(), s.size()).to_vector<int32_t>(), (std::vector<int32_t>{7, 8, 9}));
   s = npy("{'descr': '|i1', 'fortran_order': False, 'shape': (2,), }", bytes_of<int8_t>({-128, 127}));
   EXPECT_EQ(data::parse_npy(s.data(), s.size()).to_vector<int32_t>(), (std::vector<int32_t>{-128, 127}));
   s = npy("{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }", bytes_of<uint32_t>({4000000000u}));
@@ -168,6 +171,8 @@ TEST(Npy, MalformedFilesAreClearIOErrors) {
                    IOError, "truncated");
   EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (281474976710656, 281474976710656, 65536), }", "")),
                    IOError, "overflows");
+  EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 281474976710656, 281474976710656), }", "")),
+                   IOError, "overflows");  // empty, but its strides would overflow
   EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }", "")),
                    IOError, "malformed", "2^48");
   EXPECT_THROW_MSG(bad(npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", "")), IOError, "'|O'");

@@ -208,10 +208,17 @@ TEST_F(Serialize, TruncatedAndGarbageFilesThrow) {
              "negative size");
   expect_bad(st_file(R"({"w": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 0]}})"),
              "size overflow");
+  expect_bad(st_file(R"({"w": {"dtype": "F32", "shape": [0, 4611686018427387904, 4611686018427387904], "data_offsets": [0, 0]}})"),
+             "empty, but its strides would overflow");
   expect_bad(st_file(R"({"0.weight": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", std::string(4, '\0')),
              "offsets past the end");
   nn::Chain other = make_model();
   EXPECT_THROW(nn::load(other, dir_.string()), IOError);  // a directory
+  // Bool bytes other than 0/1 load as true (a C++ bool holding 7 would be undefined behaviour later).
+  write_bytes(path("b.safetensors"),
+              st_file(R"({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})", std::string("\x00\x07\x01", 3)));
+  nn::NamedTensors bools = nn::load_tensors(path("b.safetensors"));
+  EXPECT_EQ(bools.at(0).second.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 1}));
   // A good file still loads after all that.
   nn::Chain fresh = make_model();
   nn::load(fresh, p);
