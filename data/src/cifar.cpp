@@ -47,7 +47,7 @@ std::vector<std::string> file_names(Split split) {
 std::filesystem::path find_folder(const std::string& root, const std::string& first) {
   namespace fs = std::filesystem;
   for (const fs::path& dir : {fs::path(root), fs::path(root) / "cifar-10-batches-bin"})
-    if (fs::exists(dir / first)) return dir;
+    if (std::error_code ec; fs::exists(dir / first, ec)) return dir;
   throw IOError(ember::detail::str("CIFAR10: ", first, " not found in ", root, " nor in ", root,
                                    "/cifar-10-batches-bin (download the binary version, cifar-10-binary.tar.gz, from "
                                    "https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there)"));
@@ -59,7 +59,8 @@ TensorDataset load_split(const std::string& root, Split split) {
   std::vector<Tensor> xs, ys;
   for (const std::string& name : names) {
     const std::string path = (dir / name).string();
-    EMBER_CHECK(std::filesystem::exists(path), IOError, "CIFAR10: ", path, " is missing (the ",
+    std::error_code ec;
+    EMBER_CHECK(std::filesystem::exists(path, ec), IOError, "CIFAR10: ", path, " is missing (the ",
                 split == Split::Train ? "training split needs data_batch_1.bin … data_batch_5.bin" : "test split needs test_batch.bin",
                 ")");
     auto file = detail::MappedFile::open(path, detail::MappedFile::Mode::ReadOnly, "CIFAR10");

@@ -45,15 +45,14 @@ TensorDict collate_dicts(const std::vector<TensorDict>& ds) {
 
 std::vector<Tensor> collate_lists(const std::vector<std::vector<Tensor>>& ls) {
   std::vector<Tensor> out;
+  for (size_t i = 0; i < ls.size(); ++i)
+    EMBER_CHECK_VALUE(ls[i].size() == ls[0].size(), "DataLoader: cannot collate list samples: sample ", i, " has ",
+                      ls[i].size(), " tensors, sample 0 has ", ls[0].size());
   if (ls.empty()) return out;
   for (size_t j = 0; j < ls[0].size(); ++j) {
     std::vector<Tensor> ts;
     ts.reserve(ls.size());
-    for (size_t i = 0; i < ls.size(); ++i) {
-      EMBER_CHECK_VALUE(ls[i].size() == ls[0].size(), "DataLoader: cannot collate list samples: sample ", i, " has ",
-                        ls[i].size(), " tensors, sample 0 has ", ls[0].size());
-      ts.push_back(ls[i][j]);
-    }
+    for (size_t i = 0; i < ls.size(); ++i) ts.push_back(ls[i][j]);
     const std::string field = "element " + std::to_string(j);
     out.push_back(collate_field(ts, field.c_str()));
   }

@@ -14,11 +14,13 @@
 namespace ember::data::detail {
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, Mode mode, const char* who) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); no effect on regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   EMBER_CHECK(fd >= 0, IOError, who, ": cannot open ", path, " (", std::strerror(errno), ")");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int err = errno;
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (!stat_ok || !S_ISREG(st.st_mode)) {
+    const int err = stat_ok ? 0 : errno;
     ::close(fd);
     throw IOError(ember::detail::str(who, ": ", path, " is not a regular file",
                                      err ? std::string(" (") + std::strerror(err) + ")" : std::string()));

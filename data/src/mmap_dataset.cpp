@@ -76,7 +76,7 @@ std::shared_ptr<MmapDataset::Column> npy_column(const std::vector<std::string>& 
                 ": the data is not aligned to its items (offset ", h.data_offset, ")");
     EMBER_CHECK(h.dtype != kBool, IOError, "MmapDataset: ", path,
                 ": bool arrays are not served mapped (store them as uint8)");
-    col->add(std::move(f), h.data_offset, h.shape[0], h.dtype, Shape(h.shape.begin() + 1, h.shape.end()));
+    col->add(std::move(f), h.data_offset, h.shape[0], h.dtype, Shape(h.shape.begin() + 1, h.shape.end()));  // h: a copy
   }
   return col;
 }
@@ -87,14 +87,18 @@ std::shared_ptr<MmapDataset::Column> raw_column(const std::vector<RawArray>& arr
     EMBER_CHECK_VALUE(a.dtype != kBool, "MmapDataset: ", a.path, ": bool raw files are not served (use uint8)");
     for (int64_t s : a.sample_shape)
       EMBER_CHECK_VALUE(s > 0, "MmapDataset: ", a.path, ": sample_shape ", a.sample_shape, " must be positive");
+    size_t bytes = itemsize(a.dtype);
+    for (int64_t d : a.sample_shape)
+      EMBER_CHECK_VALUE(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) && bytes < (size_t{1} << 62),
+                        "MmapDataset: ", a.path, ": sample_shape ", a.sample_shape, " is too large");
     auto f = detail::MappedFile::open(a.path, detail::MappedFile::Mode::ReadOnly, "MmapDataset");
-    const size_t bytes = static_cast<size_t>(a.sample_shape.numel()) * itemsize(a.dtype);
     EMBER_CHECK(a.offset <= f->size() && (f->size() - a.offset) % bytes == 0, IOError, "MmapDataset: ", a.path,
                 " has ", f->size(), " bytes: after the offset of ", a.offset, " that is not a whole number of ",
                 a.dtype, " samples of shape ", a.sample_shape, " (", bytes, " bytes each)");
     EMBER_CHECK(a.offset % itemsize(a.dtype) == 0, IOError, "MmapDataset: ", a.path, ": offset ", a.offset,
                 " is not aligned to ", a.dtype, " items");
-    col->add(std::move(f), a.offset, static_cast<int64_t>((f->size() - a.offset) / bytes), a.dtype, a.sample_shape);
+    const auto rows = static_cast<int64_t>((f->size() - a.offset) / bytes);  // before f is moved from
+    col->add(std::move(f), a.offset, rows, a.dtype, a.sample_shape);
   }
   return col;
 }
@@ -108,7 +112,9 @@ DType y_dtype(DType stored) { return is_floating(stored) ? stored : kInt64; }
 // maps the whole file within a few thousand rows, however often the mapping is released. pread copies from the same
 // page cache without mapping anything. Returns the bytes read through the mapping.
 size_t gather(const MmapDataset::Column& c, const int64_t* indices, size_t n, void* dst, DType dst_dtype) {
-  bool consecutive = true;
+  // One sample on its own (get(i), e.g. under a transform or a custom collate) counts as scattered: the loader may
+  // be asking for samples in shuffled order one by one.
+  bool consecutive = n > 1;
   for (size_t k = 1; k < n && consecutive; ++k) consecutive = indices[k] == indices[k - 1] + 1;
   std::vector<unsigned char> staging;
   auto sample = [&](size_t k) -> const unsigned char* {

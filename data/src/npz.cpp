@@ -4,6 +4,7 @@
 // more than deflate can expand its compressed bytes to (about 1032:1), so a forged size cannot allocate.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -128,25 +129,32 @@ std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Ent
     // Deflate expands at most ~1032:1; a larger declared size is a forgery and must not be allocated.
     if (e.usize / 1032 > e.csize + 1)
       a.fail(str("member ", e.name, ": declares ", e.usize, " bytes from ", e.csize, " compressed (not possible with deflate)"));
-    buf.resize(e.usize);
+    // The output buffer grows as inflate fills it (doubling from 64 KiB, never past the declared size), so memory
+    // follows the data actually there, not the size the directory claims.
+    buf.clear();
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK) a.fail("zlib could not start inflating");
-    uint64_t in_left = e.csize, out_left = e.usize;
+    uint64_t in_left = e.csize, produced = 0;
     z.next_in = const_cast<unsigned char*>(src);
-    z.next_out = buf.data();
     int rc = Z_OK;
     while (rc == Z_OK) {
+      if (produced == buf.size() && buf.size() < e.usize)
+        buf.resize(static_cast<size_t>(std::min<uint64_t>(e.usize, std::max<uint64_t>(2 * buf.size(), 1 << 16))));
       // zlib counts in 32-bit units: feed large members in pieces.
       const uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
-      const uInt out_chunk = static_cast<uInt>(std::min<uint64_t>(out_left, 1u << 30));
+      const uInt out_chunk = static_cast<uInt>(std::min<uint64_t>(buf.size() - produced, 1u << 30));
+      z.next_out = buf.data() + produced;
       z.avail_in = in_chunk;
       z.avail_out = out_chunk;
       rc = inflate(&z, Z_NO_FLUSH);
       in_left -= in_chunk - z.avail_in;
-      out_left -= out_chunk - z.avail_out;
-      if (rc == Z_OK && in_chunk - z.avail_in == 0 && out_chunk - z.avail_out == 0) rc = Z_BUF_ERROR;  // stuck
+      produced += out_chunk - z.avail_out;
+      z.next_in = const_cast<unsigned char*>(src) + (e.csize - in_left);
+      // No progress possible: out of input, or the declared size is reached and the stream wants more room.
+      if (rc == Z_OK && in_chunk - z.avail_in == 0 && out_chunk - z.avail_out == 0) rc = Z_BUF_ERROR;
     }
     inflateEnd(&z);
+    const uint64_t out_left = e.usize - produced;
     if (rc != Z_STREAM_END || out_left != 0)
       a.fail(str("member ", e.name, ": corrupt deflate data (", rc == Z_STREAM_END ? "size differs from the declared one"
                                                              : z.msg                ? z.msg
@@ -167,7 +175,20 @@ std::map<std::string, Tensor> parse_npz(const void* data, size_t size, const std
   const Archive a{static_cast<const unsigned char*>(data), size, what};
   std::map<std::string, Tensor> out;
   std::vector<unsigned char> buf;
-  for (const Entry& e : read_directory(a)) {
+  const std::vector<Entry> entries = read_directory(a);
+  // Members may not share or overlap their bytes (CPython's zipfile refuses that too): a directory of many entries
+  // pointing at one compressed member would otherwise inflate it again and again (an "overlapping zip bomb").
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const Entry& e : entries) {
+    const unsigned char* l = a.at(e.local, 30, "local header");
+    const uint64_t end = e.local + 30 + le(l + 26, 2) + le(l + 28, 2) + e.csize;
+    spans.emplace_back(e.local, end);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second)
+      a.fail(str("members overlap (bytes ", spans[i].first, " and ", spans[i - 1].first, "): not a valid archive"));
+  for (const Entry& e : entries) {
     if (e.name.size() < 4 || e.name.compare(e.name.size() - 4, 4, ".npy") != 0) continue;  // not an array
     const std::string key = e.name.substr(0, e.name.size() - 4);
     if (out.contains(key)) a.fail(str("member ", e.name, " appears twice"));

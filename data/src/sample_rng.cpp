@@ -18,6 +18,7 @@ struct Current {
   uint64_t seed = 0, epoch = 0;
   int64_t index = 0;
   bool active = false;
+  uint64_t draws = 0;  // sample_rng calls in this scope so far
 };
 thread_local Current current;
 
@@ -38,11 +39,11 @@ double SampleRng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1
 int64_t SampleRng::randint(int64_t lo, int64_t hi) {
   EMBER_CHECK_VALUE(hi > lo, "SampleRng::randint: empty range [", lo, ", ", hi, ")");
   // Lemire's multiply-shift with rejection: unbiased for any range.
-  const uint64_t range = static_cast<uint64_t>(hi - lo);
+  const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);  // no signed overflow
   for (;;) {
     const unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * range;
     const auto low = static_cast<uint64_t>(m);
-    if (low >= (0 - range) % range) return lo + static_cast<int64_t>(m >> 64);
+    if (low >= (0 - range) % range) return static_cast<int64_t>(static_cast<uint64_t>(lo) + static_cast<uint64_t>(m >> 64));
   }
 }
 
@@ -54,15 +55,25 @@ double SampleRng::normal() {
 }
 
 SampleRng sample_rng(int64_t index) {
-  if (current.active && current.index == index) return {current.seed, current.epoch, index};
-  return {0, 0, index};
+  if (!current.active) return {0, 0, index};
+  // The k-th call in a scope gets its own stream, so two transforms (or a nested Transformed and the dataset
+  // under it) do not draw the same numbers; get(i) runs on one thread, in one order, so k is deterministic.
+  SampleRng rng(current.seed, current.epoch, index);
+  for (uint64_t k = 0; k < current.draws; ++k) (void)rng.next_u64();
+  const uint64_t salt = rng.next_u64();
+  ++current.draws;
+  return {current.seed ^ salt, current.epoch, index};
 }
 
 SampleScope::SampleScope(uint64_t seed, uint64_t epoch, int64_t index)
-    : prev_seed_(current.seed), prev_epoch_(current.epoch), prev_index_(current.index), prev_active_(current.active) {
-  current = {seed, epoch, index, true};
+    : prev_seed_(current.seed),
+      prev_epoch_(current.epoch),
+      prev_index_(current.index),
+      prev_active_(current.active),
+      prev_draws_(current.draws) {
+  current = {seed, epoch, index, true, 0};
 }
 
-SampleScope::~SampleScope() { current = {prev_seed_, prev_epoch_, prev_index_, prev_active_}; }
+SampleScope::~SampleScope() { current = {prev_seed_, prev_epoch_, prev_index_, prev_active_, prev_draws_}; }
 
 }  // namespace ember::data

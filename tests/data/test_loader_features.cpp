@@ -1,6 +1,7 @@
 // DataLoader beyond (x, y) pairs and one-shot workers: the samplers (sequential, random with and without
 // replacement, weighted), custom collates (dict and list samples, variable-length sequences padded, a batch type of
 // the user's own), and persistent workers (the same threads every epoch, an abandoned epoch).
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -57,15 +58,26 @@ struct Summarise {
   }
 };
 
-// Records which threads ran get().
+// Counts the threads that ran get(): a thread_local flag is fresh in every new thread (thread ids are not: the
+// C library reuses the id of a joined thread).
 struct ThreadSpy {
-  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
-  std::shared_ptr<std::set<std::thread::id>> ids = std::make_shared<std::set<std::thread::id>>();
+  std::shared_ptr<std::atomic<int>> threads = std::make_shared<std::atomic<int>>(0);
   int64_t size() const { return 24; }
   data::Example get(int64_t i) const {
-    std::lock_guard lk(*mu);
-    ids->insert(std::this_thread::get_id());
+    thread_local bool counted = false;
+    if (!counted) {
+      counted = true;
+      ++*threads;
+    }
     return {full({1}, static_cast<double>(i)), full(Shape{}, static_cast<double>(i), {.dtype = kInt64})};
+  }
+};
+
+// Samples as lists of two tensors: [i], [i, i, i].
+struct Lists {
+  int64_t size() const { return 5; }
+  std::vector<Tensor> get(int64_t i) const {
+    return {full({1}, static_cast<double>(i)), full({3}, static_cast<double>(i))};
   }
 };
 
@@ -90,14 +102,24 @@ TEST(Samplers, SequentialAndRandomWithAndWithoutReplacement) {
   EXPECT_EQ(s.size(), 8u);
   EXPECT_EQ(std::set<int64_t>(s.begin(), s.end()).size(), 8u);
 
-  auto repl = std::make_shared<data::RandomSampler>(
-      data::RandomSamplerOptions{.replacement = true, .num_samples = 200, .seed = 2});
-  data::DataLoader c(ds, {.batch_size = 50, .sampler = repl});
+  auto repl = std::make_shared<data::RandomSampler>(data::RandomSamplerOptions{.replacement = true, .seed = 2});
+  data::DataLoader c(ds, {.batch_size = 8, .sampler = repl});
   auto r = order_of(c);
-  EXPECT_EQ(r.size(), 200u);
-  EXPECT_LT(std::set<int64_t>(r.begin(), r.end()).size(), 200u);  // repeats: with replacement
+  EXPECT_EQ(r.size(), 20u);
+  EXPECT_LT(std::set<int64_t>(r.begin(), r.end()).size(), 20u);  // 20 draws from 20 with replacement repeat
   for (int64_t v : r) EXPECT_TRUE(v >= 0 && v < 20);
   EXPECT_EQ(repl->indices(20, 3), repl->indices(20, 3));
+
+  // A sampler whose indices() disagrees with its size() is caught at begin(), not read past on a worker.
+  struct Liar final : data::Sampler {
+    std::vector<int64_t> indices(int64_t, uint64_t) const override { return {0, 1}; }
+    int64_t size(int64_t) const override { return 9; }
+  };
+  data::DataLoader lying(ds, {.batch_size = 4, .num_workers = 2, .sampler = std::make_shared<Liar>()});
+  EXPECT_THROW_MSG(lying.begin(), ValueError, "returned 2 indices", "size() says 9");
+  // batch_size near INT64_MAX: one batch, no overflow.
+  data::DataLoader all(ds, {.batch_size = INT64_MAX});
+  EXPECT_EQ(all.size(), 1);
 
   auto too_many = std::make_shared<data::RandomSampler>(data::RandomSamplerOptions{.num_samples = 30});
   EXPECT_THROW_MSG(data::DataLoader(ds, {.sampler = too_many}).size(), ValueError, "num_samples = 30", "20");
@@ -136,6 +158,13 @@ TEST(Collate, DictAndListSamplesAndPaddedSequences) {
   }
   EXPECT_EQ(batches, 3);
 
+  data::DataLoader lists(Lists{}, {.batch_size = 2});
+  auto li = lists.begin();
+  ASSERT_EQ(li->size(), 2u);
+  EXPECT_EQ((*li)[0].shape(), (Shape{2, 1}));
+  EXPECT_EQ((*li)[1].shape(), (Shape{2, 3}));
+  EXPECT_EQ(test::values((*li)[1].select(0, 1)), (std::vector<double>{1, 1, 1}));
+
   data::DataLoader padded(Sequences{}, {.batch_size = 4}, PadCollate{});
   auto it = padded.begin();
   const data::TensorDict& first = *it;
@@ -165,8 +194,8 @@ TEST(PersistentWorkers, KeepTheirThreadsAndGiveTheSameBatches) {
                                     .persistent_workers = true});
   data::DataLoader fresh(ThreadSpy{}, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 3});
   for (int e = 0; e < 3; ++e) EXPECT_EQ(order_of(persistent), order_of(fresh)) << "epoch " << e;
-  EXPECT_EQ(spy.ids->size(), 2u);                     // the same two workers every epoch
-  EXPECT_GT(fresh.dataset().ids->size(), 2u);         // new threads each epoch without persistence
+  EXPECT_EQ(spy.threads->load(), 2);                 // the same two workers every epoch
+  EXPECT_EQ(fresh.dataset().threads->load(), 6);     // two new threads each epoch without persistence
 
   // Breaking out mid-epoch and beginning again: the new epoch is whole; the old iterator is abandoned.
   auto old = persistent.begin();
@@ -174,5 +203,10 @@ TEST(PersistentWorkers, KeepTheirThreadsAndGiveTheSameBatches) {
   std::vector<int64_t> next = order_of(persistent);
   EXPECT_EQ(next, data::shuffled_order(24, 3, 4));
   EXPECT_THROW_MSG(++old, ValueError, "abandoned");
+  // Also when the abandoned iterator sits on its last batch (it must not end quietly).
+  auto last = persistent.begin();
+  for (int b = 0; b < 5; ++b) ++last;  // 6 batches: now on the last one
+  (void)persistent.begin();
+  EXPECT_THROW_MSG(++last, ValueError, "abandoned");
   EXPECT_THROW_MSG(data::DataLoader(ids_ds(4), {.persistent_workers = true}), ValueError, "num_workers > 0");
 }

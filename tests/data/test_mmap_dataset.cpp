@@ -106,6 +106,27 @@ TEST(MmapDataset, ServesRawFilesAndChecksTheirSize) {
                    IOError, "88 bytes", "whole number", "[5]");
   EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "missing.bin").string(), .sample_shape = {1}}),
                    IOError, "cannot open", "missing.bin");
+  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8,
+                                                    .sample_shape = {4}, .offset = 1000}),
+                   IOError, "offset of 1000");
+  { std::ofstream(d / "odd.bin", std::ios::binary) << std::string(18, 'x'); }  // 2 + one 16-byte sample
+  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "odd.bin").string(), .dtype = kInt32,
+                                                    .sample_shape = {4}, .offset = 2}),
+                   IOError, "not aligned");
+  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8,
+                                                    .sample_shape = {int64_t{1} << 40, int64_t{1} << 40}}),
+                   ValueError, "too large");
+  { std::ofstream(d / "empty.bin"); }
+  EXPECT_EQ(data::MmapDataset(data::RawArray{.path = (d / "empty.bin").string(), .sample_shape = {3}}).size(), 0);
+  // A zero-row shard between two others, and no release at all (resident_bytes = 0): the same samples.
+  data::save_npy((d / "a.npy").string(), arange(0, 6, 1, {.dtype = kFloat32}).reshape({3, 2}));
+  data::save_npy((d / "z.npy").string(), zeros({0, 2}));
+  data::save_npy((d / "b.npy").string(), arange(6, 10, 1, {.dtype = kFloat32}).reshape({2, 2}));
+  data::MmapDataset gap(std::vector<std::string>{(d / "a.npy").string(), (d / "z.npy").string(), (d / "b.npy").string()},
+                        {}, {.resident_bytes = 0});
+  ASSERT_EQ(gap.size(), 5);
+  EXPECT_EQ(test::values(gap.get_batch({4, 3, 2}).x), (std::vector<double>{8, 9, 6, 7, 4, 5}));
+  EXPECT_EQ(test::values(gap.get_batch({2, 3, 4}).x), (std::vector<double>{4, 5, 6, 7, 8, 9}));
   fs::remove_all(d);
 }
 
@@ -180,5 +201,16 @@ TEST(MmapDataset, AFourGiBFileTrainsWithABoundedResidentSet) {
   EXPECT_EQ(total, 1.0 + 12346 + (n / 2 + 1) + n);  // the marks, found wherever the shuffle put them
   EXPECT_LT(peak2 - before2, size_t{600} << 20) << "resident set grew from " << (before2 >> 20) << " MiB to "
                                                 << (peak2 >> 20) << " MiB (shuffled)";
+
+  // One sample at a time in random order (what a transform or a custom collate does): bounded as well.
+  const size_t before3 = rss_bytes();
+  size_t peak3 = before3;
+  std::vector<int64_t> order = data::shuffled_order(n, 2, 0);
+  for (size_t k = 0; k < 60000; ++k) {
+    data::Example e = ds.get(order[k]);
+    if (k % 512 == 0) peak3 = std::max(peak3, rss_bytes());
+  }
+  EXPECT_LT(peak3 - before3, size_t{600} << 20) << "resident set grew from " << (before3 >> 20) << " MiB to "
+                                                << (peak3 >> 20) << " MiB (get(i) one by one)";
   fs::remove_all(d);
 }

@@ -101,9 +101,9 @@ TEST(Npy, RoundTripsEveryNumpyDtypeAndShape) {
 
 TEST(Npy, ReadsFortranOrderBigEndianWidenedAndVersion2Headers) {
   // Fortran order: the 2x3 matrix [[0 1 2] [3 4 5]] is stored column by column.
-  Tensor f = data::parse_npy(npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
-                                 bytes_of<float>({0, 3, 1, 4, 2, 5})).data(),
-                             200);
+  const std::string fb = npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+                             bytes_of<float>({0, 3, 1, 4, 2, 5}));
+  Tensor f = data::parse_npy(fb.data(), fb.size());
   EXPECT_TRUE(test::tensor_near(f, {2, 3}, {0, 1, 2, 3, 4, 5}));
   EXPECT_TRUE(f.is_contiguous());
   // Big-endian int64 and float64.
@@ -241,6 +241,28 @@ TEST(Npz, NumpyInteropBothWays) {
   EXPECT_THROW(data::parse_npz(corrupt.data(), corrupt.size(), "c.npz"), IOError);
   std::string truncated = bytes.substr(0, bytes.size() / 2);
   EXPECT_THROW(data::parse_npz(truncated.data(), truncated.size(), "c.npz"), IOError);
+
+  // Forged archives (written with Python's zipfile, then patched): a deflated member declaring far more than its
+  // compressed bytes can hold is refused before allocating; two directory entries sharing one member's bytes (an
+  // "overlapping zip bomb") are refused.
+  ASSERT_EQ(run_python("import struct, zipfile\n"
+                       "z = zipfile.ZipFile('" + dir + "/one.npz', 'w', zipfile.ZIP_DEFLATED)\n"
+                       "z.writestr('a.npy', open('" + dir + "/a.npy', 'rb').read()); z.close()\n"
+                       "b = bytearray(open('" + dir + "/one.npz', 'rb').read())\n"
+                       "cd = b.rfind(b'PK\\x01\\x02')\n"
+                       "big = bytearray(b); big[cd + 24:cd + 28] = struct.pack('<I', 0xfffffff0)\n"
+                       "open('" + dir + "/forged.npz', 'wb').write(big)\n"
+                       "eocd = b.rfind(b'PK\\x05\\x06'); entry = b[cd:eocd]\n"
+                       "twin = bytearray(entry); twin[46:47] = b'b'\n"
+                       "out = b[:eocd] + twin + b[eocd:]\n"
+                       "e = len(out) - 22\n"
+                       "out[e + 8:e + 12] = struct.pack('<HH', 2, 2)\n"
+                       "out[e + 12:e + 16] = struct.pack('<I', 2 * len(entry))\n"
+                       "open('" + dir + "/overlap.npz', 'wb').write(out)\n"),
+            0);
+  EXPECT_EQ(data::load_npz(dir + "/one.npz").size(), 1u);
+  EXPECT_THROW_MSG(data::load_npz(dir + "/forged.npz"), IOError, "a.npy", "not possible with deflate");
+  EXPECT_THROW_MSG(data::load_npz(dir + "/overlap.npz"), IOError, "overlap");
 
   // Ember writes, NumPy reads and checks.
   data::save_npy(dir + "/e32.npy", arange(0, 6, 1, {.dtype = kFloat32}).reshape({2, 3}) * 0.5);

@@ -198,10 +198,15 @@ class Runner {
 
   int64_t num_batches() const { return num_batches_; }
 
-  // The next batch of epoch `gen`, on the loader's device; rethrows what building it threw (on a worker or here).
-  B next(uint64_t gen) {
+  // Throws ValueError when epoch `gen` is no longer the current one.
+  void check(uint64_t gen) const {
     EMBER_CHECK_VALUE(gen == gen_, "DataLoader: this iterator's epoch was abandoned: a later begin() on the same ",
                       "loader (persistent_workers) started a new epoch");
+  }
+
+  // The next batch of epoch `gen`, on the loader's device; rethrows what building it threw (on a worker or here).
+  B next(uint64_t gen) {
+    check(gen);
     if constexpr (TensorBatch<B>) {
       if (feeder_) {
         if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
@@ -289,13 +294,17 @@ class Runner {
         k = next_job_++;
         gen = gen_;
         epoch = epoch_;
-        idx = indices_of(k);
       }
       Slot slot;
       try {
+        {
+          std::lock_guard lk(mu_);  // start() may replace the order
+          if (gen != gen_) continue;
+          idx = indices_of(k);
+        }
         slot.batch = build(idx, epoch);
       } catch (...) {
-        slot.error = std::current_exception();
+        slot.error = std::current_exception();  // carried to the consumer, never std::terminate on this thread
       }
       {
         std::lock_guard lk(mu_);
@@ -364,6 +373,7 @@ class DataLoader {
     const batch_type& operator*() const { return cur_; }
     const batch_type* operator->() const { return &cur_; }
     Iterator& operator++() {
+      run_->check(gen_);  // an abandoned epoch says so, even on its last batch
       if (++index_ < run_->num_batches()) {
         cur_ = run_->next(gen_);
       } else {
@@ -409,7 +419,7 @@ class DataLoader {
   int64_t size() const {
     const int64_t n = opts_.sampler ? opts_.sampler->size(static_cast<int64_t>(dataset_->size()))
                                     : static_cast<int64_t>(dataset_->size());
-    return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
+    return batches_for(n);
   }
 
   // Starts the next epoch (a fresh shuffle) and builds or awaits its first batch.
@@ -427,7 +437,15 @@ class DataLoader {
     } else {
       run = std::make_shared<Run>(dataset_, collate_, opts_, side_);
     }
-    const uint64_t gen = run->start(std::move(order), size(), epoch_);
+    // The batches follow the order actually returned: a sampler whose indices() disagrees with its size() is an
+    // error here, not a read past the order on a worker.
+    if (opts_.sampler) {
+      const int64_t said = opts_.sampler->size(n);
+      EMBER_CHECK_VALUE(static_cast<int64_t>(order.size()) == said, "DataLoader: the sampler returned ", order.size(),
+                        " indices for epoch ", epoch_, " but its size() says ", said);
+    }
+    const int64_t num_batches = batches_for(static_cast<int64_t>(order.size()));
+    const uint64_t gen = run->start(std::move(order), num_batches, epoch_);
     ++epoch_;
     return Iterator(std::move(run), gen);
   }
@@ -440,6 +458,12 @@ class DataLoader {
   void set_epoch(uint64_t e) { epoch_ = e; }
 
  private:
+  // Batches for n samples (no n + batch_size - 1: batch_size may be huge, "all in one batch").
+  int64_t batches_for(int64_t n) const {
+    if (opts_.drop_last) return n / opts_.batch_size;
+    return n == 0 ? 0 : 1 + (n - 1) / opts_.batch_size;
+  }
+
   std::shared_ptr<D> dataset_;
   std::shared_ptr<const C> collate_;
   Options opts_;

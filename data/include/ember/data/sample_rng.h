@@ -31,8 +31,10 @@ class SampleRng {
   uint64_t state_;
 };
 
-// The stream of sample `index` as the DataLoader building it on this thread sees it: (the loader's seed, the
-// epoch, index). Outside a loader (or for another index than the one being built) the seed and epoch are 0.
+// The stream of sample `index` as the DataLoader building it on this thread sees it: keyed by (the loader's seed,
+// the epoch, index) and by how many times sample_rng was called before while building this sample, so that two
+// transforms of one sample draw different numbers. Any index works (a dataset that remaps indices, like a subset,
+// still gets the loader's seed and epoch). Outside a loader it is (0, 0, index), the same on every call.
 SampleRng sample_rng(int64_t index);
 
 // Set by the DataLoader around each get(i); a dataset wrapping another may nest its own.
@@ -47,6 +49,7 @@ class SampleScope {
   uint64_t prev_seed_, prev_epoch_;
   int64_t prev_index_;
   bool prev_active_;
+  uint64_t prev_draws_;
 };
 
 }  // namespace ember::data
