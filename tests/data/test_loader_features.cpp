@@ -194,8 +194,10 @@ TEST(PersistentWorkers, KeepTheirThreadsAndGiveTheSameBatches) {
                                     .persistent_workers = true});
   data::DataLoader fresh(ThreadSpy{}, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 3});
   for (int e = 0; e < 3; ++e) EXPECT_EQ(order_of(persistent), order_of(fresh)) << "epoch " << e;
-  EXPECT_EQ(spy.threads->load(), 2);                 // the same two workers every epoch
-  EXPECT_EQ(fresh.dataset().threads->load(), 6);     // two new threads each epoch without persistence
+  // Persistent: the same (at most two) workers every epoch. Without: new threads each epoch, so at least one new
+  // thread per epoch (a worker may find no batch left to take, so not always two).
+  EXPECT_LE(spy.threads->load(), 2);
+  EXPECT_GE(fresh.dataset().threads->load(), 3);
 
   // Breaking out mid-epoch and beginning again: the new epoch is whole; the old iterator is abandoned.
   auto old = persistent.begin();
