@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 180) on a copy of its corpus; prints each target's executions
 # and findings. A crash, leak, timeout or out-of-memory input is saved in build-fuzz/findings/<target>/; fix the
-# reader, then copy the input into tests/fuzz/corpus/<target>/ so CI replays it from then on.
+# reader, then copy the input into tests/fuzz/corpus/<target>/ so CI replays it from then on. To refresh the
+# checked-in corpus: ember_fuzz_<t> -merge=1 NEW_DIR tests/fuzz/corpus/<t> BUILD_DIR/fuzz-corpus/<t>.
 # Usage: tests/fuzz/run.sh BUILD_DIR [SECONDS]
 set -uo pipefail
 build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
