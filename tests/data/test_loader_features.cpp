@@ -1,5 +1,5 @@
 // DataLoader beyond (x, y) pairs and one-shot workers: the samplers (sequential, random with and without
-// replacement, weighted), custom collates (dict and list samples, variable-length sequences padded, a batch type of
+// replacement, weighted), custom collates (dict, list, tuple and pair samples, variable-length sequences padded, a batch type of
 // the user's own), and persistent workers (the same threads every epoch, an abandoned epoch).
 #include <atomic>
 #include <map>
@@ -29,6 +29,18 @@ struct Dicts {
   data::TensorDict get(int64_t i) const {
     return {{"a", full({2}, static_cast<double>(i))}, {"b", full(Shape{}, static_cast<double>(i * 10))}};
   }
+};
+
+// Samples as a tuple and as a pair of tensors.
+struct Tuples {
+  int64_t size() const { return 6; }
+  std::tuple<Tensor, Tensor, Tensor> get(int64_t i) const {
+    return {full({2}, static_cast<double>(i)), full(Shape{}, static_cast<double>(-i)), full({1, 1}, 1.0)};
+  }
+};
+struct Pairs {
+  int64_t size() const { return 4; }
+  std::pair<Tensor, Tensor> get(int64_t i) const { return {full({3}, static_cast<double>(i)), full(Shape{}, 1.0)}; }
 };
 
 // Token sequences of length i % 4 + 1, values i.
@@ -164,6 +176,22 @@ TEST(Collate, DictAndListSamplesAndPaddedSequences) {
   EXPECT_EQ((*li)[0].shape(), (Shape{2, 1}));
   EXPECT_EQ((*li)[1].shape(), (Shape{2, 3}));
   EXPECT_EQ(test::values((*li)[1].select(0, 1)), (std::vector<double>{1, 1, 1}));
+
+  data::DataLoader tuples(Tuples{}, {.batch_size = 4, .num_workers = 2});
+  int64_t seen = 0;
+  for (const auto& [a, b, c] : tuples) {
+    EXPECT_EQ(a.size(1), 2);
+    EXPECT_EQ(b.dim(), 1);
+    EXPECT_EQ(c.shape(), (Shape{a.size(0), 1, 1}));
+    EXPECT_EQ(b.select(0, 0).item<float>(), -static_cast<float>(seen));
+    seen += a.size(0);
+  }
+  EXPECT_EQ(seen, 6);
+  data::DataLoader pairs(Pairs{}, {.batch_size = 4});
+  auto pi = pairs.begin();
+  EXPECT_EQ(pi->first.shape(), (Shape{4, 3}));
+  EXPECT_EQ(pi->second.shape(), (Shape{4}));
+  static_assert(data::TensorBatch<std::tuple<Tensor, Tensor>> && data::TensorBatch<std::pair<Tensor, Tensor>>);
 
   data::DataLoader padded(Sequences{}, {.batch_size = 4}, PadCollate{});
   auto it = padded.begin();
