@@ -201,6 +201,35 @@ TEST(Collate, DictAndListSamplesAndPaddedSequences) {
             (std::vector<int64_t>{0, -1, -1, -1, 1, 1, -1, -1, 2, 2, 2, -1, 3, 3, 3, 3}));
   EXPECT_EQ(first.at("lengths").to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4}));
 
+  // The options' .collate for Example datasets: variable-length x padded, with workers, instead of get_batch.
+  struct Ragged {
+    int64_t size() const { return 6; }
+    data::Example get(int64_t i) const {
+      return {full({i % 3 + 1}, static_cast<double>(i)), full(Shape{}, static_cast<double>(i), {.dtype = kInt64})};
+    }
+  };
+  auto pad_x = [](std::vector<data::Example>&& es) {
+    std::vector<Tensor> xs, ys;
+    for (auto& e : es) {
+      xs.push_back(e.x);
+      ys.push_back(e.y);
+    }
+    return data::Batch{data::pad_sequence(xs, -1), stack(ys, 0)};
+  };
+  data::DataLoader ragged(Ragged{}, {.batch_size = 3, .num_workers = 2, .collate = pad_x});
+  auto ri = ragged.begin();
+  EXPECT_EQ(ri->x.to_vector<float>(), (std::vector<float>{0, -1, -1, 1, 1, -1, 2, 2, 2}));
+  EXPECT_EQ(ri->y.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+  // A TensorDataset would be gathered with get_batch; with .collate, its Examples go through the collate.
+  int calls = 0;
+  data::DataLoader counted(ids_ds(4), {.batch_size = 2, .collate = [&](std::vector<data::Example>&& es) {
+                                         ++calls;
+                                         return data::DefaultCollate{}(std::move(es));
+                                       }});
+  EXPECT_EQ(order_of(counted), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(calls, 2);
+  EXPECT_THROW_MSG(data::DataLoader(Sequences{}, {.collate = pad_x}), ValueError, ".collate", "third argument");
+
   // Without a padding collate, sequences of different lengths cannot be stacked: the error says why.
   data::DataLoader unpadded(Sequences{}, {.batch_size = 4});
   EXPECT_THROW_MSG(unpadded.begin(), ShapeError, "cannot collate", "same shape");

@@ -14,7 +14,8 @@
 //
 // Samples and batches: a dataset is anything with size() and get(i). The collate (third constructor argument,
 // DefaultCollate unless given) turns a std::vector of samples into a batch: see collate.h for what the default
-// stacks and how to pad variable-length samples. A dataset of Examples with get_batch(indices) (BatchDataset) is
+// stacks and how to pad variable-length samples. For a dataset of Examples, `.collate` in the options (a
+// std::function<Batch(std::vector<Example>&&)>) does the same without a template argument. A dataset of Examples with get_batch(indices) (BatchDataset) is
 // gathered in one call instead, when the collate is the default.
 //
 // Workers: get(i) runs on the worker threads, several at once — it must be safe to call concurrently (const
@@ -36,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -71,6 +73,9 @@ struct DataLoaderOptions {
   // The order of each epoch instead of shuffle / sequential (e.g. a DistributedSampler); shuffle must be false.
   std::shared_ptr<const Sampler> sampler = nullptr;
   bool persistent_workers = false;  // keep the worker threads between epochs (needs num_workers > 0)
+  // Builds each batch from its Examples instead of stacking them (e.g. padding variable-length x). For datasets of
+  // Examples; for other sample types pass a collate as the loader's third argument (collate.h).
+  std::function<Batch(std::vector<Example>&&)> collate = nullptr;
 };
 
 // What a DataLoader can walk: size() and get(i), the sample being any type the collate takes.
@@ -268,6 +273,17 @@ class Runner {
 
   // Gathered in one call when the dataset can and the collate is the default, else get(i) per sample + collate.
   B build_plain(const std::vector<int64_t>& idx, uint64_t epoch) {
+    if constexpr (std::is_same_v<B, Batch> && std::is_convertible_v<Sample, Example>) {
+      if (opts_.collate) {  // the options' collate, for Example samples
+        std::vector<Example> samples;
+        samples.reserve(idx.size());
+        for (int64_t i : idx) {
+          SampleScope scope(opts_.seed, epoch, i);
+          samples.push_back(static_cast<Example>(ds_->get(i)));
+        }
+        return opts_.collate(std::move(samples));
+      }
+    }
     if constexpr (BatchDataset<D> && std::is_same_v<C, DefaultCollate>) {
       return static_cast<Batch>(ds_->get_batch(idx));
     } else {
@@ -408,6 +424,11 @@ class DataLoader {
         collate_(std::make_shared<const C>(std::move(collate))),
         opts_(std::move(opts)) {
     detail::check_loader_options(opts_);
+    if constexpr (!(std::is_same_v<batch_type, Batch> && std::is_convertible_v<sample_type_t<D>, Example> &&
+                    std::is_same_v<C, DefaultCollate>))
+      EMBER_CHECK_VALUE(!opts_.collate, "DataLoader: .collate takes the Examples of a dataset of Examples with the ",
+                        "default third argument; this dataset's samples (or the collate given as the third argument) ",
+                        "are of another type: pass one collate, as the third argument");
     if constexpr (!TensorBatch<batch_type>)
       EMBER_CHECK_VALUE(opts_.device.is_cpu() && !opts_.pin_memory, "DataLoader: .device = ", opts_.device,
                         opts_.pin_memory ? " with .pin_memory" : "",
