@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
                           T::Compose{T::RandomCrop(32, {.padding = 4}), T::RandomHorizontalFlip(), T::ToFloat(),
                                      T::Normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616})});
   for (int workers : {0, 1, 2}) {
-    data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .num_workers = workers,
-                                    .persistent_workers = workers > 0});
+    data::DataLoader loader(
+        train, {.batch_size = 128, .shuffle = true, .num_workers = workers, .persistent_workers = workers > 0});
     const double s = median_seconds([&] {
       for (auto [x, y] : loader) (void)x;
     });

@@ -18,8 +18,9 @@ const std::array<const char*, 10>& CIFAR10::classes() {
 }
 
 Batch CIFAR10::parse_batch(const void* data, size_t size, const std::string& what) {
-  EMBER_CHECK(size % kRecordBytes == 0, IOError, "CIFAR10: ", what, " is truncated or not a CIFAR-10 batch file: ",
-              size, " bytes is not a whole number of ", kRecordBytes, "-byte records (label + 3x32x32 image)");
+  EMBER_CHECK(size % kRecordBytes == 0, IOError, "CIFAR10: ", what,
+              " is truncated or not a CIFAR-10 batch file: ", size, " bytes is not a whole number of ", kRecordBytes,
+              "-byte records (label + 3x32x32 image)");
   const auto n = static_cast<int64_t>(size / kRecordBytes);
   Tensor x = empty({n, 3, 32, 32}, {.dtype = kUInt8});
   Tensor y = empty({n}, {.dtype = kInt64});
@@ -61,7 +62,8 @@ TensorDataset load_split(const std::string& root, Split split) {
     const std::string path = (dir / name).string();
     std::error_code ec;
     EMBER_CHECK(std::filesystem::exists(path, ec), IOError, "CIFAR10: ", path, " is missing (the ",
-                split == Split::Train ? "training split needs data_batch_1.bin … data_batch_5.bin" : "test split needs test_batch.bin",
+                split == Split::Train ? "training split needs data_batch_1.bin … data_batch_5.bin"
+                                      : "test split needs test_batch.bin",
                 ")");
     auto file = detail::MappedFile::open(path, detail::MappedFile::Mode::ReadOnly, "CIFAR10");
     Batch b = CIFAR10::parse_batch(file->data(), file->size(), path);

@@ -33,8 +33,9 @@ TensorDict collate_dicts(const std::vector<TensorDict>& ds) {
     ts.reserve(ds.size());
     for (size_t i = 0; i < ds.size(); ++i) {
       auto it = ds[i].find(key);
-      EMBER_CHECK_VALUE(it != ds[i].end() && ds[i].size() == ds[0].size(), "DataLoader: cannot collate dict samples: ",
-                        "sample ", i, " has ", it == ds[i].end() ? "no key '" + key + "'" : "other keys",
+      EMBER_CHECK_VALUE(it != ds[i].end() && ds[i].size() == ds[0].size(),
+                        "DataLoader: cannot collate dict samples: ", "sample ", i, " has ",
+                        it == ds[i].end() ? "no key '" + key + "'" : "other keys",
                         " than sample 0 (every sample needs the same keys)");
       ts.push_back(it->second);
     }

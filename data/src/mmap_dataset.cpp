@@ -34,8 +34,8 @@ struct MmapDataset::Column {
       sample_bytes = static_cast<size_t>(sample.numel()) * itemsize(dt);
     }
     EMBER_CHECK(dt == dtype && sample == sample_shape, IOError, "MmapDataset: ", f->path(), " holds ", dt,
-                " samples of shape ", sample, ", but the first shard holds ", dtype, " samples of shape ",
-                sample_shape, " (every shard must match)");
+                " samples of shape ", sample, ", but the first shard holds ", dtype, " samples of shape ", sample_shape,
+                " (every shard must match)");
     shards.push_back({std::move(f), nullptr, rows, rows_});
     shards.back().base = shards.back().file->data() + offset;
     rows += rows_;
@@ -52,7 +52,8 @@ struct MmapDataset::Column {
   std::pair<const detail::MappedFile*, size_t> locate(int64_t i) const {
     auto it = std::upper_bound(shards.begin(), shards.end(), i, [](int64_t v, const Shard& s) { return v < s.first; });
     const Shard& s = *(it - 1);
-    return {s.file.get(), static_cast<size_t>(s.base - s.file->data()) + static_cast<size_t>(i - s.first) * sample_bytes};
+    return {s.file.get(),
+            static_cast<size_t>(s.base - s.file->data()) + static_cast<size_t>(i - s.first) * sample_bytes};
   }
 
   void release() const {
@@ -67,8 +68,8 @@ std::shared_ptr<MmapDataset::Column> npy_column(const std::vector<std::string>& 
   for (const std::string& path : files) {
     auto f = detail::MappedFile::open(path, detail::MappedFile::Mode::ReadOnly, "MmapDataset");
     const NpyHeader h = parse_npy_header(f->data(), f->size(), path);
-    EMBER_CHECK(!h.widened && !h.swap_bytes && (!h.fortran_order || h.shape.size() <= 1), IOError, "MmapDataset: ",
-                path, " holds '", h.descr, "'", h.fortran_order ? " in Fortran order" : "",
+    EMBER_CHECK(!h.widened && !h.swap_bytes && (!h.fortran_order || h.shape.size() <= 1), IOError,
+                "MmapDataset: ", path, " holds '", h.descr, "'", h.fortran_order ? " in Fortran order" : "",
                 ": only C-order arrays of a dtype Ember has, in native byte order, can be served mapped "
                 "(np.ascontiguousarray(a, dtype=...) and np.save make one)");
     EMBER_CHECK(h.shape.size() >= 1, IOError, "MmapDataset: ", path, " holds a 0-d array; dim 0 must be the samples");
@@ -92,9 +93,9 @@ std::shared_ptr<MmapDataset::Column> raw_column(const std::vector<RawArray>& arr
       EMBER_CHECK_VALUE(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) && bytes < (size_t{1} << 62),
                         "MmapDataset: ", a.path, ": sample_shape ", a.sample_shape, " is too large");
     auto f = detail::MappedFile::open(a.path, detail::MappedFile::Mode::ReadOnly, "MmapDataset");
-    EMBER_CHECK(a.offset <= f->size() && (f->size() - a.offset) % bytes == 0, IOError, "MmapDataset: ", a.path,
-                " has ", f->size(), " bytes: after the offset of ", a.offset, " that is not a whole number of ",
-                a.dtype, " samples of shape ", a.sample_shape, " (", bytes, " bytes each)");
+    EMBER_CHECK(a.offset <= f->size() && (f->size() - a.offset) % bytes == 0, IOError, "MmapDataset: ", a.path, " has ",
+                f->size(), " bytes: after the offset of ", a.offset, " that is not a whole number of ", a.dtype,
+                " samples of shape ", a.sample_shape, " (", bytes, " bytes each)");
     EMBER_CHECK(a.offset % itemsize(a.dtype) == 0, IOError, "MmapDataset: ", a.path, ": offset ", a.offset,
                 " is not aligned to ", a.dtype, " items");
     const auto rows = static_cast<int64_t>((f->size() - a.offset) / bytes);  // before f is moved from
@@ -160,9 +161,8 @@ MmapDataset::MmapDataset(const std::vector<std::string>& x_files, const std::vec
 }
 
 MmapDataset::MmapDataset(const std::string& x_file, const std::string& y_file, MmapDatasetOptions options)
-    : MmapDataset(std::vector<std::string>{x_file}, y_file.empty() ? std::vector<std::string>{}
-                                                                   : std::vector<std::string>{y_file},
-                  options) {}
+    : MmapDataset(std::vector<std::string>{x_file},
+                  y_file.empty() ? std::vector<std::string>{} : std::vector<std::string>{y_file}, options) {}
 
 MmapDataset::MmapDataset(const std::vector<RawArray>& x, const std::vector<RawArray>& y, MmapDatasetOptions options)
     : opts_(options), since_release_(std::make_shared<std::atomic<size_t>>(0)) {

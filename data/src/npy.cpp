@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "bits.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
 #include "mapped_file.h"
@@ -17,12 +18,6 @@ namespace ember::data {
 namespace {
 
 using ember::detail::str;
-
-uint32_t read_le(const unsigned char* p, int n) {
-  uint32_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // A recursive-descent reader for the one dict literal a .npy header holds. Every failure is an IOError that
 // quotes the header, so a user can see what the writer produced.
@@ -69,8 +64,8 @@ class HeaderDict {
     std::string shown = s_.substr(0, 200);
     for (char& c : shown)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
-    throw IOError(str("load_npy: ", what_, ": malformed .npy header (expected ", wanted, " at character ", i_,
-                      "): \"", shown, s_.size() > 200 ? "..." : "", "\""));
+    throw IOError(str("load_npy: ", what_, ": malformed .npy header (expected ", wanted, " at character ", i_, "): \"",
+                      shown, s_.size() > 200 ? "..." : "", "\""));
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void skip_space() {
@@ -144,7 +139,8 @@ void resolve_dtype(NpyHeader& h, const std::string& what) {
                       " (loadable: float32, float64, float16, int64, int32, uint8, bool; int8, int16, uint16 and "
                       "uint32 load widened)"));
   };
-  if (d.size() < 3 || d.size() > 4 || std::string("<>|=").find(d[0]) == std::string::npos) unsupported("is not a plain numeric dtype");
+  if (d.size() < 3 || d.size() > 4 || std::string("<>|=").find(d[0]) == std::string::npos)
+    unsupported("is not a plain numeric dtype");
   const char order = d[0], kind = d[1];
   const std::string width = d.substr(2);
   int n = 0;
@@ -175,8 +171,8 @@ void resolve_dtype(NpyHeader& h, const std::string& what) {
     }
   }
   unsupported(kind == 'u' && n == 8 ? "(uint64) has no Ember dtype that holds all its values"
-              : kind == 'c'        ? "(complex) is not supported"
-                                   : "is not supported");
+              : kind == 'c'         ? "(complex) is not supported"
+                                    : "is not supported");
 }
 
 template <class T>
@@ -245,7 +241,7 @@ NpyHeader parse_npy_header(const void* data, size_t size, const std::string& wha
               int{p[7]}, " (supported: 1.0, 2.0, 3.0)");
   const size_t preamble = major == 1 ? 10 : 12;
   EMBER_CHECK(size >= preamble, IOError, "load_npy: ", what, ": file is truncated (ended in the header)");
-  const size_t hlen = read_le(p + 8, major == 1 ? 2 : 4);
+  const size_t hlen = detail::load_le(p + 8, major == 1 ? 2 : 4);
   EMBER_CHECK(hlen <= size - preamble, IOError, "load_npy: ", what, ": file is truncated (the header declares ", hlen,
               " bytes, ", size - preamble, " follow)");
   NpyHeader h;
@@ -261,8 +257,8 @@ NpyHeader parse_npy_header(const void* data, size_t size, const std::string& wha
                 IOError, "load_npy: ", what, ": shape ", h.shape, " overflows");
   EMBER_CHECK(!__builtin_mul_overflow(numel, h.file_itemsize, &h.data_bytes), IOError, "load_npy: ", what, ": shape ",
               h.shape, " overflows");
-  EMBER_CHECK(h.data_bytes <= size - h.data_offset, IOError, "load_npy: ", what, ": file is truncated (shape ",
-              h.shape, " of '", h.descr, "' needs ", h.data_bytes, " data bytes, ", size - h.data_offset, " follow)");
+  EMBER_CHECK(h.data_bytes <= size - h.data_offset, IOError, "load_npy: ", what, ": file is truncated (shape ", h.shape,
+              " of '", h.descr, "' needs ", h.data_bytes, " data bytes, ", size - h.data_offset, " follow)");
   return h;
 }
 
@@ -283,9 +279,8 @@ Tensor load_npy(const std::string& path, NpyLoadOptions options) {
   }
   auto file = MappedFile::open(path, MappedFile::Mode::CopyOnWrite, "load_npy");
   const NpyHeader h = parse_npy_header(file->data(), file->size(), path);
-  EMBER_CHECK(!h.widened && !h.swap_bytes, IOError, "load_npy: ", path, ": cannot map '", h.descr,
-              "' data (it needs ", h.widened ? "widening" : "byte swapping", " to become ", h.dtype,
-              "); load it without .mmap");
+  EMBER_CHECK(!h.widened && !h.swap_bytes, IOError, "load_npy: ", path, ": cannot map '", h.descr, "' data (it needs ",
+              h.widened ? "widening" : "byte swapping", " to become ", h.dtype, "); load it without .mmap");
   unsigned char* base = file->mutable_data() + h.data_offset;
   EMBER_CHECK(reinterpret_cast<uintptr_t>(base) % itemsize(h.dtype) == 0, IOError, "load_npy: ", path,
               ": cannot map: the data starts at byte ", h.data_offset, ", not aligned to its ", itemsize(h.dtype),
@@ -296,8 +291,8 @@ Tensor load_npy(const std::string& path, NpyLoadOptions options) {
   if (h.dtype == kBool) {
     // Checked once here so that the mapped bytes are valid bools (a scan of the data; bool arrays are rare).
     for (size_t i = 0; i < h.data_bytes; ++i)
-      EMBER_CHECK(base[i] <= 1, IOError, "load_npy: ", path, ": bool data holds byte ", int{base[i]}, " at element ",
-                  i, " (only 0 and 1 are bools); load it without .mmap to normalise it");
+      EMBER_CHECK(base[i] <= 1, IOError, "load_npy: ", path, ": bool data holds byte ", int{base[i]}, " at element ", i,
+                  " (only 0 and 1 are bools); load it without .mmap to normalise it");
   }
   Tensor t = from_blob(base, stored, {.dtype = h.dtype}, [file](void*) {});
   return fortran ? raw::permute(t, reverse_dims(h.shape.size())) : t;
@@ -307,13 +302,27 @@ void save_npy(const std::string& path, const Tensor& t) {
   EMBER_CHECK_VALUE(t.defined(), "save_npy: ", path, ": the tensor is undefined");
   const char* descr = nullptr;
   switch (t.dtype()) {
-    case kFloat32: descr = "<f4"; break;
-    case kFloat64: descr = "<f8"; break;
-    case kFloat16: descr = "<f2"; break;
-    case kInt64: descr = "<i8"; break;
-    case kInt32: descr = "<i4"; break;
-    case kUInt8: descr = "|u1"; break;
-    case kBool: descr = "|b1"; break;
+    case kFloat32:
+      descr = "<f4";
+      break;
+    case kFloat64:
+      descr = "<f8";
+      break;
+    case kFloat16:
+      descr = "<f2";
+      break;
+    case kInt64:
+      descr = "<i8";
+      break;
+    case kInt32:
+      descr = "<i4";
+      break;
+    case kUInt8:
+      descr = "|u1";
+      break;
+    case kBool:
+      descr = "|b1";
+      break;
     case kBFloat16:
       throw DTypeError(str("save_npy: ", path, ": NumPy has no bfloat16 dtype; save t.to(kFloat32) instead"));
   }
@@ -336,7 +345,8 @@ void save_npy(const std::string& path, const Tensor& t) {
   f.write(head.data(), static_cast<std::streamsize>(head.size()));
   f.write(dict.data(), static_cast<std::streamsize>(dict.size()));
   if (host.numel() > 0)
-    f.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(host.numel() * itemsize(host.dtype())));
+    f.write(static_cast<const char*>(host.data_ptr()),
+            static_cast<std::streamsize>(host.numel() * itemsize(host.dtype())));
   f.close();
   EMBER_CHECK(!f.fail(), IOError, "save_npy: writing ", path, " failed (", std::strerror(errno), ")");
 }

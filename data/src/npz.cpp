@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bits.h"
 #include "ember/data/npy.h"
 #include "mapped_file.h"
 
@@ -16,23 +17,18 @@ namespace {
 
 using ember::detail::str;
 
-uint64_t le(const unsigned char* p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+using detail::load_le;
 
 struct Archive {
   const unsigned char* p;
   size_t size;
   const std::string& what;
 
-  [[noreturn]] void fail(const std::string& why) const {
-    throw IOError(str("load_npz: ", what, ": ", why));
-  }
+  [[noreturn]] void fail(const std::string& why) const { throw IOError(str("load_npz: ", what, ": ", why)); }
   // The n bytes at off, or an IOError naming what was being read.
   const unsigned char* at(uint64_t off, uint64_t n, const char* part) const {
-    if (off > size || n > size - off) fail(str("truncated or corrupt archive (the ", part, " at byte ", off, " runs past the end, ", size, " bytes)"));
+    if (off > size || n > size - off)
+      fail(str("truncated or corrupt archive (the ", part, " at byte ", off, " runs past the end, ", size, " bytes)"));
     return p + off;
   }
 };
@@ -50,25 +46,25 @@ void find_directory(const Archive& a, uint64_t& entries, uint64_t& cd_off, uint6
   int64_t eocd = -1;
   const size_t lowest = a.size > 22 + 65535 ? a.size - 22 - 65535 : 0;
   for (size_t i = a.size - 22 + 1; i-- > lowest;)
-    if (le(a.p + i, 4) == 0x06054b50) {
+    if (load_le(a.p + i, 4) == 0x06054b50) {
       eocd = static_cast<int64_t>(i);
       break;
     }
   if (eocd < 0) a.fail("not a ZIP archive (no end-of-central-directory record)");
   const unsigned char* e = a.p + eocd;
-  entries = le(e + 10, 2);
-  cd_size = le(e + 12, 4);
-  cd_off = le(e + 16, 4);
+  entries = load_le(e + 10, 2);
+  cd_size = load_le(e + 12, 4);
+  cd_off = load_le(e + 16, 4);
   if (entries == 0xffff || cd_size == 0xffffffff || cd_off == 0xffffffff) {
     // ZIP64: a locator just before the classic record points at the 64-bit record.
     if (eocd < 20) a.fail("ZIP64 archive without its locator");
     const unsigned char* loc = a.p + eocd - 20;
-    if (le(loc, 4) != 0x07064b50) a.fail("ZIP64 archive without its locator");
-    const unsigned char* z = a.at(le(loc + 8, 8), 56, "ZIP64 end record");
-    if (le(z, 4) != 0x06064b50) a.fail("bad ZIP64 end record signature");
-    entries = le(z + 32, 8);
-    cd_size = le(z + 40, 8);
-    cd_off = le(z + 48, 8);
+    if (load_le(loc, 4) != 0x07064b50) a.fail("ZIP64 archive without its locator");
+    const unsigned char* z = a.at(load_le(loc + 8, 8), 56, "ZIP64 end record");
+    if (load_le(z, 4) != 0x06064b50) a.fail("bad ZIP64 end record signature");
+    entries = load_le(z + 32, 8);
+    cd_size = load_le(z + 40, 8);
+    cd_off = load_le(z + 48, 8);
   }
   a.at(cd_off, cd_size, "central directory");
   if (entries > cd_size / 46) a.fail(str("the directory claims ", entries, " entries in ", cd_size, " bytes"));
@@ -81,21 +77,21 @@ std::vector<Entry> read_directory(const Archive& a) {
   out.reserve(entries);
   for (uint64_t k = 0; k < entries; ++k) {
     const unsigned char* c = a.at(off, 46, "directory entry");
-    if (le(c, 4) != 0x02014b50) a.fail(str("bad directory entry signature at byte ", off));
+    if (load_le(c, 4) != 0x02014b50) a.fail(str("bad directory entry signature at byte ", off));
     Entry e;
-    const uint64_t flags = le(c + 8, 2);
+    const uint64_t flags = load_le(c + 8, 2);
     if (flags & 1) a.fail("encrypted members are not supported");
-    e.method = static_cast<int>(le(c + 10, 2));
-    e.crc = static_cast<uint32_t>(le(c + 16, 4));
-    e.csize = le(c + 20, 4);
-    e.usize = le(c + 24, 4);
-    const uint64_t nlen = le(c + 28, 2), xlen = le(c + 30, 2), clen = le(c + 32, 2);
-    e.local = le(c + 42, 4);
+    e.method = static_cast<int>(load_le(c + 10, 2));
+    e.crc = static_cast<uint32_t>(load_le(c + 16, 4));
+    e.csize = load_le(c + 20, 4);
+    e.usize = load_le(c + 24, 4);
+    const uint64_t nlen = load_le(c + 28, 2), xlen = load_le(c + 30, 2), clen = load_le(c + 32, 2);
+    e.local = load_le(c + 42, 4);
     const unsigned char* name = a.at(off + 46, nlen + xlen + clen, "directory entry");
     e.name.assign(reinterpret_cast<const char*>(name), nlen);
     // ZIP64 extra field (id 1): the 64-bit values of whichever of usize, csize, local are saturated, in order.
     for (uint64_t x = nlen; x + 4 <= nlen + xlen;) {
-      const uint64_t id = le(name + x, 2), len = le(name + x + 2, 2);
+      const uint64_t id = load_le(name + x, 2), len = load_le(name + x + 2, 2);
       if (x + 4 + len > nlen + xlen) a.fail(str("member ", e.name, ": corrupt extra field"));
       if (id == 1) {
         const unsigned char* v = name + x + 4;
@@ -103,7 +99,7 @@ std::vector<Entry> read_directory(const Archive& a) {
         for (uint64_t* field : {&e.usize, &e.csize, &e.local}) {
           if (*field != 0xffffffff) continue;
           if (used + 8 > len) a.fail(str("member ", e.name, ": short ZIP64 extra field"));
-          *field = le(v + used, 8);
+          *field = load_le(v + used, 8);
           used += 8;
         }
       }
@@ -116,10 +112,11 @@ std::vector<Entry> read_directory(const Archive& a) {
 }
 
 // The member's bytes: a pointer into the archive when stored, else inflated into `buf`.
-std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Entry& e, std::vector<unsigned char>& buf) {
+std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Entry& e,
+                                                     std::vector<unsigned char>& buf) {
   const unsigned char* l = a.at(e.local, 30, "local header");
-  if (le(l, 4) != 0x04034b50) a.fail(str("member ", e.name, ": bad local header signature"));
-  const uint64_t start = e.local + 30 + le(l + 26, 2) + le(l + 28, 2);
+  if (load_le(l, 4) != 0x04034b50) a.fail(str("member ", e.name, ": bad local header signature"));
+  const uint64_t start = e.local + 30 + load_le(l + 26, 2) + load_le(l + 28, 2);
   const unsigned char* src = a.at(start, e.csize, "member data");
   const unsigned char* out = nullptr;
   if (e.method == 0) {
@@ -128,7 +125,8 @@ std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Ent
   } else if (e.method == 8) {
     // Deflate expands at most ~1032:1; a larger declared size is a forgery and must not be allocated.
     if (e.usize / 1032 > e.csize + 1)
-      a.fail(str("member ", e.name, ": declares ", e.usize, " bytes from ", e.csize, " compressed (not possible with deflate)"));
+      a.fail(str("member ", e.name, ": declares ", e.usize, " bytes from ", e.csize,
+                 " compressed (not possible with deflate)"));
     // The output buffer grows as inflate fills it (doubling from 64 KiB, never past the declared size), so memory
     // follows the data actually there, not the size the directory claims.
     buf.clear();
@@ -156,9 +154,11 @@ std::pair<const unsigned char*, size_t> member_bytes(const Archive& a, const Ent
     inflateEnd(&z);
     const uint64_t out_left = e.usize - produced;
     if (rc != Z_STREAM_END || out_left != 0)
-      a.fail(str("member ", e.name, ": corrupt deflate data (", rc == Z_STREAM_END ? "size differs from the declared one"
-                                                             : z.msg                ? z.msg
-                                                                                    : "ended early", ")"));
+      a.fail(str("member ", e.name, ": corrupt deflate data (",
+                 rc == Z_STREAM_END ? "size differs from the declared one"
+                 : z.msg            ? z.msg
+                                    : "ended early",
+                 ")"));
     out = buf.data();
   } else {
     a.fail(str("member ", e.name, ": compression method ", e.method, " is not supported (stored or deflated only)"));
@@ -181,7 +181,7 @@ std::map<std::string, Tensor> parse_npz(const void* data, size_t size, const std
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const Entry& e : entries) {
     const unsigned char* l = a.at(e.local, 30, "local header");
-    const uint64_t end = e.local + 30 + le(l + 26, 2) + le(l + 28, 2) + e.csize;
+    const uint64_t end = e.local + 30 + load_le(l + 26, 2) + load_le(l + 28, 2) + e.csize;
     spans.emplace_back(e.local, end);
   }
   std::sort(spans.begin(), spans.end());

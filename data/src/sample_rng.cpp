@@ -3,16 +3,13 @@
 
 #include <cmath>
 
+#include "bits.h"
 #include "ember/core/error.h"
 
 namespace ember::data {
 namespace {
 
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t z) { return detail::splitmix64_finalize(z); }
 
 struct Current {
   uint64_t seed = 0, epoch = 0;
@@ -43,7 +40,8 @@ int64_t SampleRng::randint(int64_t lo, int64_t hi) {
   for (;;) {
     const unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * range;
     const auto low = static_cast<uint64_t>(m);
-    if (low >= (0 - range) % range) return static_cast<int64_t>(static_cast<uint64_t>(lo) + static_cast<uint64_t>(m >> 64));
+    if (low >= (0 - range) % range)
+      return static_cast<int64_t>(static_cast<uint64_t>(lo) + static_cast<uint64_t>(m >> 64));
   }
 }
 

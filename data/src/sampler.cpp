@@ -8,18 +8,14 @@
 #include <random>
 #include <utility>
 
+#include "bits.h"
 #include "ember/core/error.h"
 
 namespace ember::data {
 namespace {
 
-// SplitMix64's finaliser: spreads (seed, epoch) so that nearby seeds and epochs give unrelated streams.
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+// One SplitMix64 step: spreads (seed, epoch) so that nearby seeds and epochs give unrelated streams.
+uint64_t mix(uint64_t z) { return detail::splitmix64_finalize(z + 0x9E3779B97F4A7C15ULL); }
 
 // Uniform in [0, bound) without modulo bias: reject draws from the incomplete top block.
 uint64_t below(std::mt19937_64& g, uint64_t bound) {

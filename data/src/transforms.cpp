@@ -15,8 +15,7 @@ Tensor as_chw(const Tensor& x, const char* op) {
   EMBER_CHECK_VALUE(x.defined(), op, ": the sample is undefined");
   EMBER_CHECK_DEVICE(x.device().is_cpu(), op, ": transforms run on CPU tensors (in the DataLoader's workers), got a ",
                      x.device(), " tensor");
-  EMBER_CHECK_SHAPE(x.dim() == 2 || x.dim() == 3, op, ": expected an image [C, H, W] or [H, W], got shape ",
-                    x.shape());
+  EMBER_CHECK_SHAPE(x.dim() == 2 || x.dim() == 3, op, ": expected an image [C, H, W] or [H, W], got shape ", x.shape());
   Tensor c = raw::contiguous(x);
   return x.dim() == 2 ? raw::unsqueeze(c, 0) : c;
 }
@@ -80,28 +79,40 @@ Tensor ToFloat::operator()(const Tensor& x, SampleRng&) const {
   return x.dtype() == kUInt8 ? raw::binary(BinaryOp::Mul, f, Scalar(1.0 / 255.0)) : f;
 }
 
-Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
-  EMBER_CHECK_VALUE(!mean_.empty() && mean_.size() == std_.size(), "Normalize: mean and std need one value per ",
-                    "channel each, got ", mean_.size(), " and ", std_.size());
-  for (double s : std_) EMBER_CHECK_VALUE(s > 0, "Normalize: std must be > 0, got ", s);
+Normalize::Normalize(std::vector<double> mean, std::vector<double> std) {
+  EMBER_CHECK_VALUE(!mean.empty() && mean.size() == std.size(), "Normalize: mean and std need one value per ",
+                    "channel each, got ", mean.size(), " and ", std.size());
+  // (x - m) / s = x * (1 / s) + (-m / s): one multiply-add per element, coefficients computed once here.
+  for (size_t c = 0; c < mean.size(); ++c) {
+    EMBER_CHECK_VALUE(std[c] > 0, "Normalize: std must be > 0, got ", std[c]);
+    scale_.push_back(1.0 / std[c]);
+    shift_.push_back(-mean[c] / std[c]);
+  }
 }
 
-Tensor Normalize::operator()(const Tensor& x, SampleRng&) const {
-  EMBER_CHECK_VALUE(x.defined(), "Normalize: the sample is undefined");
-  EMBER_CHECK_DTYPE(is_floating(x.dtype()), "Normalize: expects a float tensor (put ToFloat before it), got ",
-                    x.dtype());
-  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(0) == static_cast<int64_t>(mean_.size()), "Normalize: ", mean_.size(),
-                    " channels of mean/std for a sample of shape ", x.shape(), " (dim 0 is the channel)");
-  // Per-channel scale and shift, broadcast over the remaining dims: (x - m) / s = x * (1/s) + (-m/s).
-  Shape bshape(x.dim(), 1);
-  bshape[0] = x.size(0);
-  std::vector<double> scale(mean_.size()), shift(mean_.size());
-  for (size_t c = 0; c < mean_.size(); ++c) {
-    scale[c] = 1.0 / std_[c];
-    shift[c] = -mean_[c] / std_[c];
-  }
-  Tensor a = raw::cast(tensor(scale, bshape), x.dtype()), b = raw::cast(tensor(shift, bshape), x.dtype());
-  return raw::binary(BinaryOp::Add, raw::binary(BinaryOp::Mul, x, a), b);
+Tensor Normalize::operator()(const Tensor& x_in, SampleRng&) const {
+  EMBER_CHECK_VALUE(x_in.defined(), "Normalize: the sample is undefined");
+  EMBER_CHECK_DTYPE(x_in.dtype() == kFloat32 || x_in.dtype() == kFloat64,
+                    "Normalize: expects a float32 or float64 tensor (put ToFloat before it), got ", x_in.dtype());
+  EMBER_CHECK_DEVICE(x_in.device().is_cpu(), "Normalize: transforms run on CPU tensors, got a ", x_in.device(),
+                     " tensor");
+  EMBER_CHECK_SHAPE(x_in.dim() >= 1 && x_in.size(0) == static_cast<int64_t>(scale_.size()),
+                    "Normalize: ", scale_.size(), " channels of mean/std for a sample of shape ", x_in.shape(),
+                    " (dim 0 is the channel)");
+  const Tensor x = raw::contiguous(x_in);
+  Tensor out = empty(x.shape(), {.dtype = x.dtype()});
+  const int64_t per = x.numel() / x.size(0);
+  auto apply = [&]<class T>() {
+    const T* src = static_cast<const T*>(x.data_ptr());
+    T* dst = static_cast<T*>(out.data_ptr());
+    for (size_t c = 0; c < scale_.size(); ++c) {
+      const T a = static_cast<T>(scale_[c]), b = static_cast<T>(shift_[c]);
+      for (int64_t j = 0; j < per; ++j) dst[c * per + j] = src[c * per + j] * a + b;
+    }
+  };
+  if (x.dtype() == kFloat32) apply.template operator()<float>();
+  else apply.template operator()<double>();
+  return out;
 }
 
 }  // namespace ember::data::transforms

@@ -61,7 +61,8 @@ Args parse(int argc, char** argv) {
   }
   if (a.data.empty()) usage("--data DIR is required (the folder with data_batch_1.bin ... test_batch.bin)");
   if (a.model != "lenet" && a.model != "resnet") usage("--model must be lenet or resnet");
-  if (a.epochs < 1 || a.batch_size < 1 || a.workers < 0 || !(a.lr > 0)) usage("bad --epochs/--batch-size/--workers/--lr");
+  if (a.epochs < 1 || a.batch_size < 1 || a.workers < 0 || !(a.lr > 0))
+    usage("bad --epochs/--batch-size/--workers/--lr");
   return a;
 }
 
@@ -98,9 +99,16 @@ struct Residual : nn::Module {
 
 nn::Chain make_model(const std::string& kind) {
   if (kind == "lenet")
-    return nn::Chain{nn::Conv2d(3, 6, 5),    nn::relu, nn::MaxPool2d(2), nn::Conv2d(6, 16, 5), nn::relu,
-                     nn::MaxPool2d(2),       nn::Flatten(), nn::Dense(16 * 5 * 5, 120, nn::relu),
-                     nn::Dense(120, 84, nn::relu), nn::Dense(84, 10)};
+    return nn::Chain{nn::Conv2d(3, 6, 5),
+                     nn::relu,
+                     nn::MaxPool2d(2),
+                     nn::Conv2d(6, 16, 5),
+                     nn::relu,
+                     nn::MaxPool2d(2),
+                     nn::Flatten(),
+                     nn::Dense(16 * 5 * 5, 120, nn::relu),
+                     nn::Dense(120, 84, nn::relu),
+                     nn::Dense(84, 10)};
   return nn::Chain{nn::Conv2d(3, 16, 3, {.padding = 1, .bias = false}),
                    nn::BatchNorm2d(16),
                    nn::relu,
@@ -151,9 +159,13 @@ int main(int argc, char** argv) {
     data::Transformed train(Head<data::CIFAR10>{data::CIFAR10(args.data, data::Split::Train), args.limit},
                             T::Compose{T::RandomCrop(32, {.padding = 4}), T::RandomHorizontalFlip(), T::ToFloat(),
                                        T::Normalize(mean, stdev)});
-    data::Transformed test(data::CIFAR10(args.data, data::Split::Test), T::Compose{T::ToFloat(), T::Normalize(mean, stdev)});
-    const data::DataLoaderOptions common{.batch_size = args.batch_size, .num_workers = args.workers,
-                                         .pin_memory = dev.is_cuda(), .device = dev, .seed = args.seed,
+    data::Transformed test(data::CIFAR10(args.data, data::Split::Test),
+                           T::Compose{T::ToFloat(), T::Normalize(mean, stdev)});
+    const data::DataLoaderOptions common{.batch_size = args.batch_size,
+                                         .num_workers = args.workers,
+                                         .pin_memory = dev.is_cuda(),
+                                         .device = dev,
+                                         .seed = args.seed,
                                          .persistent_workers = args.workers > 0};
     data::DataLoaderOptions train_opts = common;
     train_opts.shuffle = true;

@@ -12,12 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path tmpdir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("ember_cifar_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir(const std::string& tag) { return test::tmpdir("cifar_" + tag); }
 
 // n records; record i of file f: label (f * 7 + i) % 10, pixel p = (f + i * 3 + p) % 256.
 std::string records(int f, int n) {

@@ -16,11 +16,7 @@ using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path tmpdir() {
-  fs::path d = fs::temp_directory_path() / ("ember_idx_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir() { return test::tmpdir("idx"); }
 std::string header(uint8_t type, const std::vector<uint32_t>& dims) { return test::idx_header(type, dims); }
 using test::write_gz;
 using test::write_plain;

@@ -1,6 +1,6 @@
 // DataLoader beyond (x, y) pairs and one-shot workers: the samplers (sequential, random with and without
-// replacement, weighted), custom collates (dict, list, tuple and pair samples, variable-length sequences padded, a batch type of
-// the user's own), and persistent workers (the same threads every epoch, an abandoned epoch).
+// replacement, weighted), custom collates (dict, list, tuple and pair samples, variable-length sequences padded, a
+// batch type of the user's own), and persistent workers (the same threads every epoch, an abandoned epoch).
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -247,8 +247,8 @@ TEST(Collate, ABatchTypeOfTheUsersOwn) {
 
 TEST(PersistentWorkers, KeepTheirThreadsAndGiveTheSameBatches) {
   ThreadSpy spy;
-  data::DataLoader persistent(spy, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 3,
-                                    .persistent_workers = true});
+  data::DataLoader persistent(
+      spy, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 3, .persistent_workers = true});
   data::DataLoader fresh(ThreadSpy{}, {.batch_size = 4, .shuffle = true, .num_workers = 2, .seed = 3});
   for (int e = 0; e < 3; ++e) EXPECT_EQ(order_of(persistent), order_of(fresh)) << "epoch " << e;
   // Persistent: the same (at most two) workers every epoch. Without: new threads each epoch, so at least one new

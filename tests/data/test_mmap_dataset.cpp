@@ -15,12 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path tmpdir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("ember_mmapds_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir(const std::string& tag) { return test::tmpdir("mmapds_" + tag); }
 
 // This process's resident set in bytes (VmRSS: anonymous + file-backed pages mapped in).
 size_t rss_bytes() {
@@ -75,10 +70,9 @@ TEST(MmapDataset, ServesNpyShardsAsTheArraysWritten) {
   EXPECT_THROW_MSG(ds.get_batch({0, -1}), IndexError, "index -1");
   // Shards must agree; x and y must have the same number of samples.
   data::save_npy((d / "other.npy").string(), randn({3, 3, 2}));
-  EXPECT_THROW_MSG(data::MmapDataset(std::vector<std::string>{(d / "x0.npy").string(), (d / "other.npy").string()}), IOError, "other.npy",
-                   "[3, 2]", "[2, 3]", "every shard");
-  EXPECT_THROW_MSG(data::MmapDataset((d / "x0.npy").string(), (d / "y1.npy").string()), ShapeError, "5 samples",
-                   "4");
+  EXPECT_THROW_MSG(data::MmapDataset(std::vector<std::string>{(d / "x0.npy").string(), (d / "other.npy").string()}),
+                   IOError, "other.npy", "[3, 2]", "[2, 3]", "every shard");
+  EXPECT_THROW_MSG(data::MmapDataset((d / "x0.npy").string(), (d / "y1.npy").string()), ShapeError, "5 samples", "4");
   data::save_npy((d / "scalar.npy").string(), full(Shape{}, 1.0));
   EXPECT_THROW_MSG(data::MmapDataset((d / "scalar.npy").string()), IOError, "0-d");
   fs::remove_all(d);
@@ -92,8 +86,8 @@ TEST(MmapDataset, ServesRawFilesAndChecksTheirSize) {
     std::ofstream f(d / "x.bin", std::ios::binary);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
-  data::MmapDataset ds(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8, .sample_shape = {3, 4},
-                                      .offset = 16});
+  data::MmapDataset ds(
+      data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8, .sample_shape = {3, 4}, .offset = 16});
   ASSERT_EQ(ds.size(), 6);
   data::Example e = ds.get(2);
   EXPECT_EQ(e.x.shape(), (Shape{3, 4}));
@@ -101,29 +95,31 @@ TEST(MmapDataset, ServesRawFilesAndChecksTheirSize) {
   std::vector<double> want;
   for (size_t i = 0; i < 12; ++i) want.push_back(bytes[16 + 2 * 12 + i]);
   EXPECT_EQ(test::values(e.x), want);
-  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8,
-                                                    .sample_shape = {5}}),
-                   IOError, "88 bytes", "whole number", "[5]");
+  EXPECT_THROW_MSG(
+      data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8, .sample_shape = {5}}), IOError,
+      "88 bytes", "whole number", "[5]");
   EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "missing.bin").string(), .sample_shape = {1}}),
                    IOError, "cannot open", "missing.bin");
-  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8,
-                                                    .sample_shape = {4}, .offset = 1000}),
+  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{
+                       .path = (d / "x.bin").string(), .dtype = kUInt8, .sample_shape = {4}, .offset = 1000}),
                    IOError, "offset of 1000");
   { std::ofstream(d / "odd.bin", std::ios::binary) << std::string(18, 'x'); }  // 2 + one 16-byte sample
-  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "odd.bin").string(), .dtype = kInt32,
-                                                    .sample_shape = {4}, .offset = 2}),
+  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{
+                       .path = (d / "odd.bin").string(), .dtype = kInt32, .sample_shape = {4}, .offset = 2}),
                    IOError, "not aligned");
-  EXPECT_THROW_MSG(data::MmapDataset(data::RawArray{.path = (d / "x.bin").string(), .dtype = kUInt8,
-                                                    .sample_shape = {int64_t{1} << 40, int64_t{1} << 40}}),
-                   ValueError, "too large");
+  EXPECT_THROW_MSG(
+      data::MmapDataset(data::RawArray{
+          .path = (d / "x.bin").string(), .dtype = kUInt8, .sample_shape = {int64_t{1} << 40, int64_t{1} << 40}}),
+      ValueError, "too large");
   { std::ofstream(d / "empty.bin"); }
   EXPECT_EQ(data::MmapDataset(data::RawArray{.path = (d / "empty.bin").string(), .sample_shape = {3}}).size(), 0);
   // A zero-row shard between two others, and no release at all (resident_bytes = 0): the same samples.
   data::save_npy((d / "a.npy").string(), arange(0, 6, 1, {.dtype = kFloat32}).reshape({3, 2}));
   data::save_npy((d / "z.npy").string(), zeros({0, 2}));
   data::save_npy((d / "b.npy").string(), arange(6, 10, 1, {.dtype = kFloat32}).reshape({2, 2}));
-  data::MmapDataset gap(std::vector<std::string>{(d / "a.npy").string(), (d / "z.npy").string(), (d / "b.npy").string()},
-                        {}, {.resident_bytes = 0});
+  data::MmapDataset gap(
+      std::vector<std::string>{(d / "a.npy").string(), (d / "z.npy").string(), (d / "b.npy").string()}, {},
+      {.resident_bytes = 0});
   ASSERT_EQ(gap.size(), 5);
   EXPECT_EQ(test::values(gap.get_batch({4, 3, 2}).x), (std::vector<double>{8, 9, 6, 7, 4, 5}));
   EXPECT_EQ(test::values(gap.get_batch({2, 3, 4}).x), (std::vector<double>{4, 5, 6, 7, 8, 9}));
@@ -136,7 +132,7 @@ TEST(MmapDataset, AFourGiBFileTrainsWithABoundedResidentSet) {
   const fs::path d = tmpdir("big");
   const std::string path = (d / "big.npy").string();
   const int64_t features = 4096, n = (int64_t{4} << 30) / (features * 4);  // float32 [262144, 4096]
-  data::save_npy(path, zeros({1, features}));  // a valid header, then grow the data part
+  data::save_npy(path, zeros({1, features}));                              // a valid header, then grow the data part
   std::string head;
   {
     std::ifstream f(path, std::ios::binary);
@@ -183,8 +179,8 @@ TEST(MmapDataset, AFourGiBFileTrainsWithABoundedResidentSet) {
   EXPECT_EQ(seen, n);
   EXPECT_EQ(marks, 4);
   // 256 MiB between releases + the batches in flight (6 x 8 MiB) + noise: far below the 4 GiB read.
-  EXPECT_LT(peak - before, size_t{600} << 20) << "resident set grew from " << (before >> 20) << " MiB to "
-                                               << (peak >> 20) << " MiB";
+  EXPECT_LT(peak - before, size_t{600} << 20)
+      << "resident set grew from " << (before >> 20) << " MiB to " << (peak >> 20) << " MiB";
 
   // Shuffled: scattered rows are read without mapping them, so the resident set stays bounded too.
   data::DataLoader shuffled(ds, {.batch_size = 512, .shuffle = true, .num_workers = 2, .seed = 1});
@@ -199,8 +195,8 @@ TEST(MmapDataset, AFourGiBFileTrainsWithABoundedResidentSet) {
   }
   EXPECT_EQ(seen, n);
   EXPECT_EQ(total, 1.0 + 12346 + (n / 2 + 1) + n);  // the marks, found wherever the shuffle put them
-  EXPECT_LT(peak2 - before2, size_t{600} << 20) << "resident set grew from " << (before2 >> 20) << " MiB to "
-                                                << (peak2 >> 20) << " MiB (shuffled)";
+  EXPECT_LT(peak2 - before2, size_t{600} << 20)
+      << "resident set grew from " << (before2 >> 20) << " MiB to " << (peak2 >> 20) << " MiB (shuffled)";
 
   // One sample at a time in random order (what a transform or a custom collate does): bounded as well.
   const size_t before3 = rss_bytes();
@@ -210,7 +206,7 @@ TEST(MmapDataset, AFourGiBFileTrainsWithABoundedResidentSet) {
     data::Example e = ds.get(order[k]);
     if (k % 512 == 0) peak3 = std::max(peak3, rss_bytes());
   }
-  EXPECT_LT(peak3 - before3, size_t{600} << 20) << "resident set grew from " << (before3 >> 20) << " MiB to "
-                                                << (peak3 >> 20) << " MiB (get(i) one by one)";
+  EXPECT_LT(peak3 - before3, size_t{600} << 20)
+      << "resident set grew from " << (before3 >> 20) << " MiB to " << (peak3 >> 20) << " MiB (get(i) one by one)";
   fs::remove_all(d);
 }

@@ -13,12 +13,7 @@ using namespace ember;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path tmpdir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("ember_mnist_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir(const std::string& tag) { return test::tmpdir("mnist_" + tag); }
 std::string header(uint8_t type, const std::vector<uint32_t>& dims) { return test::idx_header(type, dims); }
 using test::write_gz;
 using test::write_plain;

@@ -16,12 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path tmpdir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("ember_npy_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tmpdir(const std::string& tag) { return test::tmpdir("npy_" + tag); }
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
@@ -101,14 +96,14 @@ TEST(Npy, RoundTripsEveryNumpyDtypeAndShape) {
 
 TEST(Npy, ReadsFortranOrderBigEndianWidenedAndVersion2Headers) {
   // Fortran order: the 2x3 matrix [[0 1 2] [3 4 5]] is stored column by column.
-  const std::string fb = npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
-                             bytes_of<float>({0, 3, 1, 4, 2, 5}));
+  const std::string fb =
+      npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", bytes_of<float>({0, 3, 1, 4, 2, 5}));
   Tensor f = data::parse_npy(fb.data(), fb.size());
   EXPECT_TRUE(test::tensor_near(f, {2, 3}, {0, 1, 2, 3, 4, 5}));
   EXPECT_TRUE(f.is_contiguous());
   // Big-endian int64 and float64.
-  std::string be = npy("{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }",
-                       bytes_of<int64_t>({1, -2, 1LL << 40}, true));
+  std::string be =
+      npy("{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }", bytes_of<int64_t>({1, -2, 1LL << 40}, true));
   EXPECT_EQ(data::parse_npy(be.data(), be.size()).to_vector<int64_t>(), (std::vector<int64_t>{1, -2, 1LL << 40}));
   be = npy("{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }", bytes_of<double>({1.5, -0.25}, true));
   EXPECT_EQ(test::values(data::parse_npy(be.data(), be.size())), (std::vector<double>{1.5, -0.25}));
@@ -143,13 +138,14 @@ TEST(Npy, MemoryMappingSharesThePageCacheAndNeverWritesTheFile) {
   m.fill_(7.0);  // copy-on-write: this process only
   EXPECT_EQ(test::values(data::load_npy(p)), test::values(x));
   // Fortran order maps as a transposed view.
-  write_file(d / "f.npy", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
-                              bytes_of<float>({0, 3, 1, 4, 2, 5})));
+  write_file(d / "f.npy",
+             npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", bytes_of<float>({0, 3, 1, 4, 2, 5})));
   Tensor f = data::load_npy((d / "f.npy").string(), {.mmap = true});
   EXPECT_FALSE(f.is_contiguous());
   EXPECT_TRUE(test::tensor_near(f, {2, 3}, {0, 1, 2, 3, 4, 5}));
   // What a mapping cannot do is an IOError that says to load without .mmap.
-  write_file(d / "be.npy", npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", bytes_of<float>({1}, true)));
+  write_file(d / "be.npy",
+             npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", bytes_of<float>({1}, true)));
   EXPECT_THROW_MSG(data::load_npy((d / "be.npy").string(), {.mmap = true}), IOError, "byte swapping", "without .mmap");
   write_file(d / "b.npy", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x02", 2)));
   EXPECT_THROW_MSG(data::load_npy((d / "b.npy").string(), {.mmap = true}), IOError, "byte 2", "without .mmap");
@@ -167,12 +163,14 @@ TEST(Npy, MalformedFilesAreClearIOErrors) {
   EXPECT_THROW_MSG(bad(ok.substr(0, 40)), IOError, "truncated", "header");
   EXPECT_THROW_MSG(bad(ok.substr(0, ok.size() - 1)), IOError, "truncated", "16 data bytes", "15 follow");
   // A huge declared shape fails on the size check, before any allocation.
-  EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776, 1024), }", "x")),
-                   IOError, "truncated");
-  EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (281474976710656, 281474976710656, 65536), }", "")),
-                   IOError, "overflows");
-  EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 281474976710656, 281474976710656), }", "")),
-                   IOError, "overflows");  // empty, but its strides would overflow
+  EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776, 1024), }", "x")), IOError,
+                   "truncated");
+  EXPECT_THROW_MSG(
+      bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (281474976710656, 281474976710656, 65536), }", "")),
+      IOError, "overflows");
+  EXPECT_THROW_MSG(
+      bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 281474976710656, 281474976710656), }", "")),
+      IOError, "overflows");  // empty, but its strides would overflow
   EXPECT_THROW_MSG(bad(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }", "")),
                    IOError, "malformed", "2^48");
   EXPECT_THROW_MSG(bad(npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", "")), IOError, "'|O'");
@@ -181,12 +179,10 @@ TEST(Npy, MalformedFilesAreClearIOErrors) {
   EXPECT_THROW_MSG(bad(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "")), IOError,
                    "structured");
   EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'shape': (1,), }", "")), IOError, "fortran_order");
-  EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", "")), IOError,
-                   "True or False");
+  EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", "")), IOError, "True or False");
   EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}", "")), IOError,
                    "unknown key 'extra'");
-  EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "")), IOError,
-                   "non-negative");
+  EXPECT_THROW_MSG(bad(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "")), IOError, "non-negative");
   EXPECT_THROW_MSG(data::load_npy("/nonexistent/x.npy"), IOError, "cannot open", "/nonexistent/x.npy");
   EXPECT_THROW_MSG(data::load_npy("/tmp"), IOError, "not a regular file");
 }
@@ -207,14 +203,26 @@ TEST(Npz, NumpyInteropBothWays) {
   const std::string dir = d.string();
   // NumPy writes: plain, Fortran, big-endian, int16, and both kinds of archive.
   ASSERT_EQ(run_python("import numpy as np\n"
-                   "a = np.arange(12, dtype=np.float32).reshape(3, 4) / 7\n"
-                   "np.save('" + dir + "/a.npy', a)\n"
-                   "np.save('" + dir + "/f.npy', np.asfortranarray(a.astype(np.float64)))\n"
-                   "np.save('" + dir + "/be.npy', np.arange(5, dtype='>i4'))\n"
-                   "np.save('" + dir + "/i16.npy', np.array([-3, 9], dtype=np.int16))\n"
-                   "np.savez('" + dir + "/s.npz', a=a, b=np.array([True, False]))\n"
-                   "np.savez_compressed('" + dir + "/c.npz', a=a, z=np.zeros((100, 100), np.float32), "
-                   "h=np.array([1.5, -2], np.float16))\n"),
+                       "a = np.arange(12, dtype=np.float32).reshape(3, 4) / 7\n"
+                       "np.save('" +
+                       dir +
+                       "/a.npy', a)\n"
+                       "np.save('" +
+                       dir +
+                       "/f.npy', np.asfortranarray(a.astype(np.float64)))\n"
+                       "np.save('" +
+                       dir +
+                       "/be.npy', np.arange(5, dtype='>i4'))\n"
+                       "np.save('" +
+                       dir +
+                       "/i16.npy', np.array([-3, 9], dtype=np.int16))\n"
+                       "np.savez('" +
+                       dir +
+                       "/s.npz', a=a, b=np.array([True, False]))\n"
+                       "np.savez_compressed('" +
+                       dir +
+                       "/c.npz', a=a, z=np.zeros((100, 100), np.float32), "
+                       "h=np.array([1.5, -2], np.float16))\n"),
             0);
   std::vector<double> a;
   for (int i = 0; i < 12; ++i) a.push_back(static_cast<float>(i) / 7.0f);
@@ -246,19 +254,28 @@ TEST(Npz, NumpyInteropBothWays) {
   // compressed bytes can hold is refused before allocating; two directory entries sharing one member's bytes (an
   // "overlapping zip bomb") are refused.
   ASSERT_EQ(run_python("import struct, zipfile\n"
-                       "z = zipfile.ZipFile('" + dir + "/one.npz', 'w', zipfile.ZIP_DEFLATED)\n"
-                       "z.writestr('a.npy', open('" + dir + "/a.npy', 'rb').read()); z.close()\n"
-                       "b = bytearray(open('" + dir + "/one.npz', 'rb').read())\n"
+                       "z = zipfile.ZipFile('" +
+                       dir +
+                       "/one.npz', 'w', zipfile.ZIP_DEFLATED)\n"
+                       "z.writestr('a.npy', open('" +
+                       dir +
+                       "/a.npy', 'rb').read()); z.close()\n"
+                       "b = bytearray(open('" +
+                       dir +
+                       "/one.npz', 'rb').read())\n"
                        "cd = b.rfind(b'PK\\x01\\x02')\n"
                        "big = bytearray(b); big[cd + 24:cd + 28] = struct.pack('<I', 0xfffffff0)\n"
-                       "open('" + dir + "/forged.npz', 'wb').write(big)\n"
+                       "open('" +
+                       dir +
+                       "/forged.npz', 'wb').write(big)\n"
                        "eocd = b.rfind(b'PK\\x05\\x06'); entry = b[cd:eocd]\n"
                        "twin = bytearray(entry); twin[46:47] = b'b'\n"
                        "out = b[:eocd] + twin + b[eocd:]\n"
                        "e = len(out) - 22\n"
                        "out[e + 8:e + 12] = struct.pack('<HH', 2, 2)\n"
                        "out[e + 12:e + 16] = struct.pack('<I', 2 * len(entry))\n"
-                       "open('" + dir + "/overlap.npz', 'wb').write(out)\n"),
+                       "open('" +
+                       dir + "/overlap.npz', 'wb').write(out)\n"),
             0);
   EXPECT_EQ(data::load_npz(dir + "/one.npz").size(), 1u);
   EXPECT_THROW_MSG(data::load_npz(dir + "/forged.npz"), IOError, "a.npy", "not possible with deflate");
@@ -271,12 +288,21 @@ TEST(Npz, NumpyInteropBothWays) {
   data::save_npy(dir + "/eh.npy", full({2}, 0.5).to(kFloat16));
   data::save_npy(dir + "/escalar.npy", full(Shape{}, 2.0, {.dtype = kFloat64}));
   EXPECT_EQ(run_python("import numpy as np\n"
-                   "a = np.load('" + dir + "/e32.npy'); assert a.dtype == np.float32 and a.shape == (2, 3)\n"
-                   "assert (a == np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5).all()\n"
-                   "b = np.load('" + dir + "/e64.npy'); assert b.dtype == np.int64 and list(b) == [0, 1, 2, 3]\n"
-                   "c = np.load('" + dir + "/ebool.npy'); assert c.dtype == bool and list(c) == [False, True]\n"
-                   "h = np.load('" + dir + "/eh.npy'); assert h.dtype == np.float16 and list(h) == [0.5, 0.5]\n"
-                   "s = np.load('" + dir + "/escalar.npy'); assert s.shape == () and s == 2.0\n"),
+                       "a = np.load('" +
+                       dir +
+                       "/e32.npy'); assert a.dtype == np.float32 and a.shape == (2, 3)\n"
+                       "assert (a == np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5).all()\n"
+                       "b = np.load('" +
+                       dir +
+                       "/e64.npy'); assert b.dtype == np.int64 and list(b) == [0, 1, 2, 3]\n"
+                       "c = np.load('" +
+                       dir +
+                       "/ebool.npy'); assert c.dtype == bool and list(c) == [False, True]\n"
+                       "h = np.load('" +
+                       dir +
+                       "/eh.npy'); assert h.dtype == np.float16 and list(h) == [0.5, 0.5]\n"
+                       "s = np.load('" +
+                       dir + "/escalar.npy'); assert s.shape == () and s == 2.0\n"),
             0);
   fs::remove_all(d);
 }

@@ -88,12 +88,12 @@ TEST(Transforms, FlipToFloatNormalizeAndCompose) {
 }
 
 TEST(Transforms, AugmentationIsTheSameForAnyWorkerCountAndNewEachEpoch) {
-  data::Transformed aug(data::TensorDataset(image(3, 8, 8).unsqueeze(0).expand({40, 3, 8, 8}).contiguous(),
-                                            arange(40)),
+  data::Transformed aug(data::TensorDataset(image(3, 8, 8).unsqueeze(0).expand({40, 3, 8, 8}).contiguous(), arange(40)),
                         T::Compose{T::RandomCrop(8, {.padding = 2}), T::RandomHorizontalFlip(), T::ToFloat()});
   auto run = [&](int workers, bool persistent, uint64_t seed) {
-    data::DataLoader loader(aug, {.batch_size = 6, .shuffle = true, .num_workers = workers, .seed = seed,
-                                  .persistent_workers = persistent});
+    data::DataLoader loader(
+        aug,
+        {.batch_size = 6, .shuffle = true, .num_workers = workers, .seed = seed, .persistent_workers = persistent});
     std::vector<std::vector<double>> epochs;
     for (int e = 0; e < 2; ++e) {
       std::vector<double> all;

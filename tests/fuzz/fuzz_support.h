@@ -33,8 +33,7 @@ template <class F>
 void expect_clean(F&& f) {
   try {
     f();
-  } catch (const ember::Error&) {
-  }
+  } catch (const ember::Error&) {}
 }
 
 }  // namespace fuzz

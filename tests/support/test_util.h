@@ -2,8 +2,10 @@
 // walks for computing broadcast references in the tests themselves, and EMBER_SKIP_IF_NO_CUDA.
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,6 +13,16 @@
 #include <ember/ember.h>
 
 namespace ember::test {
+
+// A fresh, empty folder <system temp>/ember_<tag>_<pid> for a test's files (the pid keeps test processes that
+// ctest runs side by side apart).
+inline std::filesystem::path tmpdir(const std::string& tag) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / ("ember_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
 
 // All elements as doubles, in row-major order, whatever the dtype, layout or device.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir = argv[1];
   const int per_file = argc > 2 ? std::atoi(argv[2]) : 200;
   std::filesystem::create_directories(dir);
-  static const int colour[10][3] = {{200, 40, 40},  {40, 200, 40},  {40, 40, 200},   {200, 200, 40}, {200, 40, 200},
+  static const int colour[10][3] = {{200, 40, 40},  {40, 200, 40},   {40, 40, 200},  {200, 200, 40}, {200, 40, 200},
                                     {40, 200, 200}, {120, 120, 120}, {230, 140, 40}, {90, 40, 160},  {20, 20, 20}};
   unsigned state = 12345;
   auto noise = [&] {  // a small LCG: the same files on every platform

@@ -1,9 +1,9 @@
 // defines: how a DataLoader turns a list of samples into a batch. DefaultCollate stacks tensors along a new dim 0:
 // Example → Batch (x and y stacked), Tensor → Tensor, TensorDict (name → tensor) → TensorDict, std::vector<Tensor>
-// → std::vector<Tensor> and std::tuple<Tensor, ...> (incl. std::pair) → the same tuple (element-wise). Any callable B(std::vector<S>&&) is a collate for samples of type S —
-// e.g. one that pads variable-length sequences (pad_sequence below). for_each_tensor walks the tensors of the
-// batch types above, so the loader can pin them and move them to a device; a batch type of your own is
-// delivered as built, on the CPU.
+// → std::vector<Tensor> and std::tuple<Tensor, ...> (incl. std::pair) → the same tuple (element-wise). Any callable
+// B(std::vector<S>&&) is a collate for samples of type S — e.g. one that pads variable-length sequences (pad_sequence
+// below). for_each_tensor walks the tensors of the batch types above, so the loader can pin them and move them to a
+// device; a batch type of your own is delivered as built, on the CPU.
 //
 //   struct Padded {  // samples: token sequences of different lengths
 //     data::TensorDict operator()(std::vector<Tensor>&& seqs) const {
@@ -56,12 +56,11 @@ struct DefaultCollate {
   std::vector<Tensor> operator()(std::vector<std::vector<Tensor>>&& ls) const { return detail::collate_lists(ls); }
   // Tuples (and pairs) of tensors: element k of the batch stacks element k of every sample.
   template <template <class...> class Tup, class... Ts>
-    requires((std::same_as<Ts, Tensor> && ...) &&
-             (std::same_as<Tup<Ts...>, std::tuple<Ts...>> || std::same_as<Tup<Ts...>, std::pair<Ts...>>))
-  Tup<Ts...> operator()(std::vector<Tup<Ts...>>&& samples) const {
-    return [&]<size_t... K>(std::index_sequence<K...>) {
-      return Tup<Ts...>{column<K>(samples)...};
-    }(std::index_sequence_for<Ts...>{});
+  requires((std::same_as<Ts, Tensor> && ...) &&
+           (std::same_as<Tup<Ts...>, std::tuple<Ts...>> || std::same_as<Tup<Ts...>, std::pair<Ts...>>)) Tup<Ts...>
+  operator()(std::vector<Tup<Ts...>>&& samples) const {
+    return [&]<size_t... K>(std::index_sequence<K...>) { return Tup<Ts...>{column<K>(samples)...}; }
+    (std::index_sequence_for<Ts...>{});
   }
   Batch operator()(std::vector<Example>&& es) const {
     std::vector<Tensor> xs, ys;
@@ -95,8 +94,7 @@ void for_each_tensor(std::vector<Tensor>& v, F&& f) {
 }
 
 template <class F, class... Ts>
-  requires(std::same_as<Ts, Tensor> && ...)
-void for_each_tensor(std::tuple<Ts...>& t, F&& f) {
+requires(std::same_as<Ts, Tensor>&&...) void for_each_tensor(std::tuple<Ts...>& t, F&& f) {
   std::apply([&](auto&... ts) { (f(ts), ...); }, t);
 }
 template <class F>
@@ -107,6 +105,8 @@ void for_each_tensor(std::pair<Tensor, Tensor>& p, F&& f) {
 
 // A batch type whose tensors the loader can reach (to pin them and move them to a device).
 template <class B>
-concept TensorBatch = requires(B& b) { for_each_tensor(b, [](Tensor&) {}); };
+concept TensorBatch = requires(B& b) {
+  for_each_tensor(b, [](Tensor&) {});
+};
 
 }  // namespace ember::data

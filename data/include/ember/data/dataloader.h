@@ -15,8 +15,8 @@
 // Samples and batches: a dataset is anything with size() and get(i). The collate (third constructor argument,
 // DefaultCollate unless given) turns a std::vector of samples into a batch: see collate.h for what the default
 // stacks and how to pad variable-length samples. For a dataset of Examples, `.collate` in the options (a
-// std::function<Batch(std::vector<Example>&&)>) does the same without a template argument. A dataset of Examples with get_batch(indices) (BatchDataset) is
-// gathered in one call instead, when the collate is the default.
+// std::function<Batch(std::vector<Example>&&)>) does the same without a template argument. A dataset of Examples with
+// get_batch(indices) (BatchDataset) is gathered in one call instead, when the collate is the default.
 //
 // Workers: get(i) runs on the worker threads, several at once — it must be safe to call concurrently (const
 // access to immutable data is). persistent_workers keeps the threads (and their place in the order) from one

@@ -46,10 +46,11 @@ class MmapDataset {
   MmapDataset(const std::string& x_file, const std::string& y_file = "", MmapDatasetOptions options = {});
   // x from raw files, y from raw files (or none).
   MmapDataset(const std::vector<RawArray>& x, const std::vector<RawArray>& y = {}, MmapDatasetOptions options = {});
-  explicit MmapDataset(const RawArray& x, MmapDatasetOptions options = {}) : MmapDataset(std::vector<RawArray>{x}, {}, options) {}
+  explicit MmapDataset(const RawArray& x, MmapDatasetOptions options = {})
+      : MmapDataset(std::vector<RawArray>{x}, {}, options) {}
 
   int64_t size() const;
-  Example get(int64_t i) const;                             // fresh tensors (not views of the mapping)
+  Example get(int64_t i) const;  // fresh tensors (not views of the mapping)
   Batch get_batch(const std::vector<int64_t>& indices) const;
   DType x_dtype() const;
   Shape x_sample_shape() const;

@@ -43,15 +43,15 @@ std::map<std::string, Tensor> parse_npz(const void* data, size_t size, const std
 
 // What a .npy header says (parse_npy_header validates it against `size`, the bytes available).
 struct NpyHeader {
-  std::string descr;        // e.g. "<f4"
-  DType dtype = kFloat32;   // the Ember dtype it loads as
-  size_t file_itemsize = 0; // bytes per element in the file (differs from itemsize(dtype) when widened)
-  bool widened = false;     // the file's integer type is narrower than dtype
-  bool swap_bytes = false;  // the file's byte order is not this machine's
+  std::string descr;         // e.g. "<f4"
+  DType dtype = kFloat32;    // the Ember dtype it loads as
+  size_t file_itemsize = 0;  // bytes per element in the file (differs from itemsize(dtype) when widened)
+  bool widened = false;      // the file's integer type is narrower than dtype
+  bool swap_bytes = false;   // the file's byte order is not this machine's
   bool fortran_order = false;
   Shape shape;
-  size_t data_offset = 0;   // where the data starts
-  size_t data_bytes = 0;    // numel * file_itemsize
+  size_t data_offset = 0;  // where the data starts
+  size_t data_bytes = 0;   // numel * file_itemsize
 };
 NpyHeader parse_npy_header(const void* data, size_t size, const std::string& what);
 

@@ -22,10 +22,10 @@ class SampleRng {
  public:
   SampleRng(uint64_t seed, uint64_t epoch, int64_t index);
   uint64_t next_u64();
-  double uniform();                        // in [0, 1)
+  double uniform();                         // in [0, 1)
   int64_t randint(int64_t lo, int64_t hi);  // in [lo, hi); hi > lo
-  bool bernoulli(double p);                // true with probability p
-  double normal();                         // standard normal (Box–Muller)
+  bool bernoulli(double p);                 // true with probability p
+  double normal();                          // standard normal (Box–Muller)
 
  private:
   uint64_t state_;

@@ -5,7 +5,8 @@
 //   namespace T = ember::data::transforms;
 //   auto train = data::Transformed(data::CIFAR10(root, data::Split::Train),
 //                                  T::Compose{T::RandomCrop(32, {.padding = 4}), T::RandomHorizontalFlip(),
-//                                             T::ToFloat(), T::Normalize({0.491, 0.482, 0.447}, {0.247, 0.243, 0.262})});
+//                                             T::ToFloat(), T::Normalize({0.491, 0.482, 0.447}, {0.247, 0.243,
+//                                             0.262})});
 //   data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .num_workers = 2, .seed = 7});
 //
 // The image transforms take a CPU tensor [C, H, W] (any dtype; [H, W] counts as one channel) and return a new one.
@@ -65,14 +66,14 @@ struct ToFloat {
   Tensor operator()(const Tensor& x, SampleRng& rng) const;
 };
 
-// (x - mean[c]) / std[c] per channel of a float [C, ...] tensor.
+// (x - mean[c]) / std[c] per channel of a float32/float64 [C, ...] tensor.
 class Normalize {
  public:
   Normalize(std::vector<double> mean, std::vector<double> std);
   Tensor operator()(const Tensor& x, SampleRng& rng) const;
 
  private:
-  std::vector<double> mean_, std_;
+  std::vector<double> scale_, shift_;  // 1 / std, -mean / std
 };
 
 }  // namespace transforms
