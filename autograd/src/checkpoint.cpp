@@ -7,13 +7,14 @@
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/core/factory.h"
+#include "ember/core/generator.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::autograd {
 
 Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   if (!needs_grad(inputs)) return fn(inputs);
-  const PhiloxState rng = get_rng_state();
+  const PhiloxState rng = current_generator().state();  // the stream fn draws from
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -39,15 +40,12 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     Tensor y;
     {
       EnableGradGuard grad_on;
-      const PhiloxState now = get_rng_state();
-      set_rng_state(rng);  // same dropout masks as the first run
-      try {
-        y = fn(xs);
-      } catch (...) {
-        set_rng_state(now);
-        throw;
-      }
-      set_rng_state(now);
+      // Same dropout masks as the first run, from a private copy of the stream: the generators in use now
+      // (the global one or a scoped one) do not move.
+      Generator replay;
+      replay.set_state(rng);
+      GeneratorScope use(replay);
+      y = fn(xs);
     }
     // backward() rather than grad(): tensors fn captured instead of taking as inputs (a module's parameters)
     // get their .grad too, as in the plain run. The rerun's input leaves collect the gradients returned here.

@@ -23,7 +23,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
       break;
     case BinaryOp::Sub:
       record("sub", {a, b}, {y}, [ia, ib](const Grads& g) -> Grads {
-        return {reduce_to(g[0], ia), ib.wants ? reduce_to(raw::unary(UnaryOp::Neg, g[0]), ib) : Tensor()};
+        return {reduce_to(g[0], ia), ib.wants ? reduce_to(neg(g[0]), ib) : Tensor()};
       });
       break;
     case BinaryOp::Mul:
@@ -44,7 +44,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
       record("pow", {a, b}, {y}, [ia, ib, sa = save(a), sb = save(b), sy = save(y)](const Grads& g) -> Grads {
         const Tensor &av = sa.get("pow"), &bv = sb.get("pow");
         Tensor ga, gb;
-        if (ia.wants) ga = reduce_to(g[0] * bv * raw::binary(BinaryOp::Pow, av, bv - 1), ia);
+        if (ia.wants) ga = reduce_to(g[0] * bv * pow(av, bv - 1), ia);
         // d(a^b)/db = a^b log a, taken as 0 where a <= 0 (there the power is not differentiable in b)
         if (ib.wants) gb = reduce_to(where(gt(av, 0), g[0] * sy.get("pow") * log(av), zeros_like_grad(g[0])), ib);
         return {ga, gb};
@@ -79,9 +79,8 @@ Tensor scalar_op(BinaryOp op, const Tensor& t, Scalar s, bool scalar_first) {
       record("add", {t}, {y}, [it](const Grads& g) -> Grads { return {reduce_to(g[0], it)}; });
       break;
     case BinaryOp::Sub:
-      record("sub", {t}, {y}, [it, scalar_first](const Grads& g) -> Grads {
-        return {reduce_to(scalar_first ? raw::unary(UnaryOp::Neg, g[0]) : g[0], it)};
-      });
+      record("sub", {t}, {y},
+             [it, scalar_first](const Grads& g) -> Grads { return {reduce_to(scalar_first ? neg(g[0]) : g[0], it)}; });
       break;
     case BinaryOp::Mul:
       record("mul", {t}, {y}, [it, v](const Grads& g) -> Grads { return {reduce_to(g[0] * v, it)}; });
@@ -98,7 +97,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& t, Scalar s, bool scalar_first) {
     case BinaryOp::Pow:
       if (!scalar_first) {
         record("pow", {t}, {y}, [it, v, st = save(t)](const Grads& g) -> Grads {
-          return {reduce_to(g[0] * v * raw::binary(BinaryOp::Pow, st.get("pow"), Scalar(v - 1)), it)};
+          return {reduce_to(g[0] * v * pow(st.get("pow"), Scalar(v - 1)), it)};
         });
       } else {  // d(s^t)/dt = s^t log s
         record("pow", {t}, {y}, [it, v, sy = save(y)](const Grads& g) -> Grads {
@@ -169,8 +168,8 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   record("where", {a, b}, {y}, [ia, ib, sc = save(c)](const Grads& g) -> Grads {
     const Tensor& cond = sc.get("where");
     Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
-    return {ia.wants ? reduce_to(raw::where(cond, g[0], z), ia) : Tensor(),
-            ib.wants ? reduce_to(raw::where(cond, z, g[0]), ib) : Tensor()};
+    return {ia.wants ? reduce_to(where(cond, g[0], z), ia) : Tensor(),
+            ib.wants ? reduce_to(where(cond, z, g[0]), ib) : Tensor()};
   });
   return y;
 }
@@ -180,7 +179,7 @@ Tensor neg(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Neg, x);
   if (needs_grad({&x})) {
     InputInfo ix(x);
-    record("neg", {x}, {y}, [ix](const Grads& g) -> Grads { return {reduce_to(raw::unary(UnaryOp::Neg, g[0]), ix)}; });
+    record("neg", {x}, {y}, [ix](const Grads& g) -> Grads { return {reduce_to(neg(g[0]), ix)}; });
   }
   return y;
 }
@@ -206,9 +205,9 @@ Tensor sign(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Relu, x);
   if (!needs_grad({&x})) return y;
-  // the gradient where y > 0, else 0: one fused pass (backward runs without recording, so it need not be
-  // differentiable itself)
+  // the gradient where y > 0, else 0: one fused pass, or (create_graph) a product with the mask that records
   record("relu", {x}, {y}, [sy = save(y)](const Grads& g) -> Grads {
+    if (autograd::create_graph_enabled()) return {g[0] * gt(sy.get("relu"), 0.0).to(g[0].dtype())};
     return {raw::binary(BinaryOp::ReluBackward, g[0], sy.get("relu"))};
   });
   return y;
@@ -227,7 +226,7 @@ Tensor gelu(const Tensor& x) {
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   return unary_op(UnaryOp::Softplus, "softplus", x, true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
-    return raw::where(raw::binary(BinaryOp::Gt, xv, Scalar(20.0)), one, raw::unary(UnaryOp::Sigmoid, xv));
+    return where(gt(xv, 20.0), one, sigmoid(xv));
   });
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {

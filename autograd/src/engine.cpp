@@ -11,6 +11,7 @@
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/hooks.h"
 #include "ember/autograd/node.h"
+#include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
 
@@ -32,17 +33,50 @@ struct Capture {  // autograd::grad: where each requested input's gradient is re
   uint32_t output_nr;
 };
 
-// The engine proper. With `captures`, gradients are returned instead of accumulated into leaves.
-void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
+// Runs the gradient hooks of the tensors `n` computed (or of its leaf) on the gradients about to be used.
+void run_tensor_hooks(Node& n, Grads& grads) {
+  std::vector<TensorHookEntry> hooks;
+  if (n.is_accumulator()) {
+    auto& leaf = *static_cast<AccumulateGrad&>(n).leaf;
+    if (leaf.autograd_meta) hooks = static_cast<AutogradMeta*>(leaf.autograd_meta.get())->leaf_hooks;
+  } else {
+    hooks = n.tensor_hooks;  // a copy: a hook may remove itself
+  }
+  for (const TensorHookEntry& h : hooks) {
+    if (h.output_nr >= grads.size() || !grads[h.output_nr].defined()) continue;
+    Tensor r = h.fn(grads[h.output_nr]);
+    if (!r.defined()) continue;
+    const Tensor& g = grads[h.output_nr];
+    EMBER_CHECK_SHAPE(r.shape() == g.shape() && r.dtype() == g.dtype() && r.device() == g.device(),
+                      "register_hook: the hook on a tensor of ", n.name, " returned ", r.dtype(), r.shape(), " on ",
+                      r.device(), " for a gradient of ", g.dtype(), g.shape(), " on ", g.device());
+    grads[h.output_nr] = std::move(r);
+  }
+}
+
+// The engine proper. With `captures`, gradients are returned instead of accumulated into leaves. With
+// create_graph, the backward functions run with grad mode on, so the gradients carry a graph of their own.
+void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph, bool create_graph,
            const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
   EMBER_CHECK_VALUE(grads_in.empty() || grads_in.size() == roots.size(), "backward: got ", grads_in.size(),
                     " gradients for ", roots.size(), " outputs");
-  NoGradGuard no_grad;
+  const bool prev_mode = GradMode::is_enabled();
+  GradMode::set_enabled(create_graph);
+  struct RestoreMode {
+    bool prev;
+    ~RestoreMode() { GradMode::set_enabled(prev); }
+  } restore_mode{prev_mode};
+  CreateGraphScope create_scope(create_graph);
+  if (create_graph) retain_graph = true;  // the new graph refers to this one's nodes and saved tensors
+  // Sums of gradients: recorded (differentiable) in a create_graph pass, in place of a raw add otherwise.
+  auto sum = [create_graph](const Tensor& a, const Tensor& b) {
+    return create_graph ? a + b : raw::binary(BinaryOp::Add, a, b);
+  };
   std::unordered_map<Node*, Grads> buffer;
   auto add_grad = [&](Node* n, uint32_t nr, Tensor g) {
     Grads& b = buffer[n];
     if (b.size() <= nr) b.resize(nr + 1);
-    b[nr] = b[nr].defined() ? raw::binary(BinaryOp::Add, b[nr], g) : std::move(g);
+    b[nr] = b[nr].defined() ? sum(b[nr], g) : std::move(g);
   };
 
   // Seed the roots.
@@ -61,7 +95,7 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
     } else {
       EMBER_CHECK_SHAPE(g.shape() == r.shape(), "backward: gradient ", g.shape(), " does not match output ", r.shape());
     }
-    add_grad(e.fn.get(), e.input_nr, raw::cast(g, r.dtype()));
+    add_grad(e.fn.get(), e.input_nr, create_graph ? g.to(r.dtype()) : raw::cast(g, r.dtype()));
     stack.push_back(e.fn);
   }
 
@@ -87,17 +121,21 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
     if (it == buffer.end()) continue;  // no gradient reached it
     Grads grads = std::move(it->second);
     buffer.erase(it);
+    run_tensor_hooks(*n, grads);
     if (captures) {
       auto c = capture_at.find(n.get());
       if (c != capture_at.end())
         for (size_t i : c->second) {
           uint32_t nr = (*captures)[i].output_nr;
           if (nr < grads.size() && grads[nr].defined())
-            (*captured)[i] =
-                (*captured)[i].defined() ? raw::binary(BinaryOp::Add, (*captured)[i], grads[nr]) : grads[nr];
+            (*captured)[i] = (*captured)[i].defined() ? sum((*captured)[i], grads[nr]) : grads[nr];
         }
       if (n->is_accumulator()) continue;  // grad() never touches .grad
     }
+    EMBER_CHECK(!create_graph || n->double_differentiable, Error, "grad(create_graph=true): the backward of ", n->name,
+                " is not differentiable in Ember yet (it uses fused kernels), so a second derivative ",
+                "through it would be wrong; ops with double backward: the elementwise arithmetic, exp/log/sqrt/",
+                "tanh/sigmoid/softplus/relu, matmul, linear, sum/mean, the views, and custom Functions");
     Grads out = n->apply(std::move(grads));
     if (!retain_graph) n->release();
     for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {
@@ -114,7 +152,7 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
 
 // sweep() between the bookkeeping of queue_callback: the callbacks queued during the sweep run after it (not
 // when it threw), each once, in order.
-void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph,
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph, bool create_graph,
          const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
   std::vector<std::function<void()>> callbacks;
   auto* outer = end_callbacks;
@@ -127,7 +165,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, 
       end_callbacks = outer;
     }
   } restore{outer};
-  sweep(roots, grads_in, retain_graph, captures, captured);
+  sweep(roots, grads_in, retain_graph, create_graph, captures, captured);
   for (size_t i = 0; i < callbacks.size(); ++i) {  // a callback may queue another
     auto fn = std::move(callbacks[i]);
     fn();
@@ -144,11 +182,17 @@ void queue_callback(std::function<void()> fn) {
 bool in_backward() { return backward_depth > 0; }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
-  run(roots, grads, retain_graph, nullptr, nullptr);
+  run(roots, grads, retain_graph, false, nullptr, nullptr);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const GradOptions& opts) {
+  return grad(outputs, inputs, {}, opts);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& opts) {
+  const bool allow_unused = opts.allow_unused;
   std::vector<Capture> caps;
   std::vector<std::shared_ptr<Node>> keep;  // accumulators created here must live through the run
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -159,7 +203,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     caps.push_back({e.fn.get(), e.input_nr});
   }
   std::vector<Tensor> result(inputs.size());
-  run(outputs, grad_outputs, retain_graph, &caps, &result);
+  run(outputs, grad_outputs, opts.retain_graph, opts.create_graph, &caps, &result);
   for (size_t i = 0; i < result.size(); ++i)
     EMBER_CHECK(allow_unused || result[i].defined(), Error, "grad: input ", i, " (", inputs[i].dtype(),
                 inputs[i].shape(),

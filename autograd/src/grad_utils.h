@@ -2,6 +2,7 @@
 // shape its gradient, and the reduction of a broadcast / promoted gradient back to that input.
 #pragma once
 #include "ember/autograd/node.h"
+#include "ember/autograd/ops.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::autograd {
@@ -15,9 +16,23 @@ struct InputInfo {
       : shape(t.shape()), dtype(t.dtype()), device(t.device()), wants(t.requires_grad()) {}
 };
 
+// g summed down to `shape` (the reverse of broadcasting). In a create_graph pass it is built of recorded ops,
+// so that the sum is differentiable in turn; otherwise one raw kernel.
+inline Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (!create_graph_enabled()) return raw::sum_to(g, shape);
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[static_cast<size_t>(d - lead)] == 1 && g.shape()[static_cast<size_t>(d)] != 1))
+      dims.push_back(d);
+  return (dims.empty() ? g : ember::sum(g, dims, /*keepdim=*/true)).reshape(shape);
+}
+
 // The gradient `g` of a broadcast, promoted use of an input, brought back to the input's shape and dtype.
 inline Tensor reduce_to(const Tensor& g, const InputInfo& in) {
   if (!in.wants || !g.defined()) return {};
+  if (create_graph_enabled()) return sum_to(g, in.shape).to(in.dtype);
   return raw::cast(raw::sum_to(g, in.shape), in.dtype);
 }
 

@@ -13,22 +13,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
          [ia, ib, sa = save(ib.wants ? a : Tensor()), sb = save(ia.wants ? b : Tensor())](const Grads& g) -> Grads {
            // 1-D operands were a row (left) and a column (right); the gradient of A @ B is G @ B^T and A^T @ G,
            // summed over broadcast batch dims by reduce_to.
+           // Recorded ops (they cost nothing extra unless a create_graph pass needs the graph).
            Tensor G = g[0];
-           if (ia.shape.size() == 1) G = raw::unsqueeze(G, G.dim() - (ib.shape.size() == 1 ? 0 : 1));
-           if (ib.shape.size() == 1) G = raw::unsqueeze(G, G.dim());
+           if (ia.shape.size() == 1) G = G.unsqueeze(G.dim() - (ib.shape.size() == 1 ? 0 : 1));
+           if (ib.shape.size() == 1) G = G.unsqueeze(G.dim());
            Tensor ga, gb;
            if (ia.wants) {
              Tensor B = sb.get("matmul");
-             if (B.dim() == 1) B = raw::unsqueeze(B, 1);
-             ga = raw::matmul(G, raw::transpose(B, -1, -2));
-             if (ia.shape.size() == 1) ga = raw::squeeze(ga, -2);
+             if (B.dim() == 1) B = B.unsqueeze(1);
+             ga = matmul(G, B.transpose(-1, -2));
+             if (ia.shape.size() == 1) ga = ga.squeeze(-2);
              ga = reduce_to(ga, ia);
            }
            if (ib.wants) {
              Tensor A = sa.get("matmul");
-             if (A.dim() == 1) A = raw::unsqueeze(A, 0);
-             gb = raw::matmul(raw::transpose(A, -1, -2), G);
-             if (ib.shape.size() == 1) gb = raw::squeeze(gb, -1);
+             if (A.dim() == 1) A = A.unsqueeze(0);
+             gb = matmul(A.transpose(-1, -2), G);
+             if (ib.shape.size() == 1) gb = gb.squeeze(-1);
              gb = reduce_to(gb, ib);
            }
            return {ga, gb};
@@ -45,12 +46,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
          [ix, iw, b_wants, sx = save(iw.wants ? x : Tensor()),
           sw = save(ix.wants ? w : Tensor())](const Grads& g) -> Grads {
            const int64_t out = iw.shape[0], in = iw.shape[1];
-           Tensor g2 = raw::reshape(g[0], {-1, out});  // [N, out]
+           Tensor g2 = g[0].reshape({-1, out});  // [N, out]
            Tensor gx, gw, gb;
-           if (ix.wants) gx = raw::reshape(raw::matmul(g2, sw.get("linear")), ix.shape);  // g @ W
-           if (iw.wants)
-             gw = raw::matmul(raw::transpose(g2, 0, 1), raw::reshape(sx.get("linear"), {-1, in}));  // g^T @ x
-           if (b_wants) gb = raw::sum(g2, {0});
+           if (ix.wants) gx = matmul(g2, sw.get("linear")).reshape(ix.shape);                  // g @ W
+           if (iw.wants) gw = matmul(g2.transpose(0, 1), sx.get("linear").reshape({-1, in}));  // g^T @ x
+           if (b_wants) gb = sum(g2, {0});
            return {gx, gw, gb};
          });
   return y;

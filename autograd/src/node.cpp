@@ -2,7 +2,9 @@
 // autograd parts of Tensor (requires_grad_, grad, set_grad, is_leaf).
 #include "ember/autograd/node.h"
 
+#include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "ember/autograd/anomaly.h"
 #include "ember/autograd/grad_mode.h"
@@ -14,6 +16,7 @@ namespace ember {
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local bool t_anomaly = false;
+thread_local bool t_create_graph = false;
 std::atomic<uint64_t> g_next_seq{0};
 }  // namespace
 
@@ -25,6 +28,9 @@ namespace autograd {
 DetectAnomalyGuard::DetectAnomalyGuard() : prev_(t_anomaly) { t_anomaly = true; }
 DetectAnomalyGuard::~DetectAnomalyGuard() { t_anomaly = prev_; }
 bool anomaly_enabled() { return t_anomaly; }
+bool create_graph_enabled() { return t_create_graph; }
+CreateGraphScope::CreateGraphScope(bool on) : prev_(t_create_graph) { t_create_graph = on; }
+CreateGraphScope::~CreateGraphScope() { t_create_graph = prev_; }
 
 std::atomic<int64_t> Node::live{0};
 Node::Node(const char* n, std::vector<Edge> nx)
@@ -86,15 +92,68 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *meta(t);
 }
 
-SavedTensor::SavedTensor(const Tensor& t)
-    : t_(t.defined() ? raw::alias(t) : Tensor()), version_(t.defined() ? t.version() : 0) {}
-const Tensor& SavedTensor::get(const char* op) const {
-  if (t_.defined())
-    EMBER_CHECK(t_.version() == version_, Error, op, ": one of the tensors saved for backward (", t_.dtype(),
-                t_.shape(), ") was modified by an in-place operation after it was saved (its version is ", t_.version(),
-                ", expected ", version_, "); use an out-of-place op or clone() it first");
-  return t_;
+struct SavedTensor::Slot {
+  Tensor data;  // an alias without autograd state
+  uint32_t version = 0;
+  Tensor input;                      // the saved tensor's own handle when it is part of a graph (not an output)
+  std::weak_ptr<TensorImpl> source;  // what was saved, for record() to recognise the op's outputs
+  std::weak_ptr<Node> output_of;     // set by record(): the tensor is output `output_nr` of that node
+  uint32_t output_nr = 0;
+};
+
+namespace {
+// Slots saved on this thread since the last record(): the op being recorded saved them (ops save in the
+// arguments of record()), so record() can tell which of them are its own outputs.
+thread_local std::vector<std::weak_ptr<SavedTensor::Slot>> t_pending;
+}  // namespace
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  slot_ = std::make_shared<Slot>();
+  slot_->data = raw::alias(t);
+  slot_->version = t.version();
+  slot_->source = t.impl_ptr();
+  // A tensor in a graph is kept with its autograd state (no cycle: this node's edges already hold its
+  // grad_fn), unless record() finds it is this op's output (an in-place op's self).
+  if (t.requires_grad()) slot_->input = t;
+  if (t_pending.size() >= 1024)  // saves never followed by a record(): forget the dead ones
+    std::erase_if(t_pending, [](const auto& w) { return w.expired(); });
+  t_pending.push_back(slot_);
 }
+
+Tensor SavedTensor::get(const char* op) const {
+  if (!slot_) return {};
+  const Tensor& t = slot_->data;
+  EMBER_CHECK(t.version() == slot_->version, Error, op, ": one of the tensors saved for backward (", t.dtype(),
+              t.shape(), ") was modified by an in-place operation after it was saved (its version is ", t.version(),
+              ", expected ", slot_->version, "); use an out-of-place op or clone() it first");
+  if (!t_create_graph) return t;
+  if (slot_->input.defined()) return slot_->input;
+  if (std::shared_ptr<Node> n = slot_->output_of.lock()) {
+    Tensor r = raw::alias(t);
+    AutogradMeta& m = ensure_meta(r);
+    m.grad_fn = std::move(n);
+    m.output_nr = slot_->output_nr;
+    return r;
+  }
+  return t;
+}
+
+namespace {
+// The ops whose backward functions are built of differentiable ops only (no raw:: kernels on the path from
+// the gradient or a saved tensor to the result), so that a create_graph pass through them is exact. Each has
+// a gradgradcheck test (tests/autograd/test_double_backward.cpp). Keep the two lists in step.
+bool double_backward(const char* name) {
+  static const char* const ops[] = {"add",       "sub",   "mul",     "div",     "neg",     "pow",     "exp",
+                                    "log",       "sqrt",  "square",  "abs",     "sigmoid", "tanh",    "softplus",
+                                    "relu",      "clamp", "where",   "maximum", "minimum", "matmul",  "linear",
+                                    "sum",       "mean",  "reshape", "view",    "flatten", "squeeze", "unsqueeze",
+                                    "transpose", "t",     "permute", "expand",  "to",      "clone",   "contiguous"};
+  for (const char* op : ops)
+    if (std::strcmp(op, name) == 0) return true;
+  return false;
+}
+}  // namespace
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;
@@ -129,6 +188,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
   auto node = std::make_shared<LambdaNode>(name, std::move(next), std::move(fn));
+  node->double_differentiable = double_backward(name);
   if (t_anomaly) {
     std::ostringstream os;
     os << name << " -> " << outputs[0].dtype() << outputs[0].shape();
@@ -140,6 +200,21 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     m.output_nr = static_cast<uint32_t>(i);
     m.is_view = outputs_are_views;
   }
+  // Saved tensors that are this op's outputs: drop the strong handle (it would own this node: a cycle) and
+  // remember where they sit in the graph instead.
+  for (const auto& w : t_pending) {
+    std::shared_ptr<SavedTensor::Slot> slot = w.lock();
+    if (!slot) continue;
+    std::shared_ptr<TensorImpl> src = slot->source.lock();
+    for (size_t i = 0; src && i < outputs.size(); ++i)
+      if (outputs[i].defined() && outputs[i].impl() == src.get()) {
+        slot->input = Tensor();
+        slot->output_of = node;
+        slot->output_nr = static_cast<uint32_t>(i);
+        break;
+      }
+  }
+  t_pending.clear();
 }
 
 }  // namespace autograd
@@ -186,15 +261,43 @@ HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, std::function<
   EMBER_CHECK_VALUE(static_cast<bool>(hook), "register_post_accumulate_grad_hook: the hook is empty");
   const uint64_t id = next_hook_id.fetch_add(1);
   ensure_meta(leaf).post_accumulate_hooks.emplace_back(id, std::move(hook));
-  return HookHandle(leaf.impl_ptr(), id);
+  return HookHandle([t = std::weak_ptr<TensorImpl>(leaf.impl_ptr()), id] {
+    auto impl = t.lock();
+    if (!impl || !impl->autograd_meta) return;
+    std::erase_if(static_cast<AutogradMeta*>(impl->autograd_meta.get())->post_accumulate_hooks,
+                  [&](const auto& h) { return h.first == id; });
+  });
 }
 
 void HookHandle::remove() {
-  auto impl = t_.lock();
-  if (!impl || !impl->autograd_meta) return;
-  auto& hooks = static_cast<AutogradMeta*>(impl->autograd_meta.get())->post_accumulate_hooks;
-  std::erase_if(hooks, [&](const auto& h) { return h.first == id_; });
-  t_.reset();
+  if (remover_) std::exchange(remover_, nullptr)();
 }
 
 }  // namespace ember::autograd
+
+namespace ember {
+// A leaf keeps its hooks in its AutogradMeta (they go with the tensor); a computed tensor's hooks sit on its
+// grad_fn, keyed by its output number (they go with the graph, as the tensor's gradient does).
+autograd::HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  using namespace autograd;
+  EMBER_CHECK_VALUE(
+      defined() && requires_grad(), "register_hook: expected a tensor that requires grad, got ",
+      defined() ? detail::str(dtype(), shape(), " (requires_grad is false)") : std::string("an undefined tensor"));
+  EMBER_CHECK_VALUE(static_cast<bool>(hook), "register_hook: the hook is empty");
+  const uint64_t id = next_hook_id.fetch_add(1);
+  AutogradMeta* m = meta(*this);
+  if (m && m->grad_fn) {
+    m->grad_fn->tensor_hooks.push_back({id, m->output_nr, std::move(hook)});
+    return HookHandle([n = std::weak_ptr<Node>(m->grad_fn), id] {
+      if (auto node = n.lock()) std::erase_if(node->tensor_hooks, [&](const auto& h) { return h.id == id; });
+    });
+  }
+  ensure_meta(*this).leaf_hooks.push_back({id, 0, std::move(hook)});
+  return HookHandle([t = std::weak_ptr<TensorImpl>(impl_ptr()), id] {
+    auto impl = t.lock();
+    if (!impl || !impl->autograd_meta) return;
+    std::erase_if(static_cast<AutogradMeta*>(impl->autograd_meta.get())->leaf_hooks,
+                  [&](const auto& h) { return h.id == id; });
+  });
+}
+}  // namespace ember

@@ -25,7 +25,7 @@ Tensor unsqueeze_reduced(const Tensor& g, const Shape& in_shape, const std::vect
   if (keepdim || in_shape.empty()) return g;
   Shape s = in_shape;
   for (int64_t d : dims) s[static_cast<size_t>(d)] = 1;
-  return raw::reshape(g, s);
+  return g.reshape(s);
 }
 int64_t count_of(const Shape& shape, const std::vector<int64_t>& dims) {
   int64_t c = 1;
@@ -42,6 +42,7 @@ Tensor sum_impl(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
   record(is_mean ? "mean" : "sum", {x}, {y}, [ix, d, keepdim, scale](const Grads& g) -> Grads {
     Tensor gk = unsqueeze_reduced(g[0], ix.shape, d, keepdim);
     if (scale != 1.0) gk = gk * scale;
+    if (autograd::create_graph_enabled()) return {gk.expand(ix.shape).to(ix.dtype)};
     return {raw::cast(raw::expand(gk, ix.shape), ix.dtype)};
   });
   return y;

@@ -30,31 +30,31 @@ Tensor copy_op(const char* name, const Tensor& x, Tensor y, Back back) {
 
 Tensor Tensor::reshape(const Shape& s) const {
   return view_op("reshape", *this, raw::reshape(*this, s),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::view(const Shape& s) const {
   return view_op("view", *this, raw::view(*this, s),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::flatten(int64_t a, int64_t b) const {
   return view_op("flatten", *this, raw::flatten(*this, a, b),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::squeeze() const {
   return view_op("squeeze", *this, raw::squeeze(*this),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::squeeze(int64_t d) const {
   return view_op("squeeze", *this, raw::squeeze(*this, d),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::unsqueeze(int64_t d) const {
   return view_op("unsqueeze", *this, raw::unsqueeze(*this, d),
-                 [](const Tensor& g, const InputInfo& i) { return raw::reshape(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   return view_op("transpose", *this, raw::transpose(*this, a, b),
-                 [a, b](const Tensor& g, const InputInfo&) { return raw::transpose(g, a, b); });
+                 [a, b](const Tensor& g, const InputInfo&) { return g.transpose(a, b); });
 }
 Tensor Tensor::t() const {
   EMBER_CHECK_SHAPE(dim() <= 2, "t: expects a tensor with <= 2 dims, got ", shape(), " (use transpose(a, b))");
@@ -66,12 +66,11 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i)
     inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
-  return view_op("permute", *this, y,
-                 [inverse](const Tensor& g, const InputInfo&) { return raw::permute(g, inverse); });
+  return view_op("permute", *this, y, [inverse](const Tensor& g, const InputInfo&) { return g.permute(inverse); });
 }
 Tensor Tensor::expand(const Shape& s) const {
   return view_op("expand", *this, raw::expand(*this, s),
-                 [](const Tensor& g, const InputInfo& i) { return raw::sum_to(g, i.shape); });
+                 [](const Tensor& g, const InputInfo& i) { return autograd::sum_to(g, i.shape); });
 }
 // slice / select: the gradient is zero except in the part that was read.
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
@@ -105,12 +104,12 @@ Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor y = raw::cast(*this, dt);
   if (!is_floating(dt)) return y;  // an integer result carries no gradient
-  return copy_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return raw::cast(g, i.dtype); });
+  return copy_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return g.to(i.dtype); });
 }
 Tensor Tensor::to(Device dev, bool non_blocking) const {
   if (dev == device()) return *this;
   return copy_op("to", *this, raw::to_device(*this, dev, non_blocking),
-                 [](const Tensor& g, const InputInfo& i) { return raw::to_device(g, i.device); });
+                 [](const Tensor& g, const InputInfo& i) { return g.to(i.device); });
 }
 
 // --- in place

@@ -65,40 +65,21 @@ Tensor arange(double start, double end, double step, const TensorOptions& opts) 
 }
 Tensor arange(int64_t n, const TensorOptions& opts) { return arange(0, static_cast<double>(n), 1, opts); }
 
-// --- the global generator
-namespace {
-std::mutex g_gen_mu;
-PhiloxState g_gen{.seed = 67280421310721ULL, .offset = 0};
-}  // namespace
-
-void manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(g_gen_mu);
-  g_gen = {.seed = seed, .offset = 0};
-}
-
-PhiloxState get_rng_state() {
-  std::lock_guard<std::mutex> lock(g_gen_mu);
-  return g_gen;
-}
-void set_rng_state(const PhiloxState& state) {
-  std::lock_guard<std::mutex> lock(g_gen_mu);
-  g_gen = state;
-}
-
-PhiloxState next_philox(uint64_t blocks) {
-  std::lock_guard<std::mutex> lock(g_gen_mu);
-  PhiloxState s = g_gen;
-  g_gen.offset += blocks;
-  return s;
-}
+// --- the global generator (generator.cpp)
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+PhiloxState get_rng_state() { return default_generator().state(); }
+void set_rng_state(const PhiloxState& state) { default_generator().set_state(state); }
+PhiloxState next_philox(uint64_t blocks, Generator* g) { return (g ? *g : current_generator()).next(blocks); }
 
 namespace {
 Tensor random_tensor(RandomKind kind, const Shape& shape, double lo, double hi, const TensorOptions& opts) {
   TensorOptions o = opts;
   o.requires_grad = false;
+  o.generator = nullptr;
   Tensor t = empty(shape, o);
   if (t.numel())
-    backend_for(t.device()).random(kind, t, lo, hi, next_philox(static_cast<uint64_t>((t.numel() + 3) / 4)));
+    backend_for(t.device())
+        .random(kind, t, lo, hi, next_philox(static_cast<uint64_t>((t.numel() + 3) / 4), opts.generator));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
@@ -125,9 +106,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
   return random_tensor(RandomKind::Int, shape, static_cast<double>(low), static_cast<double>(high), opts);
 }
 
-Tensor randperm(int64_t n) {
+Tensor randperm(int64_t n, const TensorOptions& opts) {
   EMBER_CHECK_VALUE(n >= 0, "randperm: n must be >= 0, got ", n);
-  Tensor keys = rand({n}, {.dtype = kFloat64});
+  EMBER_CHECK_DTYPE(opts.dtype == kInt64, "randperm: dtype must be int64, got ", opts.dtype);
+  Tensor keys = rand({n}, {.dtype = kFloat64, .generator = opts.generator});
   Tensor out = empty({n}, {.dtype = kInt64});
   int64_t* o = out.data<int64_t>();
   // Fisher-Yates driven by the uniform draws: deterministic for a seed.
@@ -137,7 +119,7 @@ Tensor randperm(int64_t n) {
     int64_t j = std::min<int64_t>(static_cast<int64_t>(k[i] * static_cast<double>(i + 1)), i);
     std::swap(o[i], o[j]);
   }
-  return out;
+  return raw::to_device(out, opts.device);
 }
 
 Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& shape, const TensorOptions& opts) {

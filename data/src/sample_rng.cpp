@@ -68,7 +68,10 @@ SampleScope::SampleScope(uint64_t seed, uint64_t epoch, int64_t index)
       prev_epoch_(current.epoch),
       prev_index_(current.index),
       prev_active_(current.active),
-      prev_draws_(current.draws) {
+      prev_draws_(current.draws),
+      // A key distinct from sample_rng's streams (the constant), from the same (seed, epoch, index).
+      gen_(SampleRng(seed ^ 0x5bd1e9955bd1e995ULL, epoch, index).next_u64()),
+      use_(gen_) {
   current = {seed, epoch, index, true, 0};
 }
 

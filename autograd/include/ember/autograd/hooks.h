@@ -1,6 +1,9 @@
 // defines: hooks on the backward pass, for layers built on autograd (DistributedDataParallel starts each
-// gradient bucket's all-reduce from them) and for users: a hook run right after a leaf's .grad has been
-// accumulated, and a callback run once, when the current backward pass has swept every node.
+// gradient bucket's all-reduce from them) and for users: Tensor::register_hook (tensor.h: sees, and may
+// replace, every gradient computed for a tensor, before it is used), a hook run right after a leaf's .grad has
+// been accumulated, and a callback run once, when the current backward pass has swept every node.
+//
+//   auto clip = x.register_hook([](const ember::Tensor& g) { return ember::clamp(g, -1, 1); });
 //
 //   auto h = ember::autograd::register_post_accumulate_grad_hook(w, [](const ember::Tensor& p) {
 //     // p.grad() holds this pass's gradient (added to what was there)
@@ -18,16 +21,16 @@
 
 namespace ember::autograd {
 
-// Removes the hook it was returned for (idempotent; a no-op once the tensor is gone).
+// Removes the hook it was returned for (idempotent; a no-op once the tensor, or its graph, is gone). Dropping the
+// handle leaves the hook in place, as in PyTorch.
 class HookHandle {
  public:
   HookHandle() = default;
-  HookHandle(std::weak_ptr<TensorImpl> t, uint64_t id) : t_(std::move(t)), id_(id) {}
+  explicit HookHandle(std::function<void()> remover) : remover_(std::move(remover)) {}
   void remove();
 
  private:
-  std::weak_ptr<TensorImpl> t_;
-  uint64_t id_ = 0;
+  std::function<void()> remover_;
 };
 
 // `leaf` must be a leaf that requires grad (a parameter); throws ValueError otherwise.

@@ -26,6 +26,13 @@ struct Edge {
 };
 
 using Grads = std::vector<Tensor>;
+// A gradient hook (Tensor::register_hook): gets the gradient, returns a replacement or an undefined tensor.
+using TensorHook = std::function<Tensor(const Tensor&)>;
+struct TensorHookEntry {
+  uint64_t id;
+  uint32_t output_nr;  // which output of the node the hooked tensor is
+  TensorHook fn;
+};
 
 // CONVENTION: apply() gets one gradient per output (undefined = zero) and returns one per edge in `next`
 // (undefined = none). It runs with grad mode off. release() drops saved tensors; applying a released node
@@ -42,8 +49,13 @@ struct Node {
   const char* name;
   uint64_t seq;
   std::vector<Edge> next;
-  std::string created;               // where it was recorded (filled in anomaly mode only)
-  static std::atomic<int64_t> live;  // nodes alive now (tests check that graphs are freed)
+  std::string created;  // where it was recorded (filled in anomaly mode only)
+  // Its backward is built of differentiable ops only, so a create_graph pass may run it (see double_backward
+  // in node.cpp for the list); a create_graph pass refuses the other nodes rather than return a wrong
+  // second derivative.
+  bool double_differentiable = false;
+  std::vector<TensorHookEntry> tensor_hooks;  // hooks of the non-leaf tensors this node computed
+  static std::atomic<int64_t> live;           // nodes alive now (tests check that graphs are freed)
 };
 
 // A node whose backward is a closure (most ops: their backward fits in a few lines).
@@ -75,22 +87,28 @@ struct AutogradMeta final : AutogradMetaBase {
   std::weak_ptr<Node> grad_accumulator;
   // Run by the leaf's AccumulateGrad after each accumulation (hooks.h), in registration order; key: handle id.
   std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
+  // A leaf's gradient hooks (Tensor::register_hook), run before accumulation; non-leaves keep theirs on grad_fn.
+  std::vector<TensorHookEntry> leaf_hooks;
 };
 
 AutogradMeta* meta(const Tensor& t);  // null when the tensor has no autograd state
 AutogradMeta& ensure_meta(const Tensor& t);
 
 // A tensor saved for backward: an alias without autograd state (so saving an op's own output makes no
-// cycle), plus the storage version at save time.
+// cycle), plus the storage version at save time. For double backward it also remembers the tensor's place in
+// the graph: an input's own handle, or — for the op's outputs, which record() recognises — the node and output
+// number, re-attached when a create_graph pass reads it (the node is alive then: it is the one running).
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
-  const Tensor& get(const char* op) const;  // throws if the tensor was modified in place since saved
+  // Throws if the tensor was modified in place since saved. In a create_graph pass: the tensor with its graph.
+  Tensor get(const char* op) const;
+
+  struct Slot;
 
  private:
-  Tensor t_;
-  uint32_t version_ = 0;
+  std::shared_ptr<Slot> slot_;
 };
 inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
 
@@ -105,5 +123,19 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
 
 // Anomaly mode (see anomaly.h): on this thread, whether to check every gradient for NaN/Inf.
 bool anomaly_enabled();
+
+// Whether this thread is running a create_graph backward pass (autograd::grad with .create_graph): backward
+// functions then record their own graph, and saved tensors come back with theirs.
+bool create_graph_enabled();
+class CreateGraphScope {
+ public:
+  explicit CreateGraphScope(bool on);
+  ~CreateGraphScope();
+  CreateGraphScope(const CreateGraphScope&) = delete;
+  CreateGraphScope& operator=(const CreateGraphScope&) = delete;
+
+ private:
+  bool prev_;
+};
 
 }  // namespace ember::autograd

@@ -10,16 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/generator.h"
 #include "ember/core/tensor.h"
 
 namespace ember {
 
-// A counter-based random stream (Philox4x32-10): element i of a draw depends only on (seed, offset, i),
-// so results do not depend on the number of threads, and the CUDA backend can reproduce them.
-struct PhiloxState {
-  uint64_t seed = 0;
-  uint64_t offset = 0;  // in 128-bit blocks (4 outputs each)
-};
 Tensor empty(const Shape& shape, const TensorOptions& opts = {});
 Tensor zeros(const Shape& shape, const TensorOptions& opts = {});
 Tensor ones(const Shape& shape, const TensorOptions& opts = {});
@@ -36,8 +31,8 @@ Tensor randn(const Shape& shape, const TensorOptions& opts = {});  // standard n
 Tensor uniform(const Shape& shape, double lo, double hi, const TensorOptions& opts = {});
 Tensor normal(const Shape& shape, double mean, double std, const TensorOptions& opts = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts = {.dtype = kInt64});
-// A random permutation of 0..n-1 (kInt64), from the global generator.
-Tensor randperm(int64_t n);
+// A random permutation of 0..n-1 (kInt64), from opts.generator or the current generator.
+Tensor randperm(int64_t n, const TensorOptions& opts = {.dtype = kInt64});
 
 // Copies `values` into a new tensor of `shape` (default: 1-D); opts.dtype defaults to T's dtype.
 Tensor tensor_from_raw(const void* data, DType src_dtype, int64_t count, const Shape& shape, const TensorOptions& opts);
@@ -62,13 +57,16 @@ Tensor tensor(const std::vector<T>& values) {
 Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts = {},
                  std::function<void(void*)> deleter = {});
 
-// Seeds every generator (CPU and, when built, CUDA): same seed, same numbers, whatever the thread count.
+// Random draws use a counter-based stream (Philox4x32-10, generator.h): element i of a draw depends only on
+// (seed, offset, i), so results do not depend on the number of threads, and the CUDA backend reproduces them.
+// Seeds the global generator, which serves every device: same seed, same numbers, whatever the thread count.
 void manual_seed(uint64_t seed);
 // The global generator's state, to replay a stretch of random numbers (checkpointing does).
 PhiloxState get_rng_state();
 void set_rng_state(const PhiloxState& state);
-// Reserves `blocks` 128-bit Philox blocks from the global generator and returns where they start.
-PhiloxState next_philox(uint64_t blocks);
+// Reserves `blocks` 128-bit Philox blocks from `g` (null: the current generator, generator.h) and returns where
+// they start.
+PhiloxState next_philox(uint64_t blocks, Generator* g = nullptr);
 
 // CPU kernels' threads (OpenMP). Default: the machine's cores. Small tensors always stay on one thread.
 void set_num_threads(int n);

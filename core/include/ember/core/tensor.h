@@ -6,6 +6,7 @@
 //   std::cout << y.slice(0, 0, 2) << "\n";
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <vector>
@@ -18,10 +19,16 @@
 
 namespace ember {
 
+class Generator;
+namespace autograd {
+class HookHandle;
+}  // namespace autograd
+
 struct TensorOptions {
   DType dtype = kFloat32;
   Device device = Device::cpu();
   bool requires_grad = false;
+  Generator* generator = nullptr;  // random creation functions only: draw from this generator (generator.h)
 };
 
 // A number in an op with a tensor: `x * 2`, `x + 0.5`. Remembers whether it was written as an integer so
@@ -148,6 +155,10 @@ class Tensor {
   const char* grad_fn_name() const;        // the op that computed it ("" for leaves)
   // Accumulates d(this)/d(leaf) into every leaf's .grad; `grad` defaults to 1 for a one-element tensor.
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  // Runs hook(grad) each time a gradient with respect to this tensor is computed, before it is used (added into
+  // .grad, passed further back, or returned by autograd::grad); a defined return value replaces the gradient.
+  // The tensor must require grad. Defined in autograd/ (hooks.h declares HookHandle).
+  autograd::HookHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;
 
  private:
   TensorImpl* checked() const {

@@ -285,6 +285,8 @@ class Runner {
       }
     }
     if constexpr (BatchDataset<D> && std::is_same_v<C, DefaultCollate>) {
+      // One scope for the whole batch: random draws in get_batch follow (seed, epoch, first index).
+      SampleScope scope(opts_.seed, epoch, idx.empty() ? 0 : idx.front());
       return static_cast<Batch>(ds_->get_batch(idx));
     } else {
       std::vector<Sample> samples;

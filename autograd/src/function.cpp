@@ -1,0 +1,87 @@
+// defines: the non-template half of autograd::Function — the saved tensors of its ctx, and the node that runs
+// the user's backward with checks on what it returns.
+#include "ember/autograd/function.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include "ember/core/raw_ops.h"
+
+namespace ember::autograd {
+
+void FunctionCtx::save_for_backward(const std::vector<Tensor>& ts) {
+  saved_.clear();
+  for (const Tensor& t : ts) saved_.emplace_back(t);
+}
+std::vector<Tensor> FunctionCtx::saved() const {
+  std::vector<Tensor> out;
+  for (const SavedTensor& s : saved_) out.push_back(s.get(name_));
+  return out;
+}
+
+namespace detail {
+
+const char* function_name(const std::type_info& t) {
+  static std::mutex mu;
+  static std::set<std::string> names;  // node names are const char*: keep each one for the process
+  int status = 0;
+  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && d ? d : t.name();
+  std::free(d);
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+
+std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
+                                    std::shared_ptr<FunctionCtx> ctx,
+                                    std::function<Grads(FunctionCtx&, const Grads&)> backward) {
+  EMBER_CHECK_VALUE(!outputs.empty(), name, ": forward returned no tensors");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EMBER_CHECK_VALUE(outputs[i].defined(), name, ": forward returned an undefined tensor as output ", i);
+    for (const Tensor& in : inputs)  // an input returned as is: its own handle, or recording would rewrite it
+      if (in.defined() && outputs[i].impl() == in.impl()) outputs[i] = raw::alias(outputs[i]);
+  }
+  if (!needs_grad(inputs)) return outputs;
+  std::vector<Tensor> diff;  // the floating outputs carry the node; integer ones (indices) do not
+  for (const Tensor& o : outputs)
+    if (is_floating(o.dtype())) diff.push_back(o);
+  if (diff.empty()) return outputs;
+  struct Info {
+    Shape shape;
+    DType dtype;
+    Device device;
+    bool wants;
+  };
+  std::vector<Info> infos;
+  for (const Tensor& t : inputs)
+    infos.push_back(t.defined() ? Info{t.shape(), t.dtype(), t.device(), t.requires_grad()}
+                                : Info{{}, kFloat32, Device::cpu(), false});
+  const size_t n_out = diff.size();
+  record(name, inputs, diff, [name, infos, ctx, backward, n_out](const Grads& g) -> Grads {
+    Grads padded = g;  // the engine passes gradients up to the last output that got one
+    padded.resize(n_out);
+    Grads r = backward(*ctx, padded);
+    EMBER_CHECK_VALUE(r.size() == infos.size(), name, ": backward returned ", r.size(), " gradients for ", infos.size(),
+                      " tensor inputs (return one per input; an undefined tensor for none)");
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (!r[i].defined()) continue;
+      if (!infos[i].wants) {
+        r[i] = Tensor();  // a gradient nobody asked for
+        continue;
+      }
+      EMBER_CHECK_SHAPE(
+          r[i].shape() == infos[i].shape && r[i].dtype() == infos[i].dtype && r[i].device() == infos[i].device, name,
+          ": backward returned a gradient of ", r[i].dtype(), r[i].shape(), " on ", r[i].device(), " for input ", i,
+          ", which is ", infos[i].dtype, infos[i].shape, " on ", infos[i].device);
+    }
+    return r;
+  });
+  meta(diff[0])->grad_fn->double_differentiable = true;  // the user's backward is made of ember ops
+  return outputs;
+}
+
+}  // namespace detail
+}  // namespace ember::autograd

@@ -1,0 +1,169 @@
+// Double backward: autograd::grad(..., {.create_graph = true}) returns gradients that are differentiable
+// again. Table-driven: every case of tests/support/op_cases.h whose ops all have a differentiable backward
+// gets a gradcheck of its gradient (the second derivative against finite differences of the first); cases
+// through an op without one must throw, never return a wrong second derivative.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "op_cases.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+using namespace test_ops;
+
+// A fixed random weighting of an output, so that the first derivative of sum(y * k) is not symmetric in y.
+Tensor weights_like(const Tensor& y) {
+  Generator g(1234);
+  return randn(y.shape(), {.dtype = y.dtype(), .device = y.device(), .generator = &g});
+}
+
+// The first derivatives of sum(fn(in) * k) with respect to the floating inputs, flattened into one tensor,
+// computed with create_graph: a function of the inputs whose own gradient is the second derivative.
+TensorFn first_derivative(const TensorFn& fn) {
+  return [fn](const std::vector<Tensor>& in) {
+    // gradcheck evaluates the function under no-grad for its finite differences: differentiate anyway, from
+    // leaves of our own when the inputs do not require grad.
+    EnableGradGuard grad_on;
+    std::vector<Tensor> args = in, xs;
+    for (Tensor& t : args)
+      if (t.defined() && is_floating(t.dtype())) {
+        if (!t.requires_grad()) t = t.detach().requires_grad_(true);
+        xs.push_back(t);
+      }
+    Tensor y = fn(args);
+    std::vector<Tensor> gs =
+        autograd::grad({sum(y * weights_like(y))}, xs, {.create_graph = true, .allow_unused = true});
+    std::vector<Tensor> flat;
+    Tensor link = zeros({}, {.dtype = kFloat64});  // 0 * sum(x): a second derivative that is zero stays in the graph
+    for (size_t i = 0; i < gs.size(); ++i) {
+      flat.push_back(gs[i].defined() ? gs[i].reshape({-1}) : zeros({xs[i].numel()}, {.dtype = kFloat64}));
+      link = link + sum(xs[i]) * 0.0;
+    }
+    return cat(flat) + link;
+  };
+}
+
+bool unsupported(const OpCase& c) {
+  try {
+    std::vector<Tensor> in = c.inputs();
+    for (Tensor& t : in)
+      if (t.defined() && is_floating(t.dtype())) t = t.detach().requires_grad_(true);
+    (void)first_derivative(c.fn)(in);
+    return false;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("is not differentiable in Ember yet") != std::string::npos) return true;
+    throw;
+  }
+}
+
+class DoubleBackwardOps : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(DoubleBackwardOps, SecondDerivativeMatchesNumericOrThrows) {
+  const OpCase& c = GetParam();
+  if (unsupported(c)) {
+    // Only ops outside the supported list may refuse.
+    static const std::set<std::string> refusing = {
+        "gelu",       "var",    "max",     "min",     "conv2d",       "max_pool2d", "avg_pool2d",
+        "slice",      "select", "cat",     "stack",   "index_select", "softmax",    "log_softmax",
+        "batch_norm", "sign",   "inplace", "mlp_nll", "conv_pool",    "chain"};  // chain: goes through slice
+    bool known = false;
+    for (const std::string& op : refusing) known = known || c.name.rfind(op, 0) == 0;
+    EXPECT_TRUE(known) << c.name << " refused double backward but its op is on the supported list";
+    return;
+  }
+  autograd::GradcheckResult r =
+      autograd::gradcheck_report(first_derivative(c.fn), c.inputs(), c.eps, std::max(c.atol, 1e-4), c.rtol);
+  EXPECT_TRUE(r.ok) << c.name << ": " << r.report;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, DoubleBackwardOps, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+// The table must exercise the supported ops, not skip its way to green.
+TEST(DoubleBackward, SupportedOpsAreCheckedNotSkipped) {
+  std::set<std::string> checked;
+  for (const OpCase& c : all_cases())
+    if (!unsupported(c)) checked.insert(c.name);
+  for (const char* name : {"add",       "sub",     "mul",       "div",     "pow",        "neg",       "exp",
+                           "log",       "sqrt",    "tanh",      "sigmoid", "softplus",   "relu",      "sum_dim1",
+                           "mean_dim0", "reshape", "transpose", "permute", "expand_mul", "to_f32_f64"})
+    EXPECT_TRUE(
+        std::any_of(checked.begin(), checked.end(),
+                    [&](const std::string& c) { return c == name || c.rfind(std::string(name) + "_", 0) == 0; }))
+        << name << " was not double-backward checked";
+}
+
+TEST(DoubleBackward, MatmulAndLinearHessianVectorProducts) {
+  manual_seed(3);
+  Tensor x = randn({4, 5}, {.dtype = kFloat64});
+  Tensor w = randn({3, 5}, {.dtype = kFloat64});
+  Tensor b = randn({3}, {.dtype = kFloat64});
+  for (bool use_linear : {false, true}) {
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor h = use_linear ? linear(in[0], in[1], in[2]) : matmul(in[0], in[1].t()) + in[2];
+      return tanh(h);
+    };
+    EXPECT_TRUE(autograd::gradcheck(first_derivative(f), {x, w, b})) << (use_linear ? "linear" : "matmul");
+  }
+}
+
+// A WGAN-GP style gradient penalty: the penalty on the input gradient's norm trains the weights, through the
+// gradient itself. Checked against finite differences of the whole penalty.
+TEST(DoubleBackward, GradientPenaltyTrainsTheWeights) {
+  manual_seed(5);
+  Tensor x = randn({6, 4}, {.dtype = kFloat64});
+  Tensor w1 = randn({8, 4}, {.dtype = kFloat64}) * 0.5, b1 = randn({8}, {.dtype = kFloat64}) * 0.1;
+  Tensor w2 = randn({1, 8}, {.dtype = kFloat64}) * 0.5;
+  auto penalty = [&](const std::vector<Tensor>& in) {
+    EnableGradGuard grad_on;  // gradcheck's finite differences run under no-grad
+    Tensor xi = in[0].requires_grad() ? in[0] : in[0].detach().requires_grad_(true);
+    Tensor d = linear(softplus(linear(xi, in[1], in[2])), in[3]);
+    Tensor gx = autograd::grad({sum(d)}, {xi}, {.create_graph = true})[0];
+    Tensor norm = sqrt(sum(gx * gx, {1}) + 1e-12);
+    return mean(square(norm - 1.0));
+  };
+  EXPECT_TRUE(autograd::gradcheck(penalty, {x, w1, b1, w2}));
+  // And through backward(): the weights get .grad from the penalty.
+  std::vector<Tensor> ps = {x, w1.detach().requires_grad_(true), b1.detach().requires_grad_(true),
+                            w2.detach().requires_grad_(true)};
+  penalty(ps).backward();
+  for (size_t i = 1; i < ps.size(); ++i) EXPECT_TRUE(ps[i].grad().defined()) << "parameter " << i;
+}
+
+TEST(DoubleBackward, UnsupportedOpThrowsNamingIt) {
+  Tensor x = randn({1, 1, 4, 4}, {.dtype = kFloat64}).requires_grad_(true);
+  Tensor w = randn({2, 1, 3, 3}, {.dtype = kFloat64});
+  Tensor y = conv2d(x, w);
+  EXPECT_THROW_MSG(autograd::grad({sum(y)}, {x}, {.create_graph = true}), Error, "conv2d");
+  // Without create_graph the same graph is fine.
+  EXPECT_EQ(autograd::grad({sum(conv2d(x, w))}, {x})[0].shape(), x.shape());
+}
+
+TEST(DoubleBackward, SecondDerivativeOfCubeIsSixX) {
+  Tensor x = tensor<double>({-1.5, 0.5, 2.0}).requires_grad_(true);
+  Tensor y = sum(x * x * x);
+  Tensor g = autograd::grad({y}, {x}, {.create_graph = true})[0];  // 3x^2
+  EXPECT_TRUE(g.requires_grad());
+  Tensor h = autograd::grad({sum(g)}, {x})[0];  // 6x
+  EXPECT_EQ(test::values(h), (std::vector<double>{-9.0, 3.0, 12.0}));
+  // Without create_graph the gradient is a constant.
+  Tensor g2 = autograd::grad({sum(x * x * x)}, {x})[0];
+  EXPECT_FALSE(g2.requires_grad());
+}
+
+// A saved output (exp keeps y) must come back attached to its node: d2/dx2 exp(x) = exp(x).
+TEST(DoubleBackward, SavedOutputsKeepTheirGraph) {
+  Tensor x = tensor<double>({0.1, -0.7}).requires_grad_(true);
+  Tensor g = autograd::grad({sum(exp(x))}, {x}, {.create_graph = true})[0];
+  Tensor h = autograd::grad({sum(g)}, {x})[0];
+  EXPECT_TENSOR_NEAR(h, x.shape(), test::values(exp(x.detach())), 1e-12, 1e-12);
+}
+
+}  // namespace
+}  // namespace ember
