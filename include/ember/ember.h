@@ -42,6 +42,7 @@
 #include "ember/dist/ddp.h"
 #include "ember/dist/dist.h"
 #include "ember/nn/activations.h"
+#include "ember/nn/checkpoint.h"
 #include "ember/nn/containers.h"
 #include "ember/nn/init.h"
 #include "ember/nn/layers.h"

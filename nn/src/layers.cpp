@@ -6,6 +6,7 @@
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/core/factory.h"
+#include "module_state.h"
 
 namespace ember::nn {
 
@@ -75,17 +76,13 @@ Module& Chain::operator[](size_t i) const {
 }
 Tensor Chain::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : *layers_) h = m->forward(h);
+  for (auto& m : *layers_) h = (*m)(h);  // operator(): the members' hooks run
   return h;
 }
 std::string Chain::repr() const {
   std::ostringstream os;
   os << "Chain(";
-  for (const auto& m : *layers_) {
-    std::string r = m->repr();
-    for (size_t p = r.find('\n'); p != std::string::npos; p = r.find('\n', p + 3)) r.replace(p, 1, "\n  ");
-    os << "\n  " << r << ",";
-  }
+  for (const auto& m : *layers_) os << "\n  " << internal::indent(m->repr()) << ",";
   os << (layers_->empty() ? ")" : "\n)");
   return os.str();
 }

@@ -1,28 +1,22 @@
-// defines: nn::Module's shared state and the recursive walks over parameters, buffers and children.
+// defines: nn::Module's registration and the recursive walks over parameters, buffers and children (hooks are in
+// module_hooks.cpp, printing in module_print.cpp).
 #include "ember/nn/module.h"
 
-#include <ostream>
 #include <set>
-#include <sstream>
+#include <unordered_set>
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/core/raw_ops.h"
+#include "module_state.h"
 
 namespace ember::nn {
-
-struct Module::State {
-  NamedTensors params, buffers;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children;
-  bool training = true;
-};
 
 Module::Module() : state_(std::make_shared<State>()) {}
 
 Tensor Module::forward(const Tensor&) {
-  throw Error(detail::str("nn::Module: ", repr(), " has no forward(); override Tensor forward(const Tensor&)"));
+  throw Error(detail::str("nn::Module: ", internal::type_name(*this),
+                          " has no forward(); override Tensor forward(const Tensor&)"));
 }
-
-std::string Module::repr() const { return "Module"; }
 
 namespace {
 void check_name(const std::string& name, const char* what) {
@@ -30,10 +24,6 @@ void check_name(const std::string& name, const char* what) {
                     "\" must be non-empty and contain no '.'");
 }
 }  // namespace
-
-struct ModuleAccess {
-  static const Module::State& state(const Module& m) { return *m.state_; }
-};
 
 namespace {
 // Parameters, buffers and children share one namespace (their names meet in the state_dict).
@@ -102,7 +92,56 @@ NamedTensors Module::state_dict() const {  // every name, tied tensors included 
   collect(*this, "", false, out, nullptr);
   return out;
 }
+int64_t Module::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters())
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  return n;
+}
+
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return state_->children; }
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [_, c] : state_->children) out.push_back(c);
+  return out;
+}
+
+// A module's identity is its shared state: two handles of one layer (a Chain holding the same Dense twice) are
+// one module.
+namespace {
+using Seen = std::unordered_set<const void*>;
+const void* identity(const Module& m) { return &ModuleAccess::state(m); }
+void walk_pre(Module& m, const std::string& path, Seen& seen, NamedModules& out) {
+  if (!seen.insert(identity(m)).second) return;
+  out.emplace_back(path, &m);
+  for (const auto& [n, c] : ModuleAccess::state(m).children) walk_pre(*c, path.empty() ? n : path + "." + n, seen, out);
+}
+void walk_post(Module& m, Seen& seen, const std::function<void(Module&)>& fn) {
+  if (!seen.insert(identity(m)).second) return;
+  // a copy: fn may register children
+  auto children = ModuleAccess::state(m).children;
+  for (const auto& [_, c] : children) walk_post(*c, seen, fn);
+  fn(m);
+}
+}  // namespace
+
+NamedModules Module::named_modules() const {
+  NamedModules out;
+  Seen seen;
+  walk_pre(const_cast<Module&>(*this), "", seen, out);
+  return out;
+}
+std::vector<Module*> Module::modules() const {
+  std::vector<Module*> out;
+  for (const auto& [_, m] : named_modules()) out.push_back(m);
+  return out;
+}
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  EMBER_CHECK_VALUE(static_cast<bool>(fn), "Module::apply: the function is empty");
+  Seen seen;
+  walk_post(*this, seen, fn);
+  return *this;
+}
 
 namespace {
 // Parameters then buffers, each tensor once (a tied weight must be converted once).
@@ -145,7 +184,5 @@ Module& Module::requires_grad_(bool on) {
   for (Tensor& p : parameters()) p.requires_grad_(on);
   return *this;
 }
-
-std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
 
 }  // namespace ember::nn

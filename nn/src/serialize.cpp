@@ -1,4 +1,4 @@
-// defines: the safetensors reader/writer and the checkpoint helpers.
+// defines: the safetensors reader/writer, save / load of a module, and assign_tensors (checkpoint.cpp uses them).
 // Format: an 8-byte little-endian header length N, N bytes of JSON {"name": {"dtype": "F32", "shape": [...],
 // "data_offsets": [begin, end]}, ..., "__metadata__": {...}}, then the raw little-endian tensor bytes.
 #include "ember/nn/serialize.h"
@@ -216,36 +216,5 @@ void load(Module& module, const std::string& path) {
   assign_tensors(module.state_dict(), load_tensors(path), "load " + path);
 }
 
-namespace internal {
-void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim,
-                           int64_t step) {
-  NamedTensors all;
-  for (const auto& [n, t] : model) all.emplace_back("model." + n, t);
-  for (const auto& [n, t] : optim) all.emplace_back("optim." + n, t);
-  save_tensors(path, all, {{"format", "ember-checkpoint"}, {"step", std::to_string(step)}});
-}
-NamedTensors load_checkpoint_parts(const std::string& path, Module& module, int64_t* step) {
-  std::map<std::string, std::string> meta;
-  NamedTensors all = load_tensors(path, &meta);
-  EMBER_CHECK(meta["format"] == "ember-checkpoint" && meta.count("step"), IOError, "load_checkpoint: ", path,
-              " is not an ember checkpoint (no format/step metadata); use load() for plain model files");
-  NamedTensors model, optim;
-  for (auto& [n, t] : all) {
-    if (n.rfind("model.", 0) == 0) model.emplace_back(n.substr(6), t);
-    else if (n.rfind("optim.", 0) == 0) optim.emplace_back(n.substr(6), t);
-  }
-  const std::string& step_text = meta["step"];
-  size_t used = 0;
-  try {
-    *step = std::stoll(step_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  EMBER_CHECK(used > 0 && used == step_text.size(), IOError, "load_checkpoint: ", path, ": malformed step \"",
-              step_text, "\" in the metadata");
-  assign_tensors(module.state_dict(), model, "load_checkpoint " + path);
-  return optim;
-}
-}  // namespace internal
 
 }  // namespace ember::nn

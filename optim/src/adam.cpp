@@ -9,9 +9,13 @@
 namespace ember::optim {
 namespace {
 
-const AdamOptions& checked(const char* name, const AdamOptions& o) {
-  EMBER_CHECK_VALUE(std::isfinite(o.beta1) && o.beta1 >= 0 && o.beta1 < 1, name, ": invalid beta1 ", o.beta1,
+void check_beta1(const char* name, double beta1) {
+  EMBER_CHECK_VALUE(std::isfinite(beta1) && beta1 >= 0 && beta1 < 1, name, ": invalid beta1 ", beta1,
                     " (must be in [0, 1))");
+}
+
+const AdamOptions& checked(const char* name, const AdamOptions& o) {
+  check_beta1(name, o.beta1);
   EMBER_CHECK_VALUE(std::isfinite(o.beta2) && o.beta2 >= 0 && o.beta2 < 1, name, ": invalid beta2 ", o.beta2,
                     " (must be in [0, 1))");
   EMBER_CHECK_VALUE(std::isfinite(o.eps) && o.eps >= 0, name, ": invalid eps ", o.eps, " (must be >= 0)");
@@ -29,6 +33,8 @@ Adam::Adam(const char* name, std::vector<Tensor> params, const AdamOptions& opti
                 {.has_step = true, .buffers = {"exp_avg", "exp_avg_sq"}}),
       opts_(options),
       decoupled_(decoupled) {}
+
+void Adam::check_momentum(double beta1) const { check_beta1(name_, beta1); }
 
 void Adam::step() {
   update_each([&](const Tensor& p, const Tensor& g, ParamState& s) {

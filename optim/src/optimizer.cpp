@@ -1,5 +1,5 @@
-// defines: the Optimizer base — parameter checks, zero_grad, set_lr, the per-parameter update loop shared
-// by SGD and Adam, and state_dict / load_state_dict.
+// defines: the Optimizer base — parameter checks, moves (which carry the schedulers' anchor along), zero_grad,
+// set_lr and set_momentum, the per-parameter update loop shared by SGD and Adam, and state_dict / load_state_dict.
 #include "ember/optim/optimizer.h"
 
 #include <cmath>
@@ -42,9 +42,58 @@ Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr, St
   set_lr(lr);
 }
 
+Optimizer::~Optimizer() {
+  if (anchor_) anchor_->opt = nullptr;  // the schedulers attached to this optimiser now see it gone
+}
+
+Optimizer::Optimizer(Optimizer&& o) noexcept
+    : name_(o.name_),
+      params_(std::move(o.params_)),
+      state_(std::move(o.state_)),
+      lr_(o.lr_),
+      layout_(std::move(o.layout_)),
+      initial_lr_(o.initial_lr_),
+      momentum_set_(o.momentum_set_),
+      anchor_(std::move(o.anchor_)) {
+  if (anchor_) anchor_->opt = this;
+}
+
+Optimizer& Optimizer::operator=(Optimizer&& o) noexcept {
+  if (this == &o) return *this;
+  if (anchor_) anchor_->opt = nullptr;  // the optimiser assigned over is gone for its schedulers
+  name_ = o.name_;
+  params_ = std::move(o.params_);
+  state_ = std::move(o.state_);
+  lr_ = o.lr_;
+  layout_ = std::move(o.layout_);
+  initial_lr_ = o.initial_lr_;
+  momentum_set_ = o.momentum_set_;
+  anchor_ = std::move(o.anchor_);
+  if (anchor_) anchor_->opt = this;
+  return *this;
+}
+
+const std::shared_ptr<Optimizer::Anchor>& Optimizer::anchor() {
+  if (!anchor_) anchor_ = std::make_shared<Anchor>(Anchor{this});
+  return anchor_;
+}
+
 void Optimizer::set_lr(double lr) {
   EMBER_CHECK_VALUE(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate lr = ", lr, " (must be >= 0)");
   lr_ = lr;
+}
+
+// Only SGD can lack a momentum: its state layout (a momentum buffer or none) is fixed at construction.
+double Optimizer::momentum() const {
+  throw ValueError(detail::str(name_, " has no momentum (an SGD has one only when built with momentum != 0)"));
+}
+
+void Optimizer::set_momentum(double momentum) {
+  EMBER_CHECK_VALUE(has_momentum(), name_, ": cannot set momentum ", momentum, ": ", name_,
+                    " has no momentum (an SGD has one only when built with momentum != 0)");
+  check_momentum(momentum);
+  write_momentum(momentum);
+  momentum_set_ = true;
 }
 
 void Optimizer::zero_grad() {
@@ -89,6 +138,8 @@ void Optimizer::update_each(const std::function<void(const Tensor&, const Tensor
 StateDict Optimizer::state_dict() const {
   StateDict sd;
   sd.emplace_back("param_groups.lr", scalar_f64(lr_));
+  if (initial_lr_) sd.emplace_back("param_groups.initial_lr", scalar_f64(*initial_lr_));
+  if (momentum_set_) sd.emplace_back("param_groups.momentum", scalar_f64(momentum()));
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamState& s = state_[i];
     if (!s.initialized) continue;
@@ -102,7 +153,7 @@ StateDict Optimizer::state_dict() const {
 
 void Optimizer::load_state_dict(const StateDict& sd) {
   const std::string op = std::string(name_) + ".load_state_dict";
-  std::optional<double> lr;
+  std::optional<double> lr, initial_lr, momentum;
   std::vector<ParamState> next(params_.size());
   std::vector<std::vector<bool>> have(params_.size(), std::vector<bool>(layout_.buffers.size() + 1, false));
   auto expect_scalar = [&](const std::string& name, const Tensor& t) {
@@ -118,6 +169,25 @@ void Optimizer::load_state_dict(const StateDict& sd) {
       EMBER_CHECK(std::isfinite(*lr) && *lr >= 0, Error, op, ": entry '", name, "' holds an invalid lr ", *lr);
       continue;
     }
+    // Absent from dicts saved before schedulers and OneCycleLR recorded them: then the current values stay.
+    if (name == "param_groups.initial_lr") {
+      EMBER_CHECK(!initial_lr, Error, op, ": entry '", name, "' appears twice");
+      initial_lr = expect_scalar(name, t);
+      EMBER_CHECK(std::isfinite(*initial_lr) && *initial_lr >= 0, Error, op, ": entry '", name,
+                  "' holds an invalid lr ", *initial_lr);
+      continue;
+    }
+    if (name == "param_groups.momentum") {
+      EMBER_CHECK(!momentum, Error, op, ": entry '", name, "' appears twice");
+      EMBER_CHECK(has_momentum(), Error, op, ": unexpected entry '", name, "' (this ", name_, " has no momentum)");
+      momentum = expect_scalar(name, t);
+      try {
+        check_momentum(*momentum);
+      } catch (const ValueError& e) {
+        throw Error(detail::str(op, ": entry '", name, "': ", e.what()));
+      }
+      continue;
+    }
     auto parsed = parse_state_name(name);
     size_t field = layout_.buffers.size() + 1;  // 0: step, 1 + b: buffer b
     if (parsed) {
@@ -129,8 +199,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
       std::string fields = layout_.has_step ? "step" : "";
       for (const std::string& b : layout_.buffers) fields += (fields.empty() ? "" : ", ") + b;
       throw Error(detail::str(op, ": unexpected entry '", name, "' (", name_,
-                              " has entries param_groups.lr and state.<i>.{", fields, "} for parameters i < ",
-                              params_.size(), ")"));
+                              " has entries param_groups.{lr, initial_lr", has_momentum() ? ", momentum" : "",
+                              "} and state.<i>.{", fields, "} for parameters i < ", params_.size(), ")"));
     }
     const size_t i = parsed->first;
     EMBER_CHECK(!have[i][field], Error, op, ": entry '", name, "' appears twice");
@@ -162,6 +232,11 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     }
   }
   lr_ = *lr;
+  if (initial_lr) initial_lr_ = initial_lr;
+  if (momentum) {
+    write_momentum(*momentum);
+    momentum_set_ = true;
+  }
   state_ = std::move(next);
 }
 

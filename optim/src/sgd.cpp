@@ -30,6 +30,14 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
                                                            : std::vector<std::string>{}}),
       opts_(options) {}
 
+double SGD::momentum() const { return has_momentum() ? opts_.momentum : Optimizer::momentum(); }
+
+// Momentum 0 would leave the momentum buffer stale while the state still holds it.
+void SGD::check_momentum(double m) const {
+  EMBER_CHECK_VALUE(std::isfinite(m) && m > 0, "SGD: invalid momentum ", m,
+                    " (must be > 0 for an SGD built with momentum)");
+}
+
 void SGD::step() {
   update_each([&](const Tensor& p, const Tensor& g, ParamState& s) {
     SgdStepArgs a{.param = p,

@@ -168,3 +168,37 @@ TEST(TensorHook, BadUse) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+// Saved tensors keep an input's own handle (for double backward) but never an op's own output: that would make
+// the output own its node and the node own the output, a cycle no handle could free.
+struct SaveOutput : autograd::Function<SaveOutput> {
+  static Tensor forward(FunctionCtx& ctx, const Tensor& x) {
+    Tensor y = x * 2.0;
+    ctx.save_for_backward({x, y});
+    return y;
+  }
+  static std::vector<Tensor> backward(FunctionCtx&, const std::vector<Tensor>& g) { return {g[0] * 2.0}; }
+};
+
+TEST(SavedTensors, OwnOutputsAndInPlaceSelvesMakeNoCycles) {
+  const int64_t before = autograd::Node::live.load();
+  for (bool run_backward : {false, true}) {
+    Tensor x = randn({4}).requires_grad_(true);
+    Tensor h = x * 2.0;
+    h.relu_();                      // saves its own output (self, which required grad when saved)
+    Tensor y = exp(h) / (h + 3.0);  // exp and div save their outputs
+    Tensor z = SaveOutput::apply(Cube::apply(y));
+    if (run_backward) sum(z).backward();
+  }
+  EXPECT_EQ(autograd::Node::live.load(), before);
+  {
+    Tensor x = randn({4}).requires_grad_(true);
+    Tensor g = autograd::grad({sum(exp(x) * x)}, {x}, {.create_graph = true})[0];
+    autograd::grad({sum(g)}, {x});
+  }
+  EXPECT_EQ(autograd::Node::live.load(), before);
+}
+}  // namespace
+}  // namespace ember

@@ -228,7 +228,8 @@ TEST(Module, PrintsLikeFlux) {
   nn::Chain model{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
   std::ostringstream os;
   os << model;
-  EXPECT_EQ(os.str(), "Chain(\n  Flatten(),\n  Dense(784 => 128, relu),\n  Dense(128 => 10),\n)");
+  // The top level carries the parameter count, as Flux's (784*128 + 128 + 128*10 + 10).
+  EXPECT_EQ(os.str(), "Chain(\n  Flatten(),\n  Dense(784 => 128, relu),\n  Dense(128 => 10),\n)  # 101_770 parameters");
 
   nn::Chain nested{nn::Chain{nn::Dense(2, 3, nn::tanh), nn::relu}, nn::Dense(3, 1, nn::sigmoid, {.bias = false})};
   EXPECT_EQ(nested.repr(),
@@ -287,7 +288,7 @@ TEST(Module, BareModuleForwardThrows) {
   EXPECT_THROW_MSG(m(zeros({2})), Error, "forward");
   Raw r;
   EXPECT_THROW_MSG(r(zeros({2})), Error, "forward");
-  EXPECT_EQ(m.repr(), "Module");
+  EXPECT_EQ(m.repr(), "Module()");
 }
 
 TEST(Module, LambdaAndCustomActivationInChain) {

@@ -1,16 +1,25 @@
-// defines: nn::Module — the base of every layer and of user-defined models. A Module is a handle: copies
-// share one set of parameters, buffers, children and train/eval flag. Parameters get stable dotted names
-// ("0.weight", "encoder.fc1.bias") from the order they were registered.
+// defines: nn::Module — the base of every layer and of user-defined models — and its forward/backward hooks. A
+// Module is a handle: copies share one set of parameters, buffers, children, hooks and train/eval flag.
+// Parameters get stable dotted names ("0.weight", "encoder.fc1.bias") from the order they were registered.
 //
 //   struct Net : nn::Module {
 //     nn::Dense fc1{784, 128, nn::relu}, fc2{128, 10};
 //     Net() { register_module("fc1", fc1); register_module("fc2", fc2); }
 //     Tensor forward(const Tensor& x) override { return fc2(fc1(x.flatten(1))); }
 //   };
+//
+// THE REGISTRATION RULE: a module only knows what was registered with register_parameter, register_buffer or
+// register_module. A member tensor or layer that was not registered is invisible to parameters() (so the
+// optimiser never steps it), to(), train()/eval(), zero_grad(), save()/load(), named_modules(), apply() and
+// printing. Printing a model (std::cout << net) shows exactly what is registered, so it is how to check.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,7 +27,33 @@
 
 namespace ember::nn {
 
+class Module;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using NamedModules = std::vector<std::pair<std::string, Module*>>;
+
+// A hook on a module call (see Module::register_forward_hook). A returned tensor (or gradient list) replaces
+// the value the hook was given; std::nullopt keeps it.
+using ForwardPreHook = std::function<std::optional<Tensor>(Module& m, const Tensor& input)>;
+using ForwardHook = std::function<std::optional<Tensor>(Module& m, const Tensor& input, const Tensor& output)>;
+using BackwardHook = std::function<std::optional<std::vector<Tensor>>(Module& m, const std::vector<Tensor>& grad_input,
+                                                                      const std::vector<Tensor>& grad_output)>;
+
+namespace internal {
+struct ModuleHooks;
+}
+
+// Removes the hook it was returned for (idempotent; a no-op once the module is gone).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  HookHandle(std::weak_ptr<internal::ModuleHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<internal::ModuleHooks> hooks_;
+  uint64_t id_ = 0;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -29,10 +64,16 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // The layer's computation. Call it as m(x).
   virtual Tensor forward(const Tensor& x);
-  // Calls forward; const because a module is a handle (its state is shared, not owned by this object).
-  Tensor operator()(const Tensor& x) const { return const_cast<Module*>(this)->forward(x); }
-  // How the module prints, e.g. "Dense(784 => 128, relu)".
+  // Runs the forward pre-hooks, forward, the forward hooks, and arms the backward hooks; with no hook
+  // registered it is forward(x). Const because a module is a handle (its state is shared, not owned by this).
+  Tensor operator()(const Tensor& x) const;
+  // How the module prints, e.g. "Dense(784 => 128, relu)". Not overridden (a user module, ModuleList,
+  // ModuleDict): the type name with the registered parameters, buffers and children, one per line, as
+  // "Net(\n  (fc1): Dense(784 => 128, relu)\n  (fc2): Dense(128 => 10)\n)".
   virtual std::string repr() const;
+  // repr() followed, when there are parameters, by their count: "Dense(2 => 3)  # 9 parameters". What
+  // `os << module` prints.
+  std::string to_string() const;
 
   // Each tensor once, under its first name (a weight shared by two layers is stepped once), as PyTorch.
   std::vector<Tensor> parameters() const;
@@ -41,7 +82,20 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors named_buffers() const;
   // Parameters then buffers, as a PyTorch state_dict (what save() writes); shared tensors under every name.
   NamedTensors state_dict() const;
+  // Elements counted once per tensor, as parameters(); only those that require grad when trainable_only.
+  int64_t num_parameters(bool trainable_only = false) const;
+
+  // The direct children, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  // This module (named "") then every descendant, depth first in registration order, under its dotted path
+  // ("encoder.0"); a module reached twice (shared by two parents) is listed once, under its first path. The
+  // pointers are valid while this module lives.
+  NamedModules named_modules() const;
+  std::vector<Module*> modules() const;
+  // Calls fn on every module of the tree, each once, children before their parent (as PyTorch), e.g. to
+  // initialise every Dense. Returns *this.
+  Module& apply(const std::function<void(Module&)>& fn);
 
   // Moves (or converts) every parameter and buffer in place: tensors held elsewhere (an optimiser's list)
   // follow. Gradients are dropped. Returns *this.
@@ -52,6 +106,57 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const;
   void zero_grad();                        // sets every parameter's grad to undefined
   Module& requires_grad_(bool on = true);  // freeze or unfreeze all parameters
+
+  // --- hooks (run by operator(), not by a direct call of forward), in registration order. A hook may return
+  // void instead of an optional. Hooks are shared by every handle of the module.
+  // fn(module, input) before forward; a returned tensor replaces the input.
+  template <class F>
+  HookHandle register_forward_pre_hook(F&& fn) {
+    using R = std::invoke_result_t<F&, Module&, const Tensor&>;
+    if constexpr (std::is_void_v<R>) {
+      return add_forward_pre_hook(
+          [f = std::forward<F>(fn)](Module& m, const Tensor& x) mutable -> std::optional<Tensor> {
+            f(m, x);
+            return std::nullopt;
+          });
+    } else {
+      return add_forward_pre_hook(ForwardPreHook(std::forward<F>(fn)));
+    }
+  }
+  // fn(module, input, output) after forward; a returned tensor replaces the output.
+  template <class F>
+  HookHandle register_forward_hook(F&& fn) {
+    using R = std::invoke_result_t<F&, Module&, const Tensor&, const Tensor&>;
+    if constexpr (std::is_void_v<R>) {
+      return add_forward_hook(
+          [f = std::forward<F>(fn)](Module& m, const Tensor& x, const Tensor& y) mutable -> std::optional<Tensor> {
+            f(m, x, y);
+            return std::nullopt;
+          });
+    } else {
+      return add_forward_hook(ForwardHook(std::forward<F>(fn)));
+    }
+  }
+  // fn(module, grad_input, grad_output), once per backward pass through each call of the module made with grad
+  // mode on: grad_output holds d(loss)/d(output), grad_input d(loss)/d(input) (one entry each; grad_input's is
+  // undefined when the input does not require grad, and the hook then runs as soon as grad_output is known).
+  // Gradients w.r.t. the module's parameters are not part of it. A returned vector (one entry, of the input's
+  // shape) replaces grad_input. The Module& given stays valid whenever backward runs: the object itself when a
+  // shared_ptr owns it (container elements), else a Module handle on the same state (not of the derived type).
+  template <class F>
+  HookHandle register_full_backward_hook(F&& fn) {
+    using R = std::invoke_result_t<F&, Module&, const std::vector<Tensor>&, const std::vector<Tensor>&>;
+    if constexpr (std::is_void_v<R>) {
+      return add_backward_hook(
+          [f = std::forward<F>(fn)](Module& m, const std::vector<Tensor>& gi,
+                                    const std::vector<Tensor>& go) mutable -> std::optional<std::vector<Tensor>> {
+            f(m, gi, go);
+            return std::nullopt;
+          });
+    } else {
+      return add_backward_hook(BackwardHook(std::forward<F>(fn)));
+    }
+  }
 
  protected:
   // Parameters, buffers and children share one namespace: a name taken by any of them throws ValueError.
@@ -79,11 +184,17 @@ class Module : public std::enable_shared_from_this<Module> {
   }
 
  private:
+  HookHandle add_forward_pre_hook(ForwardPreHook fn);
+  HookHandle add_forward_hook(ForwardHook fn);
+  HookHandle add_backward_hook(BackwardHook fn);
+  Tensor call_with_hooks(const Tensor& x) const;
+
   struct State;
   std::shared_ptr<State> state_;
   friend struct ModuleAccess;
 };
 
+// Prints m.to_string(): the module tree and its parameter count.
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
 }  // namespace ember::nn

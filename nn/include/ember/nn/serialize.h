@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "ember/nn/checkpoint.h"
 #include "ember/nn/module.h"
 
 namespace ember::nn {
@@ -28,27 +29,20 @@ void assign_tensors(const NamedTensors& into, const NamedTensors& from, const st
 void save(const Module& module, const std::string& path);
 void load(Module& module, const std::string& path);
 
-// Any optimiser with state_dict() -> NamedTensors and load_state_dict(const NamedTensors&).
-template <class Optimizer>
-void save_checkpoint(const std::string& path, const Module& module, const Optimizer& opt, int64_t step);
-template <class Optimizer>
-int64_t load_checkpoint(const std::string& path, Module& module, Optimizer& opt);
-
-namespace internal {
-void save_checkpoint_parts(const std::string& path, const NamedTensors& model, const NamedTensors& optim, int64_t step);
-// Loads the model part into `module` and returns the optimiser part and the step.
-NamedTensors load_checkpoint_parts(const std::string& path, Module& module, int64_t* step);
-}  // namespace internal
-
+// The short form of save_checkpoint / load_checkpoint (checkpoint.h) for model + optimiser + step: any optimiser with
+// state_dict() and load_state_dict(). The random-generator state is not kept (the full form keeps it); loading is
+// all-or-nothing (a failing optimiser part leaves the model as it was).
 template <class Optimizer>
 void save_checkpoint(const std::string& path, const Module& module, const Optimizer& opt, int64_t step) {
-  internal::save_checkpoint_parts(path, module.state_dict(), opt.state_dict(), step);
+  // The pointers are only read from while saving.
+  save_checkpoint(path, Checkpoint{.model = const_cast<Module*>(&module),
+                                   .optimizer = const_cast<Optimizer*>(&opt),
+                                   .step = step,
+                                   .rng = false});
 }
 template <class Optimizer>
 int64_t load_checkpoint(const std::string& path, Module& module, Optimizer& opt) {
-  int64_t step = 0;
-  opt.load_state_dict(internal::load_checkpoint_parts(path, module, &step));
-  return step;
+  return load_checkpoint(path, Checkpoint{.model = &module, .optimizer = &opt, .rng = false}).step;
 }
 
 }  // namespace ember::nn

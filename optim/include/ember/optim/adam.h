@@ -34,12 +34,17 @@ class Adam : public Optimizer {
   // Throws ValueError for an invalid option (naming "Adam" and the option).
   Adam(std::vector<Tensor> params, const AdamOptions& options = {});
   void step() override;
-  const AdamOptions& options() const { return opts_; }  // lr lives in lr(), which schedulers change
+  // lr lives in lr(), which schedulers change; beta1 is the current one (OneCycleLR cycles it as the momentum)
+  const AdamOptions& options() const { return opts_; }
+  bool has_momentum() const override { return true; }
+  double momentum() const override { return opts_.beta1; }  // beta1
 
  protected:
   Adam(const char* name, std::vector<Tensor> params, const AdamOptions& options, bool decoupled);
 
  private:
+  void check_momentum(double beta1) const override;
+  void write_momentum(double beta1) override { opts_.beta1 = beta1; }
   AdamOptions opts_;
   bool decoupled_;  // AdamW
 };

@@ -25,9 +25,15 @@ class SGD : public Optimizer {
   // Throws ValueError for an invalid option (naming "SGD" and the option).
   SGD(std::vector<Tensor> params, const SGDOptions& options = {});
   void step() override;
-  const SGDOptions& options() const { return opts_; }  // lr lives in lr(), which schedulers change
+  // lr lives in lr(), which schedulers change; momentum is the current one (OneCycleLR cycles it)
+  const SGDOptions& options() const { return opts_; }
+  // Only with momentum != 0 at construction (the momentum buffer); set_momentum then takes values > 0.
+  bool has_momentum() const override { return !layout_.buffers.empty(); }
+  double momentum() const override;
 
  private:
+  void check_momentum(double momentum) const override;
+  void write_momentum(double momentum) override { opts_.momentum = momentum; }
   SGDOptions opts_;
 };
 

@@ -1,0 +1,161 @@
+// defines: save_checkpoint / load_checkpoint of a Checkpoint. File layout (safetensors): tensors "model.<name>",
+// "optim.<name>", "sched.<name>", "scaler.<name>", "loader.<name>", "extra.<key>.<name>"; metadata "format"
+// ("ember-checkpoint"), "step", "parts" (the parts saved, comma-separated), "rng.seed" / "rng.offset" and the
+// user's metadata as "user.<key>". The two-part files of save_checkpoint(path, model, opt, step) are the same
+// format with parts "model,optim".
+#include "ember/nn/checkpoint.h"
+
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "ember/autograd/grad_mode.h"
+#include "ember/core/factory.h"
+#include "ember/nn/serialize.h"
+
+namespace ember::nn {
+namespace {
+
+// The stateful parts of `c`, by file prefix, in load order.
+std::vector<std::pair<std::string, Stateful>> stateful_parts(const Checkpoint& c) {
+  std::vector<std::pair<std::string, Stateful>> out;
+  if (c.optimizer) out.emplace_back("optim", c.optimizer);
+  if (c.scheduler) out.emplace_back("sched", c.scheduler);
+  if (c.scaler) out.emplace_back("scaler", c.scaler);
+  if (c.loader) out.emplace_back("loader", c.loader);
+  for (const auto& [key, s] : c.extra) {
+    EMBER_CHECK_VALUE(!key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                            "0123456789_-") == std::string::npos,
+                      "checkpoint: extra part name \"", key, "\" must be letters, digits, '_' or '-'");
+    if (s) out.emplace_back("extra." + key, s);
+  }
+  return out;
+}
+
+uint64_t parse_u64(const std::string& text, const std::string& what, const std::string& path) {
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  EMBER_CHECK(used > 0 && used == text.size() && text[0] != '-', IOError, "load_checkpoint: ", path, ": malformed ",
+              what, " \"", text, "\" in the metadata");
+  return v;
+}
+
+// Deep copies: what to put back if a later part fails.
+NamedTensors copy_of(const NamedTensors& sd) {
+  NoGradGuard g;
+  NamedTensors out;
+  for (const auto& [n, t] : sd) out.emplace_back(n, t.detach().clone());
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  NamedTensors all;
+  std::vector<std::string> parts;
+  if (c.model) {
+    for (const auto& [n, t] : c.model->state_dict()) all.emplace_back("model." + n, t);
+    parts.push_back("model");
+  }
+  for (const auto& [prefix, s] : stateful_parts(c)) {
+    for (const auto& [n, t] : s.state_dict()) all.emplace_back(prefix + "." + n, t);
+    parts.push_back(prefix);
+  }
+  std::map<std::string, std::string> meta = {{"format", "ember-checkpoint"}, {"step", std::to_string(c.step)}};
+  std::string joined;
+  for (const std::string& p : parts) joined += (joined.empty() ? "" : ",") + p;
+  meta["parts"] = joined;
+  if (c.rng) {
+    const PhiloxState s = get_rng_state();
+    meta["rng.seed"] = std::to_string(s.seed);
+    meta["rng.offset"] = std::to_string(s.offset);
+  }
+  for (const auto& [k, v] : c.metadata) meta["user." + k] = v;
+  save_tensors(path, all, meta);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
+  std::map<std::string, std::string> meta;
+  NamedTensors all = load_tensors(path, &meta);
+  EMBER_CHECK(meta["format"] == "ember-checkpoint" && meta.count("step"), IOError, "load_checkpoint: ", path,
+              " is not an ember checkpoint (no format/step metadata); use load() for plain model files");
+  // Which parts the file has: listed since "parts" existed; older files are model + optimiser.
+  std::set<std::string> saved;
+  if (meta.count("parts")) {
+    std::stringstream ss(meta["parts"]);
+    for (std::string p; std::getline(ss, p, ',');) saved.insert(p);
+  } else {
+    saved = {"model", "optim"};
+  }
+  auto part_of = [&](const std::string& prefix) {
+    NamedTensors out;
+    const std::string pre = prefix + ".";
+    for (const auto& [n, t] : all)
+      if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
+    return out;
+  };
+  auto require = [&](const std::string& prefix, const char* what) {
+    EMBER_CHECK(saved.count(prefix), IOError, "load_checkpoint: ", path, " has no ", what,
+                " state (it holds: ", meta.count("parts") ? meta["parts"] : std::string("model,optim"), ")");
+  };
+
+  LoadedCheckpoint info;
+  {
+    const std::string& text = meta["step"];
+    size_t used = 0;
+    try {
+      info.step = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    EMBER_CHECK(used > 0 && used == text.size(), IOError, "load_checkpoint: ", path, ": malformed step \"", text,
+                "\" in the metadata");
+  }
+  for (const auto& [k, v] : meta)
+    if (k.rfind("user.", 0) == 0) info.metadata[k.substr(5)] = v;
+  PhiloxState rng;
+  if (c.rng) {
+    EMBER_CHECK(meta.count("rng.seed") && meta.count("rng.offset"), IOError, "load_checkpoint: ", path,
+                " has no random-generator state (saved with .rng = false, or by an older version); pass .rng = false");
+    rng = {.seed = parse_u64(meta["rng.seed"], "rng.seed", path),
+           .offset = parse_u64(meta["rng.offset"], "rng.offset", path)};
+  }
+  const auto parts = stateful_parts(c);
+  if (c.model) require("model", "model");
+  for (const auto& [prefix, s] : parts)
+    require(prefix, prefix == "optim" ? "optimizer" : prefix == "sched" ? "scheduler" : prefix.c_str());
+
+  // Snapshots first (nothing has changed yet), then load part by part; on a failure put back what was loaded.
+  NamedTensors model_before = c.model ? copy_of(c.model->state_dict()) : NamedTensors{};
+  std::vector<NamedTensors> before;
+  for (const auto& [prefix, s] : parts) before.push_back(s.state_dict());
+  size_t loaded = 0;
+  bool model_loaded = false;
+  try {
+    if (c.model) {
+      assign_tensors(c.model->state_dict(), part_of("model"), "load_checkpoint " + path + " (model)");
+      model_loaded = true;
+    }
+    for (; loaded < parts.size(); ++loaded) {
+      try {
+        parts[loaded].second.load_state_dict(part_of(parts[loaded].first));
+      } catch (const Error& e) {
+        throw IOError(detail::str("load_checkpoint ", path, " (", parts[loaded].first, "): ", e.what()));
+      }
+    }
+  } catch (...) {
+    for (size_t i = loaded; i-- > 0;) parts[i].second.load_state_dict(before[i]);
+    if (model_loaded) assign_tensors(c.model->state_dict(), model_before, "load_checkpoint (restoring the model)");
+    throw;
+  }
+  if (c.rng) set_rng_state(rng);
+  return info;
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,40 @@
+// defines (internal to nn/): nn::Module's shared state, its hook lists, and the helpers the module and
+// container sources share (a module's printable type name, indentation of a nested repr).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+namespace internal {
+// Each list in registration order; key: the HookHandle's id.
+struct ModuleHooks {
+  uint64_t next_id = 1;
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<uint64_t, ForwardHook>> post;
+  std::vector<std::pair<uint64_t, BackwardHook>> backward;
+  bool empty() const { return pre.empty() && post.empty() && backward.empty(); }
+};
+
+// The dynamic type of m without namespaces: "Net", "Dense", "Block<Dense>".
+std::string type_name(const Module& m);
+// s with every line after the first indented by two spaces (a child's repr inside its parent's).
+std::string indent(std::string s);
+}  // namespace internal
+
+struct Module::State {
+  NamedTensors params, buffers;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children;
+  bool training = true;
+  std::shared_ptr<internal::ModuleHooks> hooks;  // null until the first hook is registered
+};
+
+struct ModuleAccess {
+  static const Module::State& state(const Module& m) { return *m.state_; }
+  static Module::State& mutable_state(const Module& m) { return *m.state_; }
+};
+
+}  // namespace ember::nn
