@@ -2,11 +2,42 @@
 // here so that the header needs no raw ops).
 #include "ember/data/dataloader.h"
 
+#include <cstring>
+#include <map>
+
 #include "ember/core/backend.h"
 #include "ember/core/raw_ops.h"
 #include "ember/cuda/cuda.h"
 
 namespace ember::data::detail {
+
+Tensor u64_tensor(uint64_t v) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return tensor<int64_t>({bits}, Shape{});
+}
+
+LoaderState parse_loader_state(const std::vector<std::pair<std::string, Tensor>>& sd, int64_t batch_size) {
+  std::map<std::string, int64_t> v;
+  for (const auto& [name, t] : sd) {
+    EMBER_CHECK_VALUE(t.defined() && t.numel() == 1 && !is_floating(t.dtype()), "DataLoader.load_state_dict: entry \"",
+                      name, "\" must be a one-element integer tensor, got ",
+                      t.defined() ? ember::detail::str(t.dtype(), t.shape()) : std::string("an undefined tensor"));
+    v[name] = t.to_vector<int64_t>()[0];
+  }
+  for (const char* key : {"epoch", "batches", "seed", "batch_size"})
+    EMBER_CHECK_VALUE(v.count(key), "DataLoader.load_state_dict: the state has no \"", key,
+                      "\" entry (expected epoch, batches, seed, batch_size)");
+  EMBER_CHECK_VALUE(v["epoch"] >= 0 && v["batches"] >= 0, "DataLoader.load_state_dict: negative epoch ", v["epoch"],
+                    " or batches ", v["batches"]);
+  EMBER_CHECK_VALUE(v["batch_size"] == batch_size, "DataLoader.load_state_dict: the state was saved with batch_size ",
+                    v["batch_size"], " but this loader has batch_size ", batch_size,
+                    "; the saved position would point at other samples");
+  uint64_t seed = 0;
+  const int64_t bits = v["seed"];
+  std::memcpy(&seed, &bits, sizeof seed);
+  return {static_cast<uint64_t>(v["epoch"]), v["batches"], seed};
+}
 
 void check_loader_options(const DataLoaderOptions& o) {
   EMBER_CHECK_VALUE(o.batch_size > 0, "DataLoader: batch_size must be > 0, got ", o.batch_size);

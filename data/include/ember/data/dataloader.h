@@ -23,6 +23,11 @@
 // epoch to the next instead of starting new ones at each begin(); a begin() while an earlier epoch is unfinished
 // abandons that epoch (its iterator then throws ValueError on ++).
 //
+// Resuming: state_dict() says where the loader is — the epoch under way and how many of its batches were handed
+// out (or the next epoch, between epochs), plus the seed and batch size; load_state_dict() makes the next begin()
+// continue from there, skipping the batches already delivered without building them. With the per-sample streams
+// above, a resumed run sees exactly the batches an uninterrupted one would (nn::save_checkpoint keeps it).
+//
 // Devices: a .device other than the CPU throws DeviceError at construction when CUDA is unavailable. With
 // pin_memory (and a usable CUDA device) the batches are built in pinned host memory — by the workers, when
 // there are any. With a CUDA .device and pin_memory, batch k + 1 is copied to the GPU on a side stream (one per
@@ -45,12 +50,14 @@
 #include <optional>
 #include <span>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ember/core/device.h"
+#include "ember/core/factory.h"
 #include "ember/core/tensor.h"
 #include "ember/cuda/event.h"
 #include "ember/cuda/stream.h"
@@ -90,6 +97,14 @@ using sample_type_t = std::decay_t<decltype(std::declval<D&>().get(int64_t{}))>;
 namespace detail {
 // Throws ValueError for bad sizes and DeviceError for a device this build cannot use.
 void check_loader_options(const DataLoaderOptions& o);
+// A DataLoader's saved position (state_dict), checked.
+struct LoaderState {
+  uint64_t epoch = 0;
+  int64_t batches = 0;
+  uint64_t seed = 0;
+};
+LoaderState parse_loader_state(const std::vector<std::pair<std::string, Tensor>>& sd, int64_t batch_size);
+Tensor u64_tensor(uint64_t v);  // a uint64 kept exactly in a 0-dim int64 tensor (bit pattern)
 // True when batches should be pinned: pin_memory is set and CUDA is usable.
 bool pinning(const DataLoaderOptions& o);
 Tensor to_device(const Tensor& t, Device device, bool non_blocking);
@@ -371,6 +386,11 @@ struct RunnerSlot {
 template <SampleSource D, class C = DefaultCollate>
 class DataLoader {
   using Run = detail::Runner<D, C>;
+  struct Progress {  // shared by the loader and the iterator of its current epoch
+    uint64_t epoch = 0;
+    int64_t yielded = 0;  // batches handed out (including skipped ones of a resume)
+    int64_t total = 0;
+  };
 
  public:
   using Options = DataLoaderOptions;
@@ -394,6 +414,7 @@ class DataLoader {
       run_->check(gen_);  // an abandoned epoch says so, even on its last batch
       if (++index_ < run_->num_batches()) {
         cur_ = run_->next(gen_);
+        ++progress_->yielded;
       } else {
         cur_ = {};
         run_.reset();  // the epoch is over: join the workers now (a persistent loader keeps its own)
@@ -405,14 +426,17 @@ class DataLoader {
 
    private:
     friend class DataLoader;
-    Iterator(std::shared_ptr<Run> run, uint64_t gen) : run_(std::move(run)), gen_(gen) {
+    Iterator(std::shared_ptr<Run> run, uint64_t gen, std::shared_ptr<Progress> progress)
+        : run_(std::move(run)), gen_(gen), progress_(std::move(progress)) {
       if (run_->num_batches() > 0) {
         cur_ = run_->next(gen_);
+        ++progress_->yielded;
       } else {
         run_.reset();
       }
     }
     std::shared_ptr<Run> run_;
+    std::shared_ptr<Progress> progress_;
     uint64_t gen_ = 0;
     batch_type cur_{};
     int64_t index_ = 0;
@@ -467,10 +491,16 @@ class DataLoader {
       EMBER_CHECK_VALUE(static_cast<int64_t>(order.size()) == said, "DataLoader: the sampler returned ", order.size(),
                         " indices for epoch ", epoch_, " but its size() says ", said);
     }
-    const int64_t num_batches = batches_for(static_cast<int64_t>(order.size()));
+    // Resuming mid-epoch: the batches already delivered are dropped from the order, not built.
+    const int64_t full_batches = batches_for(static_cast<int64_t>(order.size()));
+    const int64_t skip = std::min(std::exchange(skip_, 0), full_batches);
+    order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(
+                                                   std::min<int64_t>(skip * opts_.batch_size, std::ssize(order))));
+    const int64_t num_batches = full_batches - skip;
+    progress_ = std::make_shared<Progress>(Progress{.epoch = epoch_, .yielded = skip, .total = full_batches});
     const uint64_t gen = run->start(std::move(order), num_batches, epoch_);
     ++epoch_;
-    return Iterator(std::move(run), gen);
+    return Iterator(std::move(run), gen, progress_);
   }
   std::default_sentinel_t end() const { return {}; }
 
@@ -479,6 +509,26 @@ class DataLoader {
   // Epochs begun so far; set_epoch(e) makes the next begin() use epoch e's order (e.g. when resuming).
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t e) { epoch_ = e; }
+
+  // Where the loader is, as 0-dim int64 tensors: "epoch" (the epoch under way, or the next one between epochs),
+  // "batches" (of that epoch, handed out so far), "seed", "batch_size". Counting happens as each batch is handed
+  // out, so a state taken inside the loop body, after the batch was used, resumes at the next batch.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const {
+    const bool mid = progress_ && progress_->yielded < progress_->total && progress_->epoch + 1 == epoch_;
+    auto i64 = [](int64_t v) { return tensor<int64_t>({v}, Shape{}); };
+    return {{"epoch", i64(static_cast<int64_t>(mid ? progress_->epoch : epoch_))},
+            {"batches", i64(mid ? progress_->yielded : 0)},
+            {"seed", detail::u64_tensor(opts_.seed)},
+            {"batch_size", i64(opts_.batch_size)}};
+  }
+  // The next begin() continues the saved epoch after its delivered batches, with the saved seed. Throws ValueError
+  // (changing nothing) for missing entries or another batch size.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& sd) {
+    const detail::LoaderState s = detail::parse_loader_state(sd, opts_.batch_size);
+    epoch_ = s.epoch;
+    skip_ = s.batches;
+    opts_.seed = s.seed;
+  }
 
  private:
   // Batches for n samples (no n + batch_size - 1: batch_size may be huge, "all in one batch").
@@ -491,6 +541,8 @@ class DataLoader {
   std::shared_ptr<const C> collate_;
   Options opts_;
   uint64_t epoch_ = 0;
+  int64_t skip_ = 0;                    // batches of the next epoch already delivered before a resume
+  std::shared_ptr<Progress> progress_;  // of the epoch begun last
   std::optional<cuda::Stream> side_;
   detail::RunnerSlot<Run> persistent_;
 };
