@@ -49,7 +49,7 @@ std::vector<double> train(Trainer& r, int64_t step, int64_t total, const std::fu
 
 TEST(ResumeExact, SameNextLossesBitForBitAsTheUninterruptedRun) {
   const std::string path = (test::tmpdir("resume_exact") / "ckpt.safetensors").string();
-  const int64_t total = 30, stop = 11;  // 6 batches per epoch: stop mid-epoch 2
+  const int64_t stop = 11, total = stop + 100;  // 6 batches per epoch: stop mid-epoch 2, then 100 more steps
 
   manual_seed(1);
   Trainer a;
