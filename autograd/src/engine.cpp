@@ -115,6 +115,18 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
   std::unordered_map<Node*, std::vector<size_t>> capture_at;
   if (captures)
     for (size_t i = 0; i < captures->size(); ++i) capture_at[(*captures)[i].node].push_back(i);
+  // grad(): only the nodes on a path to a requested input run (as in PyTorch). The others are neither applied nor
+  // released, so a later backward() through them still works, and a create_graph pass does not refuse an op it
+  // never needed to go through. Nodes come in decreasing sequence number: inputs after the nodes that use them.
+  std::unordered_set<Node*> needed;
+  auto feeds_needed = [&](const Node& n) {
+    for (const Edge& e : n.next)
+      if (e.fn && needed.count(e.fn.get())) return true;
+    return false;
+  };
+  if (captures)
+    for (auto it = order.rbegin(); it != order.rend(); ++it)
+      if (capture_at.count(it->get()) || feeds_needed(**it)) needed.insert(it->get());
 
   for (const std::shared_ptr<Node>& n : order) {
     auto it = buffer.find(n.get());
@@ -130,7 +142,7 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
           if (nr < grads.size() && grads[nr].defined())
             (*captured)[i] = (*captured)[i].defined() ? sum((*captured)[i], grads[nr]) : grads[nr];
         }
-      if (n->is_accumulator()) continue;  // grad() never touches .grad
+      if (!feeds_needed(*n)) continue;  // a requested input's own node, or a leaf: grad() never touches .grad
     }
     EMBER_CHECK(!create_graph || n->double_differentiable, Error, "grad(create_graph=true): the backward of ", n->name,
                 " is not differentiable in Ember yet (it uses fused kernels), so a second derivative ",
@@ -140,7 +152,7 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
     if (!retain_graph) n->release();
     for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
-      if (!e.fn || !out[i].defined()) continue;
+      if (!e.fn || !out[i].defined() || (captures && !needed.count(e.fn.get()))) continue;
       if (anomaly_enabled() && !all_finite(out[i]))
         throw Error(detail::str("anomaly: ", n->name, " produced non-finite values (nan or inf) in its gradient ",
                                 "for input ", i, " (", out[i].dtype(), out[i].shape(), ")",

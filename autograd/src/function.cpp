@@ -14,7 +14,11 @@ namespace ember::autograd {
 
 void FunctionCtx::save_for_backward(const std::vector<Tensor>& ts) {
   saved_.clear();
-  for (const Tensor& t : ts) saved_.emplace_back(t);
+  saved_graph_ = false;
+  for (const Tensor& t : ts) {
+    saved_.emplace_back(t);
+    saved_graph_ = saved_graph_ || (t.defined() && t.requires_grad());
+  }
 }
 std::vector<Tensor> FunctionCtx::saved() const {
   std::vector<Tensor> out;
@@ -23,6 +27,8 @@ std::vector<Tensor> FunctionCtx::saved() const {
 }
 
 namespace detail {
+
+bool FunctionAccess::saved_graph(const FunctionCtx& c) { return c.saved_graph_; }
 
 const char* function_name(const std::type_info& t) {
   static std::mutex mu;
@@ -37,7 +43,8 @@ const char* function_name(const std::type_info& t) {
 
 std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                                     std::shared_ptr<FunctionCtx> ctx,
-                                    std::function<Grads(FunctionCtx&, const Grads&)> backward) {
+                                    std::function<Grads(FunctionCtx&, const Grads&)> backward,
+                                    bool once_differentiable) {
   EMBER_CHECK_VALUE(!outputs.empty(), name, ": forward returned no tensors");
   for (size_t i = 0; i < outputs.size(); ++i) {
     EMBER_CHECK_VALUE(outputs[i].defined(), name, ": forward returned an undefined tensor as output ", i);
@@ -64,6 +71,10 @@ std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>&
     Grads padded = g;  // the engine passes gradients up to the last output that got one
     padded.resize(n_out);
     Grads r = backward(*ctx, padded);
+    // In a create_graph pass the results must carry a graph whenever what they were computed from did; one
+    // without is a backward built of raw kernels (or detached), whose second derivative would be silently zero.
+    bool graph_in = FunctionAccess::saved_graph(*ctx);
+    for (const Tensor& t : g) graph_in = graph_in || (t.defined() && t.requires_grad());
     EMBER_CHECK_VALUE(r.size() == infos.size(), name, ": backward returned ", r.size(), " gradients for ", infos.size(),
                       " tensor inputs (return one per input; an undefined tensor for none)");
     for (size_t i = 0; i < r.size(); ++i) {
@@ -72,6 +83,11 @@ std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>&
         r[i] = Tensor();  // a gradient nobody asked for
         continue;
       }
+      EMBER_CHECK(
+          !create_graph_enabled() || !graph_in || r[i].requires_grad(), Error, name,
+          ": under create_graph, backward returned a gradient for input ", i, " that does not depend on its ",
+          "inputs through recorded ops (raw kernels, detach or host values?); write backward with ember ops, or ",
+          "declare `static constexpr bool once_differentiable = true;` so that double backward refuses it");
       EMBER_CHECK_SHAPE(
           r[i].shape() == infos[i].shape && r[i].dtype() == infos[i].dtype && r[i].device() == infos[i].device, name,
           ": backward returned a gradient of ", r[i].dtype(), r[i].shape(), " on ", r[i].device(), " for input ", i,
@@ -79,7 +95,8 @@ std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>&
     }
     return r;
   });
-  meta(diff[0])->grad_fn->double_differentiable = true;  // the user's backward is made of ember ops
+  // The user's backward is made of ember ops unless it says otherwise (and is checked above).
+  meta(diff[0])->grad_fn->double_differentiable = !once_differentiable;
   return outputs;
 }
 

@@ -95,7 +95,10 @@ AutogradMeta& ensure_meta(const Tensor& t) {
 struct SavedTensor::Slot {
   Tensor data;  // an alias without autograd state
   uint32_t version = 0;
-  Tensor input;                      // the saved tensor's own handle when it is part of a graph (not an output)
+  // Where the saved tensor sat in the graph when saved (an input that requires grad): its grad_fn, or a leaf's
+  // accumulator. An edge, not the tensor handle: the handle would follow later in-place changes of the tensor, and
+  // an in-place op whose graph reaches back to this node would then make a cycle.
+  Edge input;
   std::weak_ptr<TensorImpl> source;  // what was saved, for record() to recognise the op's outputs
   std::weak_ptr<Node> output_of;     // set by record(): the tensor is output `output_nr` of that node
   uint32_t output_nr = 0;
@@ -113,9 +116,9 @@ SavedTensor::SavedTensor(const Tensor& t) {
   slot_->data = raw::alias(t);
   slot_->version = t.version();
   slot_->source = t.impl_ptr();
-  // A tensor in a graph is kept with its autograd state (no cycle: this node's edges already hold its
-  // grad_fn), unless record() finds it is this op's output (an in-place op's self).
-  if (t.requires_grad()) slot_->input = t;
+  // No cycle: this node's edges hold the same node already. record() drops it when the tensor is this op's own
+  // output (an in-place op's self).
+  if (t.requires_grad()) slot_->input = gradient_edge(t);
   if (t_pending.size() >= 1024)  // saves never followed by a record(): forget the dead ones
     std::erase_if(t_pending, [](const auto& w) { return w.expired(); });
   t_pending.push_back(slot_);
@@ -128,15 +131,16 @@ Tensor SavedTensor::get(const char* op) const {
               t.shape(), ") was modified by an in-place operation after it was saved (its version is ", t.version(),
               ", expected ", slot_->version, "); use an out-of-place op or clone() it first");
   if (!t_create_graph) return t;
-  if (slot_->input.defined()) return slot_->input;
-  if (std::shared_ptr<Node> n = slot_->output_of.lock()) {
-    Tensor r = raw::alias(t);
-    AutogradMeta& m = ensure_meta(r);
-    m.grad_fn = std::move(n);
-    m.output_nr = slot_->output_nr;
-    return r;
-  }
-  return t;
+  // The value re-attached where it sat in the graph: gradients flowing into it reach that node (for a leaf, its
+  // accumulator, which autograd::grad captures and backward() accumulates from).
+  Edge e = slot_->input;
+  if (!e.fn) e = {slot_->output_of.lock(), slot_->output_nr};
+  if (!e.fn) return t;
+  Tensor r = raw::alias(t);
+  AutogradMeta& m = ensure_meta(r);
+  m.grad_fn = std::move(e.fn);
+  m.output_nr = e.input_nr;
+  return r;
 }
 
 namespace {
@@ -208,7 +212,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     std::shared_ptr<TensorImpl> src = slot->source.lock();
     for (size_t i = 0; src && i < outputs.size(); ++i)
       if (outputs[i].defined() && outputs[i].impl() == src.get()) {
-        slot->input = Tensor();
+        slot->input = Edge{};
         slot->output_of = node;
         slot->output_nr = static_cast<uint32_t>(i);
         break;

@@ -140,6 +140,10 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
                 const std::function<void()>& apply, InplaceGrad grad) {
   const bool rec = check_inplace(name, self, other.defined() ? &other : nullptr);
   Tensor before = rec && keep_before ? raw::clone(self) : Tensor();
+  // `other` is saved before the op: it may be self (x.mul_(x): then its value before is `before`) or share self's
+  // memory through another view (then the op bumps its version and backward says so instead of using new values).
+  autograd::SavedTensor so;
+  if (rec && keep_before && other.defined()) so = save(other.impl() == self.impl() ? before : other);
   apply();
   if (!rec) return self;
   std::vector<Tensor> inputs = {self};
@@ -148,8 +152,7 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
   // record() reads self's current edge (its previous grad_fn) before making this node its grad_fn
   record(name, inputs, {self},
          // ops that keep `before` (mul_, div_) also need `other`
-         [name, io, grad, sb = save(before), so = save(other.defined() && keep_before ? other : Tensor()),
-          sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
+         [name, io, grad, sb = save(before), so, sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
            Grads r = grad(g[0], sb.get(name), so.get(name), sa.get(name));
            if (r.size() > 1) r[1] = reduce_to(r[1], io);
            return r;

@@ -1,6 +1,9 @@
 // The global generator, Generator's locked state, and the thread-local scope stack.
 #include "ember/core/generator.h"
 
+#include <utility>
+#include <vector>
+
 namespace ember {
 
 Generator& Generator::operator=(const Generator& other) {
@@ -30,12 +33,24 @@ Generator& default_generator() {
 }
 
 namespace {
-thread_local Generator* t_scoped = nullptr;
+// This thread's live scopes, innermost last. A scope removes its own entry wherever it is, so a scope ended out of
+// order (held in an optional, say) never reinstates a generator whose scope is gone.
+thread_local std::vector<std::pair<const GeneratorScope*, Generator*>> t_scopes;
 }  // namespace
 
-GeneratorScope::GeneratorScope(Generator* g) : prev_(t_scoped) { t_scoped = g; }
-GeneratorScope::~GeneratorScope() { t_scoped = prev_; }
+GeneratorScope::GeneratorScope(Generator* g) { t_scopes.emplace_back(this, g); }
+GeneratorScope::~GeneratorScope() {
+  for (auto it = t_scopes.end(); it != t_scopes.begin();) {
+    if ((--it)->first == this) {
+      t_scopes.erase(it);
+      break;
+    }
+  }
+}
 
-Generator& current_generator() { return t_scoped ? *t_scoped : default_generator(); }
+Generator& current_generator() {
+  Generator* g = t_scopes.empty() ? nullptr : t_scopes.back().second;
+  return g ? *g : default_generator();
+}
 
 }  // namespace ember

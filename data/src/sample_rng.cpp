@@ -63,16 +63,23 @@ SampleRng sample_rng(int64_t index) {
   return {current.seed ^ salt, current.epoch, index};
 }
 
-SampleScope::SampleScope(uint64_t seed, uint64_t epoch, int64_t index)
+namespace {
+// The seed the streams of one scope are keyed by: the loader's, mixed with the position when there is one.
+uint64_t scope_seed(uint64_t seed, int64_t position) {
+  return position < 0 ? seed : seed ^ mix(static_cast<uint64_t>(position) + 0x632be59bd9b4e019ULL);
+}
+}  // namespace
+
+SampleScope::SampleScope(uint64_t seed, uint64_t epoch, int64_t index, int64_t position)
     : prev_seed_(current.seed),
       prev_epoch_(current.epoch),
       prev_index_(current.index),
       prev_active_(current.active),
       prev_draws_(current.draws),
       // A key distinct from sample_rng's streams (the constant), from the same (seed, epoch, index).
-      gen_(SampleRng(seed ^ 0x5bd1e9955bd1e995ULL, epoch, index).next_u64()),
+      gen_(SampleRng(scope_seed(seed, position) ^ 0x5bd1e9955bd1e995ULL, epoch, index).next_u64()),
       use_(gen_) {
-  current = {seed, epoch, index, true, 0};
+  current = {scope_seed(seed, position), epoch, index, true, 0};
 }
 
 SampleScope::~SampleScope() { current = {prev_seed_, prev_epoch_, prev_index_, prev_active_, prev_draws_}; }

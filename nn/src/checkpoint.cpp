@@ -5,6 +5,7 @@
 // format with parts "model,optim".
 #include "ember/nn/checkpoint.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -17,19 +18,21 @@
 namespace ember::nn {
 namespace {
 
-// The stateful parts of `c`, by file prefix, in load order.
+// The stateful parts of `c`, by file prefix, in load order. The loader comes last: its state_dict snapshot could
+// not put back an epoch in progress exactly, and last it never needs putting back (its load checks everything
+// before changing anything).
 std::vector<std::pair<std::string, Stateful>> stateful_parts(const Checkpoint& c) {
   std::vector<std::pair<std::string, Stateful>> out;
   if (c.optimizer) out.emplace_back("optim", c.optimizer);
   if (c.scheduler) out.emplace_back("sched", c.scheduler);
   if (c.scaler) out.emplace_back("scaler", c.scaler);
-  if (c.loader) out.emplace_back("loader", c.loader);
   for (const auto& [key, s] : c.extra) {
     EMBER_CHECK_VALUE(!key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                             "0123456789_-") == std::string::npos,
                       "checkpoint: extra part name \"", key, "\" must be letters, digits, '_' or '-'");
     if (s) out.emplace_back("extra." + key, s);
   }
+  if (c.loader) out.emplace_back("loader", c.loader);
   return out;
 }
 
@@ -135,12 +138,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
   NamedTensors model_before = c.model ? copy_of(c.model->state_dict()) : NamedTensors{};
   std::vector<NamedTensors> before;
   for (const auto& [prefix, s] : parts) before.push_back(s.state_dict());
-  size_t loaded = 0;
-  bool model_loaded = false;
+  size_t loaded = 0;  // parts [0, loaded) loaded; parts[loaded] may be half loaded when it threw
+  bool model_touched = false;
   try {
     if (c.model) {
+      model_touched = true;  // a copy may fail half way (device memory)
       assign_tensors(c.model->state_dict(), part_of("model"), "load_checkpoint " + path + " (model)");
-      model_loaded = true;
     }
     for (; loaded < parts.size(); ++loaded) {
       try {
@@ -150,8 +153,18 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
       }
     }
   } catch (...) {
-    for (size_t i = loaded; i-- > 0;) parts[i].second.load_state_dict(before[i]);
-    if (model_loaded) assign_tensors(c.model->state_dict(), model_before, "load_checkpoint (restoring the model)");
+    // Put back every part touched, the failing one included; a failure while restoring must not hide the
+    // original error (nor stop the other restores).
+    auto quietly = [](const std::function<void()>& restore) {
+      try {
+        restore();
+      } catch (...) {  // keep restoring; the original error is the one to report
+      }
+    };
+    for (size_t i = std::min(loaded + 1, parts.size()); i-- > 0;)
+      quietly([&] { parts[i].second.load_state_dict(before[i]); });
+    if (model_touched)
+      quietly([&] { assign_tensors(c.model->state_dict(), model_before, "load_checkpoint (restoring the model)"); });
     throw;
   }
   if (c.rng) set_rng_state(rng);

@@ -167,3 +167,36 @@ TEST(DoubleBackward, SavedOutputsKeepTheirGraph) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+// grad() runs only the part of the graph between the outputs and the requested inputs: a create_graph pass does
+// not refuse ops before the inputs, and the graph there is not freed.
+TEST(DoubleBackward, OnlyTheNodesBetweenOutputsAndInputsRun) {
+  Tensor x = randn({5}, {.dtype = kFloat64}).requires_grad_(true);
+  Tensor h = softmax(x, 0);  // softmax has no double backward, but lies before h
+  Tensor gh = autograd::grad({sum(h * h * h)}, {h}, {.create_graph = true})[0];  // 3h^2
+  Tensor hh = autograd::grad({sum(gh)}, {h})[0];                                 // 6h
+  EXPECT_TENSOR_NEAR(hh, h.shape(), test::values(h.detach() * 6.0), 1e-12, 1e-12);
+  // Two heads on one trunk: a grad() to the trunk's output leaves the trunk's graph for a later backward().
+  Tensor w = randn({5}, {.dtype = kFloat64}).requires_grad_(true);
+  Tensor trunk = tanh(x * w);
+  (void)autograd::grad({sum(trunk * 2.0)}, {trunk});
+  sum(trunk * trunk).backward();  // would throw "backward through the graph a second time" if grad() had run it
+  EXPECT_TRUE(w.grad().defined());
+}
+
+// x.mul_(x) and a view of x: the saved `other` must be its value before the op (or the op must be refused).
+TEST(InPlace, SelfTimesSelfHasTheRightGradient) {
+  Tensor a = tensor<double>({1.5, -2.0}).requires_grad_(true);
+  Tensor x = a * 1.0;
+  x.mul_(x);  // x = a^2
+  sum(x).backward();
+  EXPECT_EQ(test::values(a.grad()), (std::vector<double>{3.0, -4.0}));  // 2a
+  Tensor b = tensor<double>({1.0, 2.0}).requires_grad_(true);
+  Tensor y = b * 1.0;
+  y.mul_(y.view({2}));  // other shares y's memory under another handle
+  EXPECT_THROW_MSG(sum(y).backward(), Error, "modified by an in-place operation");
+}
+}  // namespace
+}  // namespace ember

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <ember/autograd/function.h>
+#include <ember/core/raw_ops.h>
 
 #include "test_util.h"
 
@@ -197,6 +198,51 @@ TEST(SavedTensors, OwnOutputsAndInPlaceSelvesMakeNoCycles) {
     Tensor x = randn({4}).requires_grad_(true);
     Tensor g = autograd::grad({sum(exp(x) * x)}, {x}, {.create_graph = true})[0];
     autograd::grad({sum(g)}, {x});
+  }
+  EXPECT_EQ(autograd::Node::live.load(), before);
+}
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+// A backward built of raw kernels: fine once; under create_graph it is caught (or refused when it says so).
+struct RawCube : autograd::Function<RawCube> {
+  static Tensor forward(FunctionCtx& ctx, const Tensor& x) {
+    ctx.save_for_backward({x});
+    return x * x * x;
+  }
+  static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
+    Tensor x = ctx.saved()[0];
+    return {raw::binary(BinaryOp::Mul, g[0], raw::binary(BinaryOp::Mul, x, x)) * 3.0};
+  }
+};
+struct OnceCubeFn : autograd::Function<OnceCubeFn> {
+  static constexpr bool once_differentiable = true;
+  static Tensor forward(FunctionCtx& ctx, const Tensor& x) { return RawCube::forward(ctx, x); }
+  static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
+    return RawCube::backward(ctx, g);
+  }
+};
+
+TEST(Function, RawBackwardIsCaughtUnderCreateGraph) {
+  Tensor x = tensor<double>({1.0, 2.0}).requires_grad_(true);
+  EXPECT_EQ(test::values(autograd::grad({sum(RawCube::apply(x))}, {x})[0]), (std::vector<double>{3.0, 12.0}));
+  EXPECT_THROW_MSG(autograd::grad({sum(RawCube::apply(x))}, {x}, {.create_graph = true}), Error, "RawCube",
+                   "once_differentiable");
+  EXPECT_THROW_MSG(autograd::grad({sum(OnceCubeFn::apply(x))}, {x}, {.create_graph = true}), Error, "OnceCubeFn",
+                   "not differentiable");
+  EXPECT_EQ(test::values(autograd::grad({sum(OnceCubeFn::apply(x))}, {x})[0]), (std::vector<double>{3.0, 12.0}));
+}
+
+// An in-place change of a saved input whose new graph reaches back to the saving node must not leak the graph.
+TEST(SavedTensors, InPlaceOnASavedInputMakesNoCycle) {
+  const int64_t before = autograd::Node::live.load();
+  {
+    Tensor w = randn({4, 4}).requires_grad_(true);
+    Tensor x = randn({2, 4}).requires_grad_(true) * 1.0;
+    Tensor y = linear(x, w);  // saves x
+    x.add_(y);                // x's new grad_fn reaches linear's node
   }
   EXPECT_EQ(autograd::Node::live.load(), before);
 }

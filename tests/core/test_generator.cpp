@@ -99,3 +99,21 @@ TEST(Generator, RandpermBadDtype) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+TEST(GeneratorScope, ScopesEndingOutOfOrderNeverReinstateADeadGenerator) {
+  auto g1 = std::make_unique<Generator>(1);
+  Generator g2(2);
+  auto outer = std::make_unique<GeneratorScope>(*g1);
+  {
+    GeneratorScope inner(g2);
+    outer.reset();  // the outer scope ends first
+    g1.reset();     // and its generator is gone
+    EXPECT_EQ(&current_generator(), &g2);
+  }
+  EXPECT_EQ(&current_generator(), &default_generator());
+  (void)randn({2});  // no use of the destroyed generator
+}
+}  // namespace
+}  // namespace ember

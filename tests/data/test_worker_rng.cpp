@@ -49,3 +49,29 @@ TEST(WorkerRng, EpochsDifferAndTheGlobalGeneratorIsUntouched) {
 }
 
 }  // namespace
+
+namespace {
+// A sampler that draws every index twice in an epoch (as sampling with replacement does).
+struct Twice : data::Sampler {
+  std::vector<int64_t> indices(int64_t n, uint64_t) const override {
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < n; ++i) out.insert(out.end(), {i, i});
+    return out;
+  }
+  int64_t size(int64_t n) const override { return 2 * n; }
+};
+
+TEST(WorkerRng, AnIndexDrawnTwiceInAnEpochGetsTwoAugmentations) {
+  for (int workers : {0, 2}) {
+    data::DataLoader loader(
+        NoisyDataset{}, {.batch_size = 10, .num_workers = workers, .seed = 4, .sampler = std::make_shared<Twice>()});
+    for (auto [x, y] : loader) {
+      std::vector<double> v = test::values(x), idx = test::values(y);
+      for (size_t s = 0; s + 1 < idx.size(); s += 2) {
+        ASSERT_EQ(idx[s], idx[s + 1]);
+        EXPECT_NE(v[s * 8], v[(s + 1) * 8]) << "index " << idx[s] << " got the same noise twice";
+      }
+    }
+  }
+}
+}  // namespace

@@ -184,3 +184,73 @@ TEST(ResumeExact, LoaderStateBetweenEpochsAndBadStates) {
 }
 
 }  // namespace
+
+namespace {
+int64_t entry(const std::vector<std::pair<std::string, Tensor>>& sd, const std::string& n) {
+  for (const auto& [k, t] : sd)
+    if (k == n) return t.to_vector<int64_t>()[0];
+  return -1;
+}
+std::vector<std::pair<std::string, Tensor>> loader_state(int64_t epoch, int64_t batches, int64_t seed, int64_t bs) {
+  return {{"epoch", tensor<int64_t>({epoch}, Shape{})},
+          {"batches", tensor<int64_t>({batches}, Shape{})},
+          {"seed", tensor<int64_t>({seed}, Shape{})},
+          {"batch_size", tensor<int64_t>({bs}, Shape{})}};
+}
+
+TEST(ResumeExact, LoadedLoaderStateReadsBackAndSetEpochDropsIt) {
+  data::DataLoader<Noisy> l(Noisy{}, {.batch_size = 16, .seed = 3});
+  for (auto [x, y] : l) (void)x;  // an epoch done
+  l.load_state_dict(loader_state(2, 5, 3, 16));
+  EXPECT_EQ(entry(l.state_dict(), "epoch"), 2);  // before the next begin(): the loaded position
+  EXPECT_EQ(entry(l.state_dict(), "batches"), 5);
+  l.set_epoch(3);  // another epoch: the loaded position does not apply to it
+  EXPECT_EQ(entry(l.state_dict(), "epoch"), 3);
+  EXPECT_EQ(entry(l.state_dict(), "batches"), 0);
+  int n = 0;
+  for (auto [x, y] : l) ++n;
+  EXPECT_EQ(n, 6);  // all of epoch 3
+}
+
+// A batch whose get() throws counts as handed out: a loop that catches and goes on resumes after it.
+struct Failing {
+  int64_t size() const { return 8; }
+  data::Example get(int64_t i) const {
+    EMBER_CHECK_VALUE(i != 2, "sample 2 is broken");
+    return {full({1}, static_cast<double>(i)), full(Shape{}, 0.0).to(kInt64)};
+  }
+};
+TEST(ResumeExact, AFailedBatchCountsAsDelivered) {
+  data::DataLoader<Failing> l(Failing{}, {.batch_size = 2});
+  auto it = l.begin();             // batch 0
+  EXPECT_THROW(++it, ValueError);  // batch 1 holds sample 2
+  EXPECT_EQ(entry(l.state_dict(), "batches"), 2);
+  ++it;  // batch 2 goes on
+  EXPECT_EQ(entry(l.state_dict(), "batches"), 3);
+}
+
+// An extra part that changes itself and then throws is put back, with everything before it.
+struct HalfLoads {
+  double value = 1.0;
+  nn::NamedTensors state_dict() const { return {{"v", full(Shape{}, value, {.dtype = kFloat64})}}; }
+  void load_state_dict(const nn::NamedTensors& sd) {
+    value = sd.at(0).second.item();
+    EMBER_CHECK_VALUE(value < 100, "HalfLoads: value ", value, " too large");
+  }
+};
+TEST(ResumeExact, AFailingPartIsPutBackWithThePartsBeforeIt) {
+  const std::string path = (test::tmpdir("resume_extra") / "ckpt.safetensors").string();
+  manual_seed(4);
+  Trainer a;
+  (void)train(a, 0, 4, [](int64_t) { return false; });
+  HalfLoads big{500.0};
+  nn::save_checkpoint(path, {.model = &a.model, .optimizer = &a.opt, .extra = {{"half", &big}}});
+  Trainer b;
+  HalfLoads mine{2.0};
+  const std::vector<double> w = test::values(b.model.parameters()[0]);
+  EXPECT_THROW_MSG(nn::load_checkpoint(path, {.model = &b.model, .optimizer = &b.opt, .extra = {{"half", &mine}}}),
+                   IOError, "extra.half", "too large");
+  EXPECT_EQ(mine.value, 2.0);
+  EXPECT_EQ(test::values(b.model.parameters()[0]), w);
+}
+}  // namespace

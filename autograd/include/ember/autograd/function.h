@@ -20,8 +20,12 @@
 // output no gradient reached; it is zero) and returns one per Tensor input: undefined means none (an input that
 // needs no gradient may get one: it is dropped). Its results are checked against the inputs' shapes, dtypes
 // and devices. backward written with ember ops is differentiable itself: autograd::grad(..., {.create_graph =
-// true}) goes through it (under create_graph, backward runs with grad mode on). Other state for backward: put
-// it in ctx.data (any copyable value), e.g. ctx.data["scale"] = 2.0; std::any_cast<double>(ctx.data["scale"]).
+// true}) goes through it (under create_graph, backward runs with grad mode on). A backward that is not (it calls
+// raw kernels, detaches, reads values on the host) declares `static constexpr bool once_differentiable = true;`
+// — a create_graph pass then refuses it — and one that forgets is caught when it returns a gradient without a
+// graph although its incoming gradient or a saved input has one. Other state for backward: put it in ctx.data
+// (values, not tensors: a tensor there could keep its own graph alive), e.g. ctx.data["scale"] = 2.0;
+// std::any_cast<double>(ctx.data["scale"]).
 #pragma once
 #include <any>
 #include <map>
@@ -37,6 +41,10 @@
 
 namespace ember::autograd {
 
+namespace detail {
+struct FunctionAccess;
+}  // namespace detail
+
 class FunctionCtx {
  public:
   // Tensors backward needs (inputs or outputs): checked for in-place changes when read back.
@@ -47,6 +55,8 @@ class FunctionCtx {
   std::map<std::string, std::any> data;
 
  private:
+  friend struct detail::FunctionAccess;
+  bool saved_graph_ = false;  // a saved tensor required grad (it then has a graph for double backward)
   template <class F>
   friend struct Function;
   std::vector<SavedTensor> saved_;
@@ -55,11 +65,15 @@ class FunctionCtx {
 };
 
 namespace detail {
+struct FunctionAccess {
+  static bool saved_graph(const FunctionCtx& c);
+};
 // The node of a Function call: runs the user's backward and checks what it returned. Output aliases of an
 // input get a handle of their own, so recording does not rewrite the input's graph.
 std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                                     std::shared_ptr<FunctionCtx> ctx,
-                                    std::function<Grads(FunctionCtx&, const Grads&)> backward);
+                                    std::function<Grads(FunctionCtx&, const Grads&)> backward,
+                                    bool once_differentiable);
 const char* function_name(const std::type_info& t);  // the demangled class name, kept for the process
 }  // namespace detail
 
@@ -84,8 +98,16 @@ struct Function {
         outs = F::forward(*ctx, std::forward<Args>(args)...);
       }
     }
-    outs = detail::record_function(ctx->name_, inputs, std::move(outs), ctx,
-                                   [](FunctionCtx& c, const Grads& g) { return F::backward(c, g); });
+    constexpr bool once = [] {
+      if constexpr (requires { F::once_differentiable; }) {
+        return static_cast<bool>(F::once_differentiable);
+      } else {
+        return false;
+      }
+    }();
+    outs = detail::record_function(
+        ctx->name_, inputs, std::move(outs), ctx, [](FunctionCtx& c, const Grads& g) { return F::backward(c, g); },
+        once);
     if constexpr (std::is_same_v<Out, Tensor>) {
       return outs[0];
     } else {

@@ -47,7 +47,8 @@ class Generator {
 Generator& default_generator();
 
 // While alive, unqualified random draws on this thread (no opts.generator) use `g` instead of the global
-// generator. Scopes nest; `g` must outlive the scope. A null pointer scope restores the global generator.
+// generator. Scopes nest (the innermost live one wins, whatever order they end in); `g` must outlive the scope. A
+// null pointer scope restores the global generator.
 class GeneratorScope {
  public:
   explicit GeneratorScope(Generator* g);
@@ -55,9 +56,6 @@ class GeneratorScope {
   ~GeneratorScope();
   GeneratorScope(const GeneratorScope&) = delete;
   GeneratorScope& operator=(const GeneratorScope&) = delete;
-
- private:
-  Generator* prev_;
 };
 
 // The generator an unqualified draw on this thread uses now: the innermost GeneratorScope's, else the global one.

@@ -198,7 +198,10 @@ class Runner {
   }
 
   // Begins an epoch and returns its id; an unfinished earlier epoch is abandoned (its batches are dropped).
-  uint64_t start(std::vector<int64_t> order, int64_t num_batches, uint64_t epoch) {
+  // `seed` keys the samples' streams; `first_position` is where `order` starts in the epoch's full order (a resumed
+  // epoch starts after the batches already delivered).
+  uint64_t start(std::vector<int64_t> order, int64_t num_batches, uint64_t epoch, uint64_t seed,
+                 int64_t first_position) {
     if constexpr (TensorBatch<B>)
       if (feeder_ && feeder_->busy()) (void)feeder_->finish();
     pending_ = nullptr;
@@ -208,6 +211,8 @@ class Runner {
       order_ = std::move(order);
       num_batches_ = num_batches;
       epoch_ = epoch;
+      seed_ = seed;
+      first_position_ = first_position;
       taken_ = 0;
       next_job_ = 0;
       ready_.clear();
@@ -258,7 +263,7 @@ class Runner {
     const int64_t k = taken_;
     if (workers_.empty()) {
       ++taken_;
-      return build(indices_of(k), epoch_);
+      return build(indices_of(k), epoch_, seed_, position_of(k));
     }
     Slot slot;
     {
@@ -280,35 +285,39 @@ class Runner {
     return {order_.begin() + static_cast<std::ptrdiff_t>(first), order_.begin() + static_cast<std::ptrdiff_t>(last)};
   }
 
-  // The batch of samples idx, pinned when pinning.
-  B build(const std::vector<int64_t>& idx, uint64_t epoch) {
-    B b = build_plain(idx, epoch);
+  // Where batch k's first sample sits in the epoch's full order.
+  int64_t position_of(int64_t k) const { return first_position_ + k * opts_.batch_size; }
+
+  // The batch of samples idx (the first at position pos of the epoch), pinned when pinning.
+  B build(const std::vector<int64_t>& idx, uint64_t epoch, uint64_t seed, int64_t pos) {
+    B b = build_plain(idx, epoch, seed, pos);
     return pin_ ? pin(std::move(b)) : b;
   }
 
   // Gathered in one call when the dataset can and the collate is the default, else get(i) per sample + collate.
-  B build_plain(const std::vector<int64_t>& idx, uint64_t epoch) {
+  B build_plain(const std::vector<int64_t>& idx, uint64_t epoch, uint64_t seed, int64_t pos) {
     if constexpr (std::is_same_v<B, Batch> && std::is_convertible_v<Sample, Example>) {
       if (opts_.collate) {  // the options' collate, for Example samples
         std::vector<Example> samples;
         samples.reserve(idx.size());
-        for (int64_t i : idx) {
-          SampleScope scope(opts_.seed, epoch, i);
-          samples.push_back(static_cast<Example>(ds_->get(i)));
+        for (size_t j = 0; j < idx.size(); ++j) {
+          SampleScope scope(seed, epoch, idx[j], pos + static_cast<int64_t>(j));
+          samples.push_back(static_cast<Example>(ds_->get(idx[j])));
         }
         return opts_.collate(std::move(samples));
       }
     }
     if constexpr (BatchDataset<D> && std::is_same_v<C, DefaultCollate>) {
-      // One scope for the whole batch: random draws in get_batch follow (seed, epoch, first index).
-      SampleScope scope(opts_.seed, epoch, idx.empty() ? 0 : idx.front());
+      // One scope for the whole batch: random draws in get_batch follow (seed, epoch, first index, position).
+      SampleScope scope(seed, epoch, idx.empty() ? 0 : idx.front(), pos);
       return static_cast<Batch>(ds_->get_batch(idx));
     } else {
       std::vector<Sample> samples;
       samples.reserve(idx.size());
-      for (int64_t i : idx) {
-        SampleScope scope(opts_.seed, epoch, i);  // sample_rng(i) in get(i): this sample's own stream
-        samples.push_back(ds_->get(i));
+      for (size_t j = 0; j < idx.size(); ++j) {
+        // sample_rng(i) and randn in get(i): this sample's own streams
+        SampleScope scope(seed, epoch, idx[j], pos + static_cast<int64_t>(j));
+        samples.push_back(ds_->get(idx[j]));
       }
       return (*collate_)(std::move(samples));
     }
@@ -316,8 +325,8 @@ class Runner {
 
   void work(std::stop_token st) {
     for (;;) {
-      uint64_t gen, epoch;
-      int64_t k;
+      uint64_t gen, epoch, seed;
+      int64_t k, pos;
       std::vector<int64_t> idx;
       {
         std::unique_lock lk(mu_);
@@ -327,6 +336,8 @@ class Runner {
         k = next_job_++;
         gen = gen_;
         epoch = epoch_;
+        seed = seed_;
+        pos = position_of(k);
       }
       Slot slot;
       try {
@@ -335,7 +346,7 @@ class Runner {
           if (gen != gen_) continue;
           idx = indices_of(k);
         }
-        slot.batch = build(idx, epoch);
+        slot.batch = build(idx, epoch, seed, pos);
       } catch (...) {
         slot.error = std::current_exception();  // carried to the consumer, never std::terminate on this thread
       }
@@ -356,7 +367,8 @@ class Runner {
   std::condition_variable_any job_cv_;  // _any: its wait takes the workers' stop_token
   std::condition_variable ready_cv_;
   // The current epoch (written under mu_ by start(), on the consumer thread).
-  uint64_t gen_ = 0, epoch_ = 0;
+  uint64_t gen_ = 0, epoch_ = 0, seed_ = 0;
+  int64_t first_position_ = 0;  // of order_[0] in the epoch's full order
   std::vector<int64_t> order_;
   int64_t num_batches_ = 0;
   int64_t taken_ = 0;  // batches handed to the consumer
@@ -413,8 +425,8 @@ class DataLoader {
     Iterator& operator++() {
       run_->check(gen_);  // an abandoned epoch says so, even on its last batch
       if (++index_ < run_->num_batches()) {
+        ++progress_->yielded;  // before next(): a batch that throws counts as delivered (the loop may go on)
         cur_ = run_->next(gen_);
-        ++progress_->yielded;
       } else {
         cur_ = {};
         run_.reset();  // the epoch is over: join the workers now (a persistent loader keeps its own)
@@ -429,8 +441,8 @@ class DataLoader {
     Iterator(std::shared_ptr<Run> run, uint64_t gen, std::shared_ptr<Progress> progress)
         : run_(std::move(run)), gen_(gen), progress_(std::move(progress)) {
       if (run_->num_batches() > 0) {
-        cur_ = run_->next(gen_);
         ++progress_->yielded;
+        cur_ = run_->next(gen_);
       } else {
         run_.reset();
       }
@@ -498,7 +510,7 @@ class DataLoader {
                                                    std::min<int64_t>(skip * opts_.batch_size, std::ssize(order))));
     const int64_t num_batches = full_batches - skip;
     progress_ = std::make_shared<Progress>(Progress{.epoch = epoch_, .yielded = skip, .total = full_batches});
-    const uint64_t gen = run->start(std::move(order), num_batches, epoch_);
+    const uint64_t gen = run->start(std::move(order), num_batches, epoch_, opts_.seed, skip * opts_.batch_size);
     ++epoch_;
     return Iterator(std::move(run), gen, progress_);
   }
@@ -508,16 +520,28 @@ class DataLoader {
   const Options& options() const { return opts_; }
   // Epochs begun so far; set_epoch(e) makes the next begin() use epoch e's order (e.g. when resuming).
   uint64_t epoch() const { return epoch_; }
-  void set_epoch(uint64_t e) { epoch_ = e; }
+  void set_epoch(uint64_t e) {
+    if (e != epoch_) skip_ = 0;  // a resumed position belongs to the epoch it was saved in
+    epoch_ = e;
+  }
 
   // Where the loader is, as 0-dim int64 tensors: "epoch" (the epoch under way, or the next one between epochs),
   // "batches" (of that epoch, handed out so far), "seed", "batch_size". Counting happens as each batch is handed
   // out, so a state taken inside the loop body, after the batch was used, resumes at the next batch.
+  // After a `break` out of the loop, the state says "the rest of this epoch"; to skip the rest, save after the next
+  // begin() or pass set_epoch(epoch() ...) yourself.
   std::vector<std::pair<std::string, Tensor>> state_dict() const {
-    const bool mid = progress_ && progress_->yielded < progress_->total && progress_->epoch + 1 == epoch_;
+    // Loaded and not begun yet: the loaded position, unchanged.
+    const bool mid =
+        skip_ > 0 || (progress_ && progress_->yielded < progress_->total && progress_->epoch + 1 == epoch_);
+    const bool loaded = skip_ > 0;
     auto i64 = [](int64_t v) { return tensor<int64_t>({v}, Shape{}); };
-    return {{"epoch", i64(static_cast<int64_t>(mid ? progress_->epoch : epoch_))},
-            {"batches", i64(mid ? progress_->yielded : 0)},
+    return {{"epoch", i64(static_cast<int64_t>(loaded ? epoch_
+                                               : mid  ? progress_->epoch
+                                                      : epoch_))},
+            {"batches", i64(loaded ? skip_
+                            : mid  ? progress_->yielded
+                                   : 0)},
             {"seed", detail::u64_tensor(opts_.seed)},
             {"batch_size", i64(opts_.batch_size)}};
   }
@@ -527,7 +551,8 @@ class DataLoader {
     const detail::LoaderState s = detail::parse_loader_state(sd, opts_.batch_size);
     epoch_ = s.epoch;
     skip_ = s.batches;
-    opts_.seed = s.seed;
+    progress_.reset();
+    opts_.seed = s.seed;  // each begin() passes it to the workers
   }
 
  private:

@@ -42,10 +42,12 @@ class SampleRng {
 SampleRng sample_rng(int64_t index);
 
 // Set by the DataLoader around each get(i); a dataset wrapping another may nest its own. While it lives, randn/rand
-// without a generator draw from this sample's own Philox stream, keyed by (seed, epoch, index).
+// without a generator draw from this sample's own Philox stream, keyed by (seed, epoch, index). The loader also
+// passes the sample's position in the epoch's order, so that an index drawn twice in one epoch (sampling with
+// replacement, a padded DistributedSampler) gets two different augmentations, as it would in PyTorch.
 class SampleScope {
  public:
-  SampleScope(uint64_t seed, uint64_t epoch, int64_t index);
+  SampleScope(uint64_t seed, uint64_t epoch, int64_t index, int64_t position = -1);
   ~SampleScope();
   SampleScope(const SampleScope&) = delete;
   SampleScope& operator=(const SampleScope&) = delete;
