@@ -106,4 +106,21 @@ double CosineAnnealingLR::lr_at(int64_t epoch) const {
   return opts_.eta_min + (base_lr_ - opts_.eta_min) * (1 + c) / 2;
 }
 
+LambdaLR::LambdaLR(Optimizer& opt, std::function<double(int64_t)> lr_lambda)
+    : ClosedFormLRScheduler("LambdaLR", opt), lr_lambda_(std::move(lr_lambda)) {
+  EMBER_CHECK_VALUE(static_cast<bool>(lr_lambda_), "LambdaLR: lr_lambda is empty");
+  attach();
+  // As PyTorch's: the step-0 factor applies at once (a warmup starts low).
+  const double lr = lr_at(0);
+  optimizer().set_lr(lr);
+  last_lr_ = lr;
+}
+
+double LambdaLR::lr_at(int64_t epoch) const {
+  const double f = lr_lambda_(epoch);
+  EMBER_CHECK_VALUE(std::isfinite(f) && f >= 0, "LambdaLR: lr_lambda(", epoch, ") returned ", f,
+                    " (must be finite and >= 0)");
+  return base_lr_ * f;
+}
+
 }  // namespace ember::optim

@@ -14,6 +14,7 @@
 // To resume: save opt.state_dict() and sched.state_dict(); build both as before, then load both, in either order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,6 +115,27 @@ class CosineAnnealingLR : public ClosedFormLRScheduler {
  private:
   double lr_at(int64_t epoch) const override;
   CosineAnnealingLROptions opts_;
+};
+
+// lr = base_lr * lr_lambda(epoch): any schedule as a function of the step count — e.g. linear warmup then cosine
+// decay, stepped once per batch:
+//
+//   optim::LambdaLR sched(opt, [=](int64_t s) {
+//     if (s < warmup) return double(s + 1) / warmup;
+//     return 0.5 * (1 + std::cos(M_PI * double(s - warmup) / double(total - warmup)));
+//   });
+//   for (...) { ...; opt.step(); sched.step(); }
+//
+// The function is called with 0 at construction (the optimiser's lr becomes base_lr * lr_lambda(0), as PyTorch)
+// and with each new step count after; it must return a finite value >= 0 (else ValueError naming the step). The
+// function is not saved in state_dict: pass the same one when resuming.
+class LambdaLR : public ClosedFormLRScheduler {
+ public:
+  LambdaLR(Optimizer& opt, std::function<double(int64_t)> lr_lambda);
+
+ private:
+  double lr_at(int64_t epoch) const override;
+  std::function<double(int64_t)> lr_lambda_;
 };
 
 enum class PlateauMode { Min, Max };    // whether the metric should fall (a loss) or rise (an accuracy)
