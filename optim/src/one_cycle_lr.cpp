@@ -45,7 +45,9 @@ OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleLROptions& o)
   if (o.cycle_momentum) {
     // PyTorch's SGD would start using momentum here; ours fixed its state (no momentum buffer) at construction.
     EMBER_CHECK_VALUE(opt.has_momentum(), "OneCycleLR: cycle_momentum needs an optimizer with a momentum, but this ",
-                      opt.name(), " has none (build SGD with momentum != 0, or set cycle_momentum = false)");
+                      opt.name(),
+                      " has none (build SGD with momentum != 0 in every param group, or set "
+                      "cycle_momentum = false)");
     for (const auto& [what, m] : {std::pair{"base_momentum", o.base_momentum}, {"max_momentum", o.max_momentum}}) {
       try {
         check_momentum(opt, m);
@@ -70,8 +72,8 @@ OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleLROptions& o)
   attach(initial_lr);
   const Point p = at(0);
   if (o.cycle_momentum) opt.set_momentum(p.momentum);
-  opt.set_lr(p.lr);
-  last_lr_ = p.lr;
+  last_lrs_.assign(opt.num_param_groups(), p.lr);  // every group the same, as PyTorch with one max_lr
+  set_lrs(opt, last_lrs_);
 }
 
 OneCycleLR::Point OneCycleLR::at(int64_t step) const {
@@ -100,9 +102,9 @@ void OneCycleLR::step() {
                     " times, past total_steps = ", total_steps_, " (step once per batch)");
   const Point p = at(next);
   if (opts_.cycle_momentum) opt.set_momentum(p.momentum);
-  opt.set_lr(p.lr);
+  opt.set_lr(p.lr);  // every group's
   last_epoch_ = next;
-  last_lr_ = p.lr;
+  last_lrs_.assign(last_lrs_.size(), p.lr);
 }
 
 void OneCycleLR::check_state(const std::string& op, int64_t last_epoch, const std::vector<double>&) const {
@@ -112,7 +114,7 @@ void OneCycleLR::check_state(const std::string& op, int64_t last_epoch, const st
 
 void OneCycleLR::apply_restored(Optimizer& opt) {
   if (opts_.cycle_momentum) opt.set_momentum(at(last_epoch_).momentum);
-  opt.set_lr(last_lr_);
+  set_lrs(opt, last_lrs_);
 }
 
 }  // namespace ember::optim

@@ -1,10 +1,12 @@
-// defines: the Optimizer base — parameter checks, moves (which carry the schedulers' anchor along), zero_grad,
-// set_lr and set_momentum, the per-parameter update loop shared by SGD and Adam, and state_dict / load_state_dict.
+// defines: the Optimizer base — parameter and group checks, moves (which carry the schedulers' anchor along),
+// zero_grad, the per-group lrs and set_momentum, the per-parameter update loop shared by SGD and Adam, and
+// state_dict / load_state_dict.
 #include "ember/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/core/factory.h"
@@ -27,19 +29,35 @@ std::optional<std::pair<size_t, std::string>> parse_state_name(const std::string
 
 }  // namespace
 
-Optimizer::Optimizer(const char* name, std::vector<Tensor> params, double lr, StateLayout layout)
-    : name_(name), params_(std::move(params)), state_(params_.size()), lr_(0), layout_(std::move(layout)) {
-  EMBER_CHECK_VALUE(!params_.empty(), name_, ": got an empty parameter list");
-  std::unordered_set<const TensorImpl*> seen;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    EMBER_CHECK_VALUE(p.defined(), name_, ": parameter ", i, " is an undefined tensor");
-    EMBER_CHECK_VALUE(p.is_leaf(), name_, ": parameter ", i, " (", p.dtype(), p.shape(), ") was computed by ",
-                      p.grad_fn_name(), "; an optimiser updates leaf tensors only (use detach())");
-    // a parameter listed twice would be stepped twice per step()
-    EMBER_CHECK_VALUE(seen.insert(p.impl()).second, name_, ": parameter ", i, " appears more than once in the list");
+Optimizer::Optimizer(const char* name, std::vector<GroupInit> groups, bool from_list) : name_(name) {
+  EMBER_CHECK_VALUE(!groups.empty(), name_, ": got an empty list of parameter groups");
+  if (from_list) EMBER_CHECK_VALUE(!groups[0].params.empty(), name_, ": got an empty parameter list");
+  std::unordered_map<const TensorImpl*, size_t> seen;  // parameter -> its group
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string in_group = from_list ? "" : detail::str(" (param group ", g, ")");
+    group_begin_.push_back(params_.size());
+    for (Tensor& p : groups[g].params) {
+      const size_t i = params_.size();
+      EMBER_CHECK_VALUE(p.defined(), name_, ": parameter ", i, in_group, " is an undefined tensor");
+      EMBER_CHECK_VALUE(p.is_leaf(), name_, ": parameter ", i, in_group, " (", p.dtype(), p.shape(),
+                        ") was computed by ", p.grad_fn_name(),
+                        "; an optimiser updates leaf tensors only (use detach())");
+      // a parameter listed twice would be stepped twice per step()
+      const auto [it, fresh] = seen.emplace(p.impl(), g);
+      EMBER_CHECK_VALUE(fresh || from_list || it->second == g, name_, ": parameter ", i, " (", p.dtype(), p.shape(),
+                        ") of param group ", g, " is also in param group ", it->second,
+                        "; a parameter may be in one group only");
+      EMBER_CHECK_VALUE(fresh, name_, ": parameter ", i, in_group, " appears more than once in the list");
+      params_.push_back(std::move(p));
+    }
+    const double lr = groups[g].lr;
+    EMBER_CHECK_VALUE(std::isfinite(lr) && lr >= 0, name_, ":", from_list ? "" : detail::str(" param group ", g, ":"),
+                      " invalid learning rate lr = ", lr, " (must be >= 0)");
+    lrs_.push_back(lr);
+    layouts_.push_back(std::move(groups[g].layout));
   }
-  set_lr(lr);
+  group_begin_.push_back(params_.size());
+  state_.resize(params_.size());
 }
 
 Optimizer::~Optimizer() {
@@ -49,10 +67,11 @@ Optimizer::~Optimizer() {
 Optimizer::Optimizer(Optimizer&& o) noexcept
     : name_(o.name_),
       params_(std::move(o.params_)),
+      group_begin_(std::move(o.group_begin_)),
       state_(std::move(o.state_)),
-      lr_(o.lr_),
-      layout_(std::move(o.layout_)),
-      initial_lr_(o.initial_lr_),
+      lrs_(std::move(o.lrs_)),
+      layouts_(std::move(o.layouts_)),
+      initial_lrs_(std::move(o.initial_lrs_)),
       momentum_set_(o.momentum_set_),
       anchor_(std::move(o.anchor_)) {
   if (anchor_) anchor_->opt = this;
@@ -63,10 +82,11 @@ Optimizer& Optimizer::operator=(Optimizer&& o) noexcept {
   if (anchor_) anchor_->opt = nullptr;  // the optimiser assigned over is gone for its schedulers
   name_ = o.name_;
   params_ = std::move(o.params_);
+  group_begin_ = std::move(o.group_begin_);
   state_ = std::move(o.state_);
-  lr_ = o.lr_;
-  layout_ = std::move(o.layout_);
-  initial_lr_ = o.initial_lr_;
+  lrs_ = std::move(o.lrs_);
+  layouts_ = std::move(o.layouts_);
+  initial_lrs_ = std::move(o.initial_lrs_);
   momentum_set_ = o.momentum_set_;
   anchor_ = std::move(o.anchor_);
   if (anchor_) anchor_->opt = this;
@@ -78,21 +98,61 @@ const std::shared_ptr<Optimizer::Anchor>& Optimizer::anchor() {
   return anchor_;
 }
 
-void Optimizer::set_lr(double lr) {
-  EMBER_CHECK_VALUE(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate lr = ", lr, " (must be >= 0)");
-  lr_ = lr;
+void Optimizer::check_group(size_t g) const {
+  EMBER_CHECK(g < lrs_.size(), IndexError, name_, ": param group ", g, " is out of range (", lrs_.size(),
+              " param groups)");
 }
 
-// Only SGD can lack a momentum: its state layout (a momentum buffer or none) is fixed at construction.
-double Optimizer::momentum() const {
-  throw ValueError(detail::str(name_, " has no momentum (an SGD has one only when built with momentum != 0)"));
+double Optimizer::group_lr(size_t g) const {
+  check_group(g);
+  return lrs_[g];
+}
+
+void Optimizer::set_group_lr(size_t g, double lr) {
+  check_group(g);
+  EMBER_CHECK_VALUE(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate lr = ", lr, " for param group ", g,
+                    " (must be >= 0)");
+  lrs_[g] = lr;
+}
+
+void Optimizer::set_lr(double lr) {
+  EMBER_CHECK_VALUE(std::isfinite(lr) && lr >= 0, name_, ": invalid learning rate lr = ", lr, " (must be >= 0)");
+  std::fill(lrs_.begin(), lrs_.end(), lr);
+}
+
+void Optimizer::set_lrs(const std::vector<double>& lrs) {
+  EMBER_CHECK(lrs.size() == lrs_.size(), Error, name_, ": got ", lrs.size(), " lrs for ", lrs_.size(), " param groups");
+  for (size_t g = 0; g < lrs.size(); ++g)
+    EMBER_CHECK_VALUE(std::isfinite(lrs[g]) && lrs[g] >= 0, name_, ": invalid learning rate lr = ", lrs[g],
+                      " for param group ", g, " (must be >= 0)");
+  lrs_ = lrs;
+}
+
+std::vector<Tensor> Optimizer::group_parameters(size_t g) const {
+  check_group(g);
+  return {params_.begin() + static_cast<ptrdiff_t>(group_begin_[g]),
+          params_.begin() + static_cast<ptrdiff_t>(group_begin_[g + 1])};
+}
+
+std::optional<double> Optimizer::initial_lr() const { return group_initial_lr(0); }
+
+std::optional<double> Optimizer::group_initial_lr(size_t g) const {
+  check_group(g);
+  if (initial_lrs_.empty()) return std::nullopt;
+  return initial_lrs_[g];
+}
+
+// Only SGD can lack a momentum: its state layouts (a momentum buffer or none) are fixed at construction.
+double Optimizer::group_momentum(size_t) const {
+  throw ValueError(
+      detail::str(name_, " has no momentum (an SGD has one only when every param group has momentum != 0)"));
 }
 
 void Optimizer::set_momentum(double momentum) {
   EMBER_CHECK_VALUE(has_momentum(), name_, ": cannot set momentum ", momentum, ": ", name_,
-                    " has no momentum (an SGD has one only when built with momentum != 0)");
+                    " has no momentum (an SGD has one only when every param group has momentum != 0)");
   check_momentum(momentum);
-  write_momentum(momentum);
+  for (size_t g = 0; g < lrs_.size(); ++g) write_momentum(g, momentum);
   momentum_set_ = true;
 }
 
@@ -105,9 +165,11 @@ Tensor Optimizer::zeros_like_param(const Tensor& param) {
   return zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
 }
 
-void Optimizer::update_each(const std::function<void(const Tensor&, const Tensor&, ParamState&)>& update) {
+void Optimizer::update_each(const std::function<void(size_t, const Tensor&, const Tensor&, ParamState&)>& update) {
   NoGradGuard no_grad;  // the update is not part of any graph
+  size_t g = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
+    while (i >= group_begin_[g + 1]) ++g;  // empty groups are skipped over
     Tensor& p = params_[i];
     if (!p.requires_grad()) continue;
     const Tensor grad = p.grad();
@@ -129,112 +191,167 @@ void Optimizer::update_each(const std::function<void(const Tensor&, const Tensor
     // The fused kernels take contiguous tensors: a strided parameter is updated in a copy, then copied back.
     Tensor pc = raw::contiguous(p);
     const Tensor gc = raw::contiguous(grad);
-    update(pc, gc, s);
+    update(g, pc, gc, s);
     if (pc.is_same(p)) p.impl()->bump_version();  // in place: graphs that saved p must see it changed
     else raw::copy_(p, pc);                       // copy_ bumps the version
   }
 }
 
+// The format from before groups for one group, so that old dicts load and new single-group dicts stay the same.
+Tensor Optimizer::per_group_tensor(const std::vector<double>& v) {
+  if (v.size() == 1) return scalar_f64(v[0]);
+  return tensor(v, Shape{static_cast<int64_t>(v.size())}, {.dtype = kFloat64});
+}
+
+std::vector<double> Optimizer::read_per_group(const std::string& op, const std::string& name, const Tensor& t,
+                                              size_t num_groups, const std::string& owner) {
+  auto groups = [](int64_t n) { return detail::str(n, n == 1 ? " param group" : " param groups"); };
+  const int64_t n = t.dim() == 0 ? 1 : t.shape()[0];
+  EMBER_CHECK(t.dtype() == kFloat64 && t.dim() <= 1, Error, op, ": entry '", name, "' is ", t.dtype(), t.shape(),
+              num_groups == 1 ? "; expected a 0-dim float64 tensor"
+                              : "; expected a 1-D float64 tensor (one value per param group)");
+  EMBER_CHECK(static_cast<size_t>(n) == num_groups, Error, op, ": entry '", name, "' is for ", groups(n), ", but ",
+              owner, " has ", groups(static_cast<int64_t>(num_groups)));
+  EMBER_CHECK(num_groups == 1 ? t.dim() == 0 : t.dim() == 1, Error, op, ": entry '", name, "' is ", t.dtype(),
+              t.shape(), "; expected a 0-dim float64 tensor");
+  return t.to_vector<double>();  // works whatever the device
+}
+
 StateDict Optimizer::state_dict() const {
   StateDict sd;
-  sd.emplace_back("param_groups.lr", scalar_f64(lr_));
-  if (initial_lr_) sd.emplace_back("param_groups.initial_lr", scalar_f64(*initial_lr_));
-  if (momentum_set_) sd.emplace_back("param_groups.momentum", scalar_f64(momentum()));
+  sd.emplace_back("param_groups.lr", per_group_tensor(lrs_));
+  if (!initial_lrs_.empty()) sd.emplace_back("param_groups.initial_lr", per_group_tensor(initial_lrs_));
+  if (momentum_set_) {
+    std::vector<double> m;
+    for (size_t g = 0; g < lrs_.size(); ++g) m.push_back(group_momentum(g));
+    sd.emplace_back("param_groups.momentum", per_group_tensor(m));
+  }
+  size_t g = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
+    while (i >= group_begin_[g + 1]) ++g;
     const ParamState& s = state_[i];
     if (!s.initialized) continue;
+    const StateLayout& layout = layouts_[g];
     const std::string prefix = "state." + std::to_string(i) + ".";
-    if (layout_.has_step) sd.emplace_back(prefix + "step", scalar_f64(static_cast<double>(s.step)));
-    for (size_t b = 0; b < layout_.buffers.size(); ++b)
-      sd.emplace_back(prefix + layout_.buffers[b], raw::clone(s.buffers[b]));
+    if (layout.has_step) sd.emplace_back(prefix + "step", scalar_f64(static_cast<double>(s.step)));
+    for (size_t b = 0; b < layout.buffers.size(); ++b)
+      sd.emplace_back(prefix + layout.buffers[b], raw::clone(s.buffers[b]));
   }
   return sd;
 }
 
 void Optimizer::load_state_dict(const StateDict& sd) {
   const std::string op = std::string(name_) + ".load_state_dict";
-  std::optional<double> lr, initial_lr, momentum;
+  const size_t num_groups = lrs_.size();
+  std::optional<std::vector<double>> lrs, initial_lrs, momenta;
+  std::vector<size_t> group_of(params_.size());
+  for (size_t g = 0; g < num_groups; ++g)
+    for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) group_of[i] = g;
   std::vector<ParamState> next(params_.size());
-  std::vector<std::vector<bool>> have(params_.size(), std::vector<bool>(layout_.buffers.size() + 1, false));
+  std::vector<std::vector<bool>> have(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) have[i].assign(layouts_[group_of[i]].buffers.size() + 1, false);
   auto expect_scalar = [&](const std::string& name, const Tensor& t) {
     EMBER_CHECK(t.dim() == 0 && t.dtype() == kFloat64, Error, op, ": entry '", name, "' is ", t.dtype(), t.shape(),
                 "; expected a 0-dim float64 tensor");
     return t.to_vector<double>()[0];  // works whatever the device
   };
+  auto expect_groups = [&](const std::string& name, const Tensor& t, std::optional<std::vector<double>>& out) {
+    EMBER_CHECK(!out, Error, op, ": entry '", name, "' appears twice");
+    out = read_per_group(op, name, t, num_groups, detail::str("this ", name_));
+  };
+  auto check_lrs = [&](const std::string& name, const std::vector<double>& v) {
+    for (size_t g = 0; g < v.size(); ++g)
+      EMBER_CHECK(std::isfinite(v[g]) && v[g] >= 0, Error, op, ": entry '", name, "' holds an invalid lr ", v[g],
+                  num_groups == 1 ? "" : detail::str(" for param group ", g));
+  };
   for (const auto& [name, t] : sd) {
     EMBER_CHECK(t.defined(), Error, op, ": entry '", name, "' is an undefined tensor");
     if (name == "param_groups.lr") {
-      EMBER_CHECK(!lr, Error, op, ": entry '", name, "' appears twice");
-      lr = expect_scalar(name, t);
-      EMBER_CHECK(std::isfinite(*lr) && *lr >= 0, Error, op, ": entry '", name, "' holds an invalid lr ", *lr);
+      expect_groups(name, t, lrs);
+      check_lrs(name, *lrs);
       continue;
     }
     // Absent from dicts saved before schedulers and OneCycleLR recorded them: then the current values stay.
     if (name == "param_groups.initial_lr") {
-      EMBER_CHECK(!initial_lr, Error, op, ": entry '", name, "' appears twice");
-      initial_lr = expect_scalar(name, t);
-      EMBER_CHECK(std::isfinite(*initial_lr) && *initial_lr >= 0, Error, op, ": entry '", name,
-                  "' holds an invalid lr ", *initial_lr);
+      expect_groups(name, t, initial_lrs);
+      check_lrs(name, *initial_lrs);
       continue;
     }
     if (name == "param_groups.momentum") {
-      EMBER_CHECK(!momentum, Error, op, ": entry '", name, "' appears twice");
+      EMBER_CHECK(!momenta, Error, op, ": entry '", name, "' appears twice");
       EMBER_CHECK(has_momentum(), Error, op, ": unexpected entry '", name, "' (this ", name_, " has no momentum)");
-      momentum = expect_scalar(name, t);
-      try {
-        check_momentum(*momentum);
-      } catch (const ValueError& e) {
-        throw Error(detail::str(op, ": entry '", name, "': ", e.what()));
+      expect_groups(name, t, momenta);
+      for (size_t g = 0; g < num_groups; ++g) {
+        try {
+          check_momentum((*momenta)[g]);
+        } catch (const ValueError& e) {
+          throw Error(detail::str(op, ": entry '", name, "'",
+                                  num_groups == 1 ? "" : detail::str(" (param group ", g, ")"), ": ", e.what()));
+        }
       }
       continue;
     }
     auto parsed = parse_state_name(name);
-    size_t field = layout_.buffers.size() + 1;  // 0: step, 1 + b: buffer b
-    if (parsed) {
-      if (layout_.has_step && parsed->second == "step") field = 0;
-      for (size_t b = 0; b < layout_.buffers.size(); ++b)
-        if (parsed->second == layout_.buffers[b]) field = 1 + b;
+    if (parsed && parsed->first < params_.size()) {
+      const size_t i = parsed->first, g = group_of[i];
+      const StateLayout& layout = layouts_[g];
+      size_t field = layout.buffers.size() + 1;  // 0: step, 1 + b: buffer b
+      if (layout.has_step && parsed->second == "step") field = 0;
+      for (size_t b = 0; b < layout.buffers.size(); ++b)
+        if (parsed->second == layout.buffers[b]) field = 1 + b;
+      if (field <= layout.buffers.size()) {
+        EMBER_CHECK(!have[i][field], Error, op, ": entry '", name, "' appears twice");
+        have[i][field] = true;
+        ParamState& s = next[i];
+        s.initialized = true;
+        if (field == 0) {
+          const double step = expect_scalar(name, t);
+          EMBER_CHECK(step >= 0 && step == std::floor(step) && step < 9e15, Error, op, ": entry '", name,
+                      "' holds an invalid step count ", step);
+          s.step = static_cast<int64_t>(step);
+        } else {
+          const Tensor& p = params_[i];
+          EMBER_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), Error, op, ": entry '", name, "' is ",
+                      t.dtype(), t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape());
+          if (s.buffers.empty()) s.buffers.resize(layout.buffers.size());
+          Tensor buf = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});  // a copy, on the param's device
+          raw::copy_(buf, t);
+          s.buffers[field - 1] = buf;
+        }
+        continue;
+      }
     }
-    if (!parsed || field > layout_.buffers.size() || parsed->first >= params_.size()) {
-      std::string fields = layout_.has_step ? "step" : "";
-      for (const std::string& b : layout_.buffers) fields += (fields.empty() ? "" : ", ") + b;
-      throw Error(detail::str(op, ": unexpected entry '", name, "' (", name_,
-                              " has entries param_groups.{lr, initial_lr", has_momentum() ? ", momentum" : "",
-                              "} and state.<i>.{", fields, "} for parameters i < ", params_.size(), ")"));
+    // Unexpected. SGD keeps a momentum_buffer only in the groups with momentum.
+    if (parsed && parsed->first < params_.size())
+      for (const StateLayout& layout : layouts_)
+        EMBER_CHECK(std::find(layout.buffers.begin(), layout.buffers.end(), parsed->second) == layout.buffers.end(),
+                    Error, op, ": unexpected entry '", name, "' (parameter ", parsed->first, " is in param group ",
+                    group_of[parsed->first], ", which keeps no ", parsed->second, ")");
+    std::string fields;
+    for (const StateLayout& layout : layouts_) {
+      std::vector<std::string> names = layout.buffers;
+      if (layout.has_step) names.insert(names.begin(), "step");
+      for (const std::string& n : names)
+        if (fields.find(n) == std::string::npos) fields += (fields.empty() ? "" : ", ") + n;
     }
-    const size_t i = parsed->first;
-    EMBER_CHECK(!have[i][field], Error, op, ": entry '", name, "' appears twice");
-    have[i][field] = true;
-    ParamState& s = next[i];
-    s.initialized = true;
-    if (field == 0) {
-      const double step = expect_scalar(name, t);
-      EMBER_CHECK(step >= 0 && step == std::floor(step) && step < 9e15, Error, op, ": entry '", name,
-                  "' holds an invalid step count ", step);
-      s.step = static_cast<int64_t>(step);
-    } else {
-      const Tensor& p = params_[i];
-      EMBER_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), Error, op, ": entry '", name, "' is ", t.dtype(),
-                  t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape());
-      if (s.buffers.empty()) s.buffers.resize(layout_.buffers.size());
-      Tensor buf = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});  // a copy, on the param's device
-      raw::copy_(buf, t);
-      s.buffers[field - 1] = buf;
-    }
+    throw Error(detail::str(op, ": unexpected entry '", name, "' (", name_, " has entries param_groups.{lr, initial_lr",
+                            has_momentum() ? ", momentum" : "", "} and state.<i>.{", fields, "} for parameters i < ",
+                            params_.size(), ")"));
   }
-  EMBER_CHECK(lr.has_value(), Error, op, ": entry 'param_groups.lr' is missing");
+  EMBER_CHECK(lrs.has_value(), Error, op, ": entry 'param_groups.lr' is missing");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!next[i].initialized) continue;
+    const StateLayout& layout = layouts_[group_of[i]];
     for (size_t f = 0; f < have[i].size(); ++f) {
-      if (f == 0 && !layout_.has_step) continue;
-      EMBER_CHECK(have[i][f], Error, op, ": entry 'state.", i, ".", f == 0 ? "step" : layout_.buffers[f - 1],
+      if (f == 0 && !layout.has_step) continue;
+      EMBER_CHECK(have[i][f], Error, op, ": entry 'state.", i, ".", f == 0 ? "step" : layout.buffers[f - 1],
                   "' is missing (the dict has other state of parameter ", i, ")");
     }
   }
-  lr_ = *lr;
-  if (initial_lr) initial_lr_ = initial_lr;
-  if (momentum) {
-    write_momentum(*momentum);
+  lrs_ = *lrs;
+  if (initial_lrs) initial_lrs_ = *initial_lrs;
+  if (momenta) {
+    for (size_t g = 0; g < num_groups; ++g) write_momentum(g, (*momenta)[g]);
     momentum_set_ = true;
   }
   state_ = std::move(next);

@@ -46,10 +46,13 @@ void ReduceLROnPlateau::step(double metric) {
     --cooldown;
     bad = 0;  // bad epochs in the cooldown do not count
   }
+  std::vector<double> lrs = group_lrs(opt);
   if (bad > opts_.patience) {
-    const double old_lr = opt.lr();
-    const double new_lr = std::max(old_lr * opts_.factor, opts_.min_lr);
-    if (old_lr - new_lr > opts_.eps) opt.set_lr(new_lr);
+    for (double& lr : lrs) {  // each group on its own, as PyTorch's _reduce_lr
+      const double new_lr = std::max(lr * opts_.factor, opts_.min_lr);
+      if (lr - new_lr > opts_.eps) lr = new_lr;
+    }
+    set_lrs(opt, lrs);
     cooldown = opts_.cooldown;
     bad = 0;
   }
@@ -57,7 +60,7 @@ void ReduceLROnPlateau::step(double metric) {
   num_bad_epochs_ = bad;
   cooldown_counter_ = cooldown;
   ++last_epoch_;
-  last_lr_ = opt.lr();
+  last_lrs_ = std::move(lrs);
 }
 
 std::vector<std::pair<std::string, double>> ReduceLROnPlateau::extra_state() const {

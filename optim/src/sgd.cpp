@@ -1,36 +1,71 @@
 // defines: SGD — option checks and step(), one fused Backend::sgd_step call per parameter.
 #include "ember/optim/sgd.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "ember/core/backend.h"
 
 namespace ember::optim {
 namespace {
 
-const SGDOptions& checked(const SGDOptions& o) {
-  EMBER_CHECK_VALUE(std::isfinite(o.momentum) && o.momentum >= 0, "SGD: invalid momentum ", o.momentum,
+// `where` names the group ("" for the defaults or a single list).
+void check(const SGDOptions& o, const std::string& where) {
+  EMBER_CHECK_VALUE(std::isfinite(o.lr) && o.lr >= 0, "SGD:", where, " invalid learning rate lr = ", o.lr,
                     " (must be >= 0)");
-  EMBER_CHECK_VALUE(std::isfinite(o.dampening), "SGD: invalid dampening ", o.dampening, " (must be finite)");
-  EMBER_CHECK_VALUE(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "SGD: invalid weight_decay ", o.weight_decay,
+  EMBER_CHECK_VALUE(std::isfinite(o.momentum) && o.momentum >= 0, "SGD:", where, " invalid momentum ", o.momentum,
                     " (must be >= 0)");
-  EMBER_CHECK_VALUE(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
-                    "SGD: nesterov momentum requires momentum > 0 and dampening == 0, got momentum ", o.momentum,
+  EMBER_CHECK_VALUE(std::isfinite(o.dampening), "SGD:", where, " invalid dampening ", o.dampening, " (must be finite)");
+  EMBER_CHECK_VALUE(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "SGD:", where, " invalid weight_decay ",
+                    o.weight_decay, " (must be >= 0)");
+  EMBER_CHECK_VALUE(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD:", where,
+                    " nesterov momentum requires momentum > 0 and dampening == 0, got momentum ", o.momentum,
                     " and dampening ", o.dampening);
-  return o;
 }
 
 }  // namespace
 
-// With momentum 0 SGD keeps no state, so a momentum_buffer entry in load_state_dict is an error.
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer("SGD", std::move(params), options.lr,
-                {.has_step = false,
-                 .buffers = checked(options).momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
-                                                           : std::vector<std::string>{}}),
-      opts_(options) {}
+    : SGD(resolve({ParamGroup{std::move(params), {}}}, options, true)) {}
 
-double SGD::momentum() const { return has_momentum() ? opts_.momentum : Optimizer::momentum(); }
+SGD::SGD(Resolved r) : Optimizer("SGD", std::move(r.inits), r.from_list), groups_(std::move(r.groups)) {}
+
+SGD::Resolved SGD::resolve(std::vector<ParamGroup> groups, const SGDOptions& defaults, bool from_list) {
+  check(defaults, "");
+  Resolved r{.inits = {}, .groups = {}, .from_list = from_list};
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const SGDGroupOptions& go = groups[g].options;
+    const SGDOptions o{.lr = go.lr.value_or(defaults.lr),
+                       .momentum = go.momentum.value_or(defaults.momentum),
+                       .nesterov = go.nesterov.value_or(defaults.nesterov),
+                       .weight_decay = go.weight_decay.value_or(defaults.weight_decay),
+                       .dampening = go.dampening.value_or(defaults.dampening)};
+    check(o, detail::str(" param group ", g, ":"));
+    // With momentum 0 a group keeps no state, so a momentum_buffer entry for its parameters is an error on load.
+    r.inits.push_back({.params = std::move(groups[g].params),
+                       .lr = o.lr,
+                       .layout = {.has_step = false,
+                                  .buffers = o.momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
+                                                             : std::vector<std::string>{}}});
+    r.groups.push_back(o);
+  }
+  return r;
+}
+
+const SGDOptions& SGD::group_options(size_t g) const {
+  check_group(g);
+  return groups_[g];
+}
+
+bool SGD::has_momentum() const {
+  return std::all_of(groups_.begin(), groups_.end(), [](const SGDOptions& o) { return o.momentum != 0; });
+}
+
+double SGD::group_momentum(size_t g) const {
+  check_group(g);
+  return has_momentum() ? groups_[g].momentum : Optimizer::group_momentum(g);
+}
 
 // Momentum 0 would leave the momentum buffer stale while the state still holds it.
 void SGD::check_momentum(double m) const {
@@ -39,16 +74,17 @@ void SGD::check_momentum(double m) const {
 }
 
 void SGD::step() {
-  update_each([&](const Tensor& p, const Tensor& g, ParamState& s) {
+  update_each([&](size_t group, const Tensor& p, const Tensor& g, ParamState& s) {
+    const SGDOptions& o = groups_[group];
     SgdStepArgs a{.param = p,
                   .grad = g,
                   .momentum_buf = {},
-                  .hyper = {.lr = lr_,
-                            .momentum = opts_.momentum,
-                            .dampening = opts_.dampening,
-                            .weight_decay = opts_.weight_decay,
-                            .nesterov = opts_.nesterov}};
-    if (opts_.momentum != 0) {
+                  .hyper = {.lr = lrs_[group],
+                            .momentum = o.momentum,
+                            .dampening = o.dampening,
+                            .weight_decay = o.weight_decay,
+                            .nesterov = o.nesterov}};
+    if (o.momentum != 0) {
       a.hyper.first_step = !s.initialized;
       if (!s.initialized) s.buffers = {empty(p.shape(), {.dtype = p.dtype(), .device = p.device()})};  // set to g
       s.initialized = true;

@@ -12,6 +12,11 @@
 // A scheduler follows its optimiser when the optimiser is moved (into a vector, another variable); once the
 // optimiser is destroyed (or assigned over), the scheduler's step() and load_state_dict() throw ember::Error.
 // To resume: save opt.state_dict() and sched.state_dict(); build both as before, then load both, in either order.
+//
+// With parameter groups, as PyTorch: every group is scheduled from its own base lr (its initial lr), e.g. StepLR
+// multiplies each group's lr by gamma; ReduceLROnPlateau reduces every group (each down to min_lr at most);
+// OneCycleLR gives every group the same lr (and momentum). The scheduler's groups are its optimiser's when it was
+// built.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -28,28 +33,34 @@ namespace ember::optim {
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
-  double get_last_lr() const { return last_lr_; }     // the lr the last step (or the constructor) left
+  // The lr the last step (or the constructor) left: group 0's, and each group's.
+  double get_last_lr() const { return last_lrs_[0]; }
+  const std::vector<double>& get_last_lrs() const { return last_lrs_; }
   int64_t last_epoch() const { return last_epoch_; }  // the number of steps so far (batches for OneCycleLR)
   // The lr the schedule starts from: the optimiser's initial_lr() (its lr when the first scheduler attached, kept
   // in its state_dict), so a scheduler built after loading a checkpoint does not start from the decayed lr.
-  // OneCycleLR's is max_lr / div_factor.
-  double base_lr() const { return base_lr_; }
+  // OneCycleLR's is max_lr / div_factor. base_lr() is group 0's; base_lrs() each group's.
+  double base_lr() const { return base_lrs_[0]; }
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
   const char* name() const { return name_; }  // "StepLR", ...
 
-  // A snapshot, 0-dim float64 entries in this order: "last_epoch", "base_lr", "last_lr", then the scheduler's own
-  // (ReduceLROnPlateau: "best", "num_bad_epochs", "cooldown_counter"). The options are not saved: like an
-  // optimiser's hyperparameters, they come from the constructor.
+  // A snapshot, float64 entries in this order: "last_epoch", "base_lr", "last_lr", then the scheduler's own
+  // (ReduceLROnPlateau: "best", "num_bad_epochs", "cooldown_counter"). All are 0-dim but base_lr and last_lr
+  // with several param groups: 1-D [num groups], one per group (as the optimiser's param_groups entries). The
+  // options are not saved: like an optimiser's hyperparameters, they come from the constructor.
   StateDict state_dict() const;
-  // Restores a state_dict() after checking every entry's name and value (throws ember::Error naming the entry;
-  // nothing changes on a throw), then sets the optimiser's lr (and OneCycleLR's momentum) to the restored state's,
-  // so that a resumed run repeats the uninterrupted one whichever of the two state_dicts is loaded first.
+  // Restores a state_dict() after checking every entry's name and value (throws ember::Error naming the entry,
+  // and both group counts when they differ; nothing changes on a throw), then sets the optimiser's lr (and OneCycleLR's
+  // momentum) to the restored state's, so that a resumed run repeats the uninterrupted one whichever of the two
+  // state_dicts is loaded first.
   void load_state_dict(const StateDict& sd);
 
  protected:
   // Keeps the optimiser's anchor only: a derived constructor checks its options, then calls attach().
   LRScheduler(const char* name, Optimizer& opt);
-  // Records the optimiser's initial_lr if no scheduler did before (its lr(), or `base_lr` when given) and takes
-  // base_lr from it, or `base_lr` when given (OneCycleLR's, which does not depend on the optimiser's lr).
+  // Records the optimiser's initial lrs if no scheduler did before (its group lrs, or `base_lr` for every group
+  // when given) and takes base_lrs from them, or `base_lr` when given (OneCycleLR's, which does not depend on
+  // the optimiser's lr).
   void attach(std::optional<double> base_lr = std::nullopt);
   // The optimiser, wherever it has moved to; throws ember::Error once it has been destroyed.
   Optimizer& optimizer() const;
@@ -64,12 +75,15 @@ class LRScheduler {
                            const std::vector<double>& /*extra*/) const {}
   virtual void restore_extra(const std::vector<double>&) {}
   // Sets the optimiser's hyperparameters to the restored state's (after restore_extra).
-  virtual void apply_restored(Optimizer& opt) { opt.set_lr(last_lr_); }
+  virtual void apply_restored(Optimizer& opt) { set_lrs(opt, last_lrs_); }
+  // Sets every group's lr of `opt` (checked first, so nothing changes on a throw).
+  static void set_lrs(Optimizer& opt, const std::vector<double>& lrs) { opt.set_lrs(lrs); }
+  static std::vector<double> group_lrs(const Optimizer& opt) { return opt.lrs_; }
 
   const char* name_;
-  double base_lr_;
+  std::vector<double> base_lrs_;  // per group
   int64_t last_epoch_ = 0;
-  double last_lr_;
+  std::vector<double> last_lrs_;  // per group
 
  private:
   std::shared_ptr<Optimizer::Anchor> anchor_;
@@ -79,11 +93,12 @@ class LRScheduler {
 // Schedulers whose lr is a closed form of the epoch (PyTorch's _get_closed_form_lr).
 class ClosedFormLRScheduler : public LRScheduler {
  public:
-  void step();  // epoch += 1; optimiser lr = lr_at(epoch)
+  void step();  // epoch += 1; each group's lr = lr_at(epoch, its base lr)
 
  protected:
   using LRScheduler::LRScheduler;
-  virtual double lr_at(int64_t epoch) const = 0;  // lr_at(0) == base_lr
+  virtual double lr_at(int64_t epoch, double base_lr) const = 0;  // lr_at(0, b) == b
+  std::vector<double> lrs_at(int64_t epoch) const;                // every group's
 };
 
 struct StepLROptions {
@@ -97,7 +112,7 @@ class StepLR : public ClosedFormLRScheduler {
   StepLR(Optimizer& opt, const StepLROptions& options);
 
  private:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(int64_t epoch, double base_lr) const override;
   StepLROptions opts_;
 };
 
@@ -113,7 +128,7 @@ class CosineAnnealingLR : public ClosedFormLRScheduler {
   CosineAnnealingLR(Optimizer& opt, const CosineAnnealingLROptions& options);
 
  private:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(int64_t epoch, double base_lr) const override;
   CosineAnnealingLROptions opts_;
 };
 
@@ -127,14 +142,15 @@ class CosineAnnealingLR : public ClosedFormLRScheduler {
 //   for (...) { ...; opt.step(); sched.step(); }
 //
 // The function is called with 0 at construction (the optimiser's lr becomes base_lr * lr_lambda(0), as PyTorch)
-// and with each new step count after; it must return a finite value >= 0 (else ValueError naming the step). The
-// function is not saved in state_dict: pass the same one when resuming.
+// and with each new step count after, once per param group (each group's lr is its base lr times the factor); it must
+// return a finite value >= 0 (else ValueError naming the step). The function is not saved in state_dict: pass the same
+// one when resuming.
 class LambdaLR : public ClosedFormLRScheduler {
  public:
   LambdaLR(Optimizer& opt, std::function<double(int64_t)> lr_lambda);
 
  private:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(int64_t epoch, double base_lr) const override;
   std::function<double(int64_t)> lr_lambda_;
 };
 
@@ -143,7 +159,7 @@ enum class ThresholdMode { Rel, Abs };  // an improvement beats best * (1 -/+ th
 
 struct ReduceLROnPlateauOptions {
   PlateauMode mode = PlateauMode::Min;
-  double factor = 0.1;      // in [0, 1): new lr = max(lr * factor, min_lr)
+  double factor = 0.1;      // in [0, 1): new lr = max(lr * factor, min_lr), in every param group
   int64_t patience = 10;    // >= 0: epochs without improvement tolerated; the next one reduces the lr
   double threshold = 1e-4;  // >= 0
   ThresholdMode threshold_mode = ThresholdMode::Rel;

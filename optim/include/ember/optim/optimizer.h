@@ -1,10 +1,15 @@
-// defines: optim::Optimizer, the base of SGD, Adam and AdamW — the parameter list, the learning rate (and the
-// momentum, for the schedulers that cycle it), the per-parameter state (a step count and named buffers),
-// zero_grad, and state_dict / load_state_dict in a tensors-only format (StateDict) that serialization writes to a
-// safetensors file.
+// defines: optim::Optimizer, the base of SGD, Adam and AdamW — the parameters in one or more groups (PyTorch's
+// param_groups), each group's learning rate (and the momentum, for the schedulers that cycle it), the
+// per-parameter state (a step count and named buffers), zero_grad, and state_dict / load_state_dict in a
+// tensors-only format (StateDict) that serialization writes to a safetensors file; optim::ParamGroup.
 //
 //   optim::Adam opt(model.parameters(), {.lr = 1e-3});
 //   for (...) { opt.zero_grad(); loss(model(x), y).backward(); opt.step(); }
+//
+// Parameter groups give parts of the model their own lr and hyperparameters; a field a group leaves unset
+// (std::nullopt) takes the constructor's default, as in PyTorch:
+//
+//   optim::AdamW opt({{decay_params, {.weight_decay = 0.1}}, {no_decay_params, {.weight_decay = 0}}}, {.lr = 3e-4});
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -19,13 +24,25 @@
 namespace ember::optim {
 
 // Tensors only, so that a checkpoint is one safetensors file. Entries, in this order:
-//   "param_groups.lr"         0-dim float64
-//   "param_groups.initial_lr" 0-dim float64, only once a scheduler has attached (PyTorch's initial_lr)
-//   "param_groups.momentum"   0-dim float64, only once set_momentum was called (OneCycleLR cycles it)
-//   "state.<i>.step"          0-dim float64, the step count of parameter i (its index in the params vector)
+//   "param_groups.lr"         the lr of each group
+//   "param_groups.initial_lr" each group's lr when the first scheduler attached (PyTorch's initial_lr); only once
+//                             a scheduler has attached
+//   "param_groups.momentum"   each group's momentum; only once set_momentum was called (OneCycleLR cycles it)
+//   "state.<i>.step"          0-dim float64, the step count of parameter i
 //   "state.<i>.<buffer>"      the parameter's shape and dtype: exp_avg, exp_avg_sq (Adam), momentum_buffer (SGD)
-// A parameter that has no state yet (never stepped) has no "state.<i>.*" entries, as in PyTorch.
+// The param_groups entries are float64: 0-dim with one group (the format from before groups, still loadable),
+// 1-D [num_param_groups()] with several. i numbers the parameters of all groups in order (group 0's first), as
+// PyTorch's state_dict does. A parameter that has no state yet (never stepped) has no "state.<i>.*" entries, as
+// in PyTorch. The groups' other hyperparameters are not saved: they come from the constructor.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+// One group of parameters and the options that differ from the optimiser's defaults (SGDGroupOptions,
+// AdamGroupOptions): see SGD::ParamGroup, Adam::ParamGroup.
+template <class GroupOptions>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  GroupOptions options = {};
+};
 
 class LRScheduler;
 
@@ -39,31 +56,42 @@ class Optimizer {
   Optimizer(Optimizer&& o) noexcept;
   Optimizer& operator=(Optimizer&& o) noexcept;
 
-  // Updates every parameter that requires grad and has a defined grad(); the others are skipped.
+  // Updates every parameter that requires grad and has a defined grad(), with its group's lr and
+  // hyperparameters; the others are skipped.
   virtual void step() = 0;
   // Sets every parameter's grad to undefined (PyTorch's set_to_none), so the next backward() starts afresh.
   void zero_grad();
 
-  double lr() const { return lr_; }
-  void set_lr(double lr);  // schedulers call this; lr >= 0
-  // The lr the first scheduler attached to this optimiser started from; schedulers attached later (say after
-  // load_state_dict) take their base lr from it, not from the current, already scheduled lr(). Unset until then.
-  std::optional<double> initial_lr() const { return initial_lr_; }
+  // One group for an optimiser built from a parameter list. g < num_param_groups(), else IndexError.
+  size_t num_param_groups() const { return lrs_.size(); }
+  double group_lr(size_t g) const;
+  void set_group_lr(size_t g, double lr);  // lr >= 0
+  double lr() const { return group_lr(0); }  // group 0's (IndexError on a moved-from optimiser)
+  void set_lr(double lr);                  // every group's; lr >= 0
+  // The parameters of group g, in order; parameters() is all groups' in order (the state_dict's numbering).
+  std::vector<Tensor> group_parameters(size_t g) const;
+  // The lr each group had when the first scheduler attached to this optimiser; schedulers attached later (say
+  // after load_state_dict) take their base lrs from it, not from the current, already scheduled lrs. Unset until
+  // then. initial_lr() is group 0's.
+  std::optional<double> initial_lr() const;
+  std::optional<double> group_initial_lr(size_t g) const;
 
-  // SGD's momentum (SGD built with momentum != 0 only) or Adam's and AdamW's beta1; OneCycleLR cycles it.
-  // momentum() and set_momentum() throw ValueError when has_momentum() is false, set_momentum() also for a
-  // value the optimiser rejects; once set, the momentum is part of state_dict().
+  // SGD's momentum or Adam's and AdamW's beta1; OneCycleLR cycles it. An SGD has one only when every group has
+  // momentum != 0 (its momentum buffers are fixed at construction). momentum() (group 0's), group_momentum() and
+  // set_momentum() (every group's) throw ValueError when has_momentum() is false, set_momentum() also for a value
+  // the optimiser rejects; once set, the momentum is part of state_dict().
   virtual bool has_momentum() const { return false; }
-  virtual double momentum() const;
+  double momentum() const { return group_momentum(0); }
+  virtual double group_momentum(size_t g) const;
   void set_momentum(double momentum);
   const std::vector<Tensor>& parameters() const { return params_; }
   const char* name() const { return name_; }  // "SGD", "Adam", "AdamW"
 
   // A snapshot (the buffers are copies): later steps do not change a state_dict already taken.
   StateDict state_dict() const;
-  // Replaces the learning rate and all state with `sd`'s after checking every entry's name, shape and dtype
-  // against this optimiser's parameters (throws ember::Error naming the entry; nothing changes on a throw).
-  // Buffers are copied onto their parameter's device.
+  // Replaces the learning rates and all state with `sd`'s after checking every entry's name, shape and dtype
+  // against this optimiser's groups and parameters (throws ember::Error naming the entry, and both group counts
+  // when they differ; nothing changes on a throw). Buffers are copied onto their parameter's device.
   void load_state_dict(const StateDict& sd);
 
  protected:
@@ -77,27 +105,39 @@ class Optimizer {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // contiguous, the parameter's shape, dtype and device
   };
-  Optimizer(const char* name, std::vector<Tensor> params, double lr, StateLayout layout);
+  // A group as the derived constructor resolved it: its parameters, lr and state layout (SGD's differs between
+  // groups with and without momentum).
+  struct GroupInit {
+    std::vector<Tensor> params;
+    double lr;
+    StateLayout layout;
+  };
+  // `from_list`: built from one parameter list, which must not be empty; groups may be (PyTorch allows an empty
+  // group), but there must be at least one. A parameter in two groups, or twice in one, is a ValueError.
+  Optimizer(const char* name, std::vector<GroupInit> groups, bool from_list);
 
   // For set_momentum and load_state_dict, called only when has_momentum(): check_momentum throws ValueError
   // (naming the optimiser and the option) for a value the optimiser rejects; write_momentum stores a checked one.
   virtual void check_momentum(double) const {}
-  virtual void write_momentum(double) {}
+  virtual void write_momentum(size_t /*group*/, double) {}
+  void check_group(size_t g) const;  // IndexError unless g < num_param_groups()
 
-  // For each parameter to update: calls update(param, grad, state) with param and grad contiguous, under
+  // For each parameter to update: calls update(group, param, grad, state) with param and grad contiguous, under
   // NoGradGuard; copies the result back into a strided parameter and bumps the parameter's version.
-  void update_each(const std::function<void(const Tensor& param, const Tensor& grad, ParamState& state)>& update);
+  void update_each(
+      const std::function<void(size_t group, const Tensor& param, const Tensor& grad, ParamState& state)>& update);
   // A zero-filled buffer shaped like `param`, on its device, with its dtype.
   static Tensor zeros_like_param(const Tensor& param);
 
   // The move constructor and assignment list every member: a new one must be added there too.
   const char* name_;
-  std::vector<Tensor> params_;
-  std::vector<ParamState> state_;  // state_[i] belongs to params_[i]
-  double lr_;
-  StateLayout layout_;
-  std::optional<double> initial_lr_;
-  bool momentum_set_ = false;  // saves the momentum in state_dict
+  std::vector<Tensor> params_;        // all groups' in order
+  std::vector<size_t> group_begin_;   // group g holds params_[group_begin_[g], group_begin_[g + 1])
+  std::vector<ParamState> state_;     // state_[i] belongs to params_[i]
+  std::vector<double> lrs_;           // per group
+  std::vector<StateLayout> layouts_;  // per group
+  std::vector<double> initial_lrs_;   // per group; empty until a scheduler attaches
+  bool momentum_set_ = false;         // saves the momentum in state_dict
 
  private:
   // Schedulers reach their optimiser through this shared anchor rather than a raw pointer: a move repoints it at
@@ -108,6 +148,14 @@ class Optimizer {
   };
   friend class LRScheduler;
   const std::shared_ptr<Anchor>& anchor();  // made on first use (and again for a moved-from optimiser)
+  // Sets every group's lr at once (schedulers): all checked before any changes.
+  void set_lrs(const std::vector<double>& lrs);
+  // The param_groups entries' format (the schedulers' base_lr and last_lr too): float64, 0-dim for one group,
+  // 1-D [num_groups] for several. read_per_group throws ember::Error (starting with `op`, naming the entry, and
+  // `owner`, e.g. "this SGD", with both group counts when they differ) for a tensor of another form.
+  static Tensor per_group_tensor(const std::vector<double>& values);
+  static std::vector<double> read_per_group(const std::string& op, const std::string& name, const Tensor& t,
+                                            size_t num_groups, const std::string& owner);
   std::shared_ptr<Anchor> anchor_;
 };
 
