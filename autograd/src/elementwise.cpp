@@ -3,6 +3,7 @@
 #include "ember/autograd/ops.h"
 
 #include <cmath>
+#include <limits>
 
 #include "grad_utils.h"
 
@@ -195,6 +196,16 @@ Tensor exp(const Tensor& x) {
 Tensor log(const Tensor& x) {
   return unary_op(UnaryOp::Log, "log", x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
 }
+Tensor log1p(const Tensor& x) {
+  return unary_op(UnaryOp::Log1p, "log1p", x, true, false,
+                  [](const Tensor& xv, const Tensor&) { return 1 / (1 + xv); });
+}
+Tensor sin(const Tensor& x) {
+  return unary_op(UnaryOp::Sin, "sin", x, true, false, [](const Tensor& xv, const Tensor&) { return cos(xv); });
+}
+Tensor cos(const Tensor& x) {
+  return unary_op(UnaryOp::Cos, "cos", x, true, false, [](const Tensor& xv, const Tensor&) { return neg(sin(xv)); });
+}
 Tensor square(const Tensor& x) {
   return unary_op(UnaryOp::Square, "square", x, true, false, [](const Tensor& xv, const Tensor&) { return 2 * xv; });
 }
@@ -229,6 +240,26 @@ Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold,
     return where(gt(xv, 20.0), one, sigmoid(xv));
   });
 }
+// --- composite activations: autograd differentiates them (twice too), both devices run them. Integer and bool
+// inputs give float32; float16 / bfloat16 compute in float32 (grad_utils.h, composite_input).
+Tensor silu(const Tensor& x_in) {
+  const Tensor x = autograd::composite_input("silu", x_in);
+  return autograd::composite_result(x * sigmoid(x), x_in);
+}
+// x * slope where x <= 0: the gradient at 0 is the slope, as PyTorch's
+Tensor leaky_relu(const Tensor& x_in, double negative_slope) {
+  const Tensor x = autograd::composite_input("leaky_relu", x_in);
+  return autograd::composite_result(where(gt(x, 0.0), x, x * negative_slope), x_in);
+}
+// alpha * (e^x - 1) for x <= 0, with e^x - 1 written as 2t / (1 - t), t = tanh(x / 2): exact near 0 (where
+// exp(x) - 1 would cancel) and free of overflow. The branch not taken gets x clamped to <= 0, so that its
+// gradient (0 there) never meets an infinity; clamp passes the gradient at 0, which is alpha, as PyTorch's.
+Tensor elu(const Tensor& x_in, double alpha) {
+  const Tensor x = autograd::composite_input("elu", x_in);
+  const Tensor t = tanh(clamp(x, -std::numeric_limits<double>::infinity(), 0.0) * 0.5);
+  return autograd::composite_result(where(gt(x, 0.0), x, (2 * t / (1 - t)) * alpha), x_in);
+}
+
 Tensor clamp(const Tensor& x, double lo, double hi) {
   Tensor y = raw::clamp(x, lo, hi);
   if (needs_grad({&x})) {

@@ -146,8 +146,9 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
     }
     EMBER_CHECK(!create_graph || n->double_differentiable, Error, "grad(create_graph=true): the backward of ", n->name,
                 " is not differentiable in Ember yet (it uses fused kernels), so a second derivative ",
-                "through it would be wrong; ops with double backward: the elementwise arithmetic, exp/log/sqrt/",
-                "tanh/sigmoid/softplus/relu, matmul, linear, sum/mean, the views, and custom Functions");
+                "through it would be wrong; ops with double backward: the elementwise arithmetic, exp/log/log1p/",
+                "sqrt/sin/cos/tanh/sigmoid/softplus/relu, matmul, linear, sum/mean/cumsum, the views, and custom ",
+                "Functions");
     Grads out = n->apply(std::move(grads));
     if (!retain_graph) n->release();
     for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {

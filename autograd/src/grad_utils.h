@@ -16,6 +16,21 @@ struct InputInfo {
       : shape(t.shape()), dtype(t.dtype()), device(t.device()), wants(t.requires_grad()) {}
 };
 
+// The check of a composite op's tensor argument (the raw ops it calls would name themselves, not it).
+inline void check_defined(const char* op, const Tensor& t, const char* arg) {
+  EMBER_CHECK(t.defined(), Error, op, ": argument '", arg, "' is an undefined tensor (an empty handle)");
+}
+// A composite's input in the dtype it computes in: float32 for integers and bools (as the float-only list ops) and
+// for float16 / bfloat16, which compute in float32 and round once at the end, as every op (composite_result).
+inline Tensor composite_input(const char* op, const Tensor& x) {
+  check_defined(op, x, "x");
+  return is_floating(x.dtype()) && !is_reduced_float(x.dtype()) ? x : x.to(kFloat32);
+}
+// A composite's result y, back in the 16-bit float dtype of its input x.
+inline Tensor composite_result(const Tensor& y, const Tensor& x) {
+  return is_reduced_float(x.dtype()) ? y.to(x.dtype()) : y;
+}
+
 // g summed down to `shape` (the reverse of broadcasting). In a create_graph pass it is built of recorded ops,
 // so that the sum is differentiable in turn; otherwise one raw kernel.
 inline Tensor sum_to(const Tensor& g, const Shape& shape) {

@@ -148,11 +148,11 @@ namespace {
 // the gradient or a saved tensor to the result), so that a create_graph pass through them is exact. Each has
 // a gradgradcheck test (tests/autograd/test_double_backward.cpp). Keep the two lists in step.
 bool double_backward(const char* name) {
-  static const char* const ops[] = {"add",       "sub",   "mul",     "div",     "neg",     "pow",     "exp",
-                                    "log",       "sqrt",  "square",  "abs",     "sigmoid", "tanh",    "softplus",
-                                    "relu",      "clamp", "where",   "maximum", "minimum", "matmul",  "linear",
-                                    "sum",       "mean",  "reshape", "view",    "flatten", "squeeze", "unsqueeze",
-                                    "transpose", "t",     "permute", "expand",  "to",      "clone",   "contiguous"};
+  static const char* const ops[] = {
+      "add",     "sub",       "mul",       "div",    "neg",     "pow",    "exp",      "log",     "log1p",     "sin",
+      "cos",     "sqrt",      "square",    "abs",    "sigmoid", "tanh",   "softplus", "relu",    "clamp",     "where",
+      "maximum", "minimum",   "matmul",    "linear", "sum",     "mean",   "cumsum",   "reshape", "view",      "flatten",
+      "squeeze", "unsqueeze", "transpose", "t",      "permute", "expand", "to",       "clone",   "contiguous"};
   for (const char* op : ops)
     if (std::strcmp(op, name) == 0) return true;
   return false;

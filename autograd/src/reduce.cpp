@@ -1,6 +1,9 @@
-// defines: the public reductions (sum, mean, max, min, var, argmax, argmin) and softmax / log_softmax of ops.h,
-// each recording its backward when an input requires grad.
+// defines: the public reductions (sum, mean, max, min, var, argmax, argmin, logsumexp, norm, cumsum) and softmax /
+// log_softmax of ops.h, each recording its backward when an input requires grad (logsumexp and norm are
+// composites: autograd differentiates them).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
@@ -31,6 +34,20 @@ int64_t count_of(const Shape& shape, const std::vector<int64_t>& dims) {
   int64_t c = 1;
   for (int64_t d : dims) c *= shape[static_cast<size_t>(d)];
   return c;
+}
+// The dims of a composite reduction, checked in its own name: normalised, sorted, each once (empty = all).
+std::vector<int64_t> checked_dims(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return norm_dims(x.shape(), dims);
+  std::vector<int64_t> d;
+  for (int64_t i : dims) {
+    const int64_t n = normalize_dim(i, x.dim(), op);
+    if (x.dim() == 0) continue;  // a 0-dim tensor reduces over nothing
+    EMBER_CHECK_INDEX(std::find(d.begin(), d.end(), n) == d.end(), op, ": dim ", n, " appears more than once in ",
+                      Shape(dims));
+    d.push_back(n);
+  }
+  std::sort(d.begin(), d.end());
+  return d;
 }
 
 Tensor sum_impl(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
@@ -91,6 +108,63 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int6
 }
 Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k); }
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
+
+Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x = autograd::composite_input("logsumexp", x_in);  // integers give float32
+  const std::vector<int64_t> d = checked_dims("logsumexp", x, dims);
+  // The shift m: the max over dims, a constant to autograd (the result does not depend on it). It is 0 where the
+  // max is not finite (an all -inf slice: no -inf - -inf; +inf and NaN reach the sum as they are) and for an
+  // empty slice (whose sum is 0: log gives -inf, as PyTorch's).
+  Tensor m;
+  if (count_of(x.shape(), d) == 0) {
+    Shape ks = x.shape();
+    for (int64_t k : d) ks[static_cast<size_t>(k)] = 1;
+    m = zeros(ks, {.dtype = x.dtype(), .device = x.device()});
+  } else {
+    m = raw::max(x, d, true);
+    const Tensor finite =
+        raw::binary(BinaryOp::Lt, raw::unary(UnaryOp::Abs, m), Scalar(std::numeric_limits<double>::infinity()));
+    m = raw::where(finite, m, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
+  }
+  const Tensor s = sum(exp(x - m), d, keepdim);
+  return autograd::composite_result(log(s) + (keepdim ? m : m.reshape(s.shape())), x_in);
+}
+
+Tensor norm(const Tensor& x_in, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  autograd::check_defined("norm", x_in, "x");
+  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "norm: expected a floating-point tensor, got ", x_in.dtype(),
+                    x_in.shape(), " (convert with .to(kFloat32))");
+  EMBER_CHECK_VALUE(p >= 1 || std::isinf(p), "norm: p must be >= 1, inf or -inf, got ", p);
+  const std::vector<int64_t> d = checked_dims("norm", x_in, dims);
+  if (std::isinf(p)) {  // the largest (smallest) |x|, which an empty slice does not have (exact in any dtype)
+    EMBER_CHECK_INDEX(count_of(x_in.shape(), d) > 0, "norm: the ", p > 0 ? "inf" : "-inf", "-norm over dims ", Shape(d),
+                      " of ", x_in.dtype(), x_in.shape(), " reduces an empty slice");
+    return p > 0 ? max(abs(x_in), d, keepdim) : min(abs(x_in), d, keepdim);
+  }
+  const Tensor x = autograd::composite_input("norm", x_in);
+  if (p == 1) return autograd::composite_result(sum(abs(x), d, keepdim), x_in);
+  // (sum |x|^p)^(1/p). Where the sum is 0 the root's derivative is infinite and the gradient would be 0 * inf =
+  // NaN: there the root is taken of 1 instead and the result replaced by 0, so the gradient is 0, as PyTorch's.
+  const Tensor s = p == 2 ? sum(square(x), d, keepdim) : sum(pow(abs(x), p), d, keepdim);
+  const Tensor is_zero = eq(s, 0.0);
+  const TensorOptions like{.dtype = s.dtype(), .device = s.device()};
+  const Tensor s_safe = where(is_zero, full({}, 1.0, like), s);
+  return autograd::composite_result(where(is_zero, zeros({}, like), p == 2 ? sqrt(s_safe) : pow(s_safe, 1.0 / p)),
+                                    x_in);
+}
+
+namespace {
+// cumsum from the start (reverse: from the end). Its gradient is the running sum of the gradient taken the other
+// way, itself a recorded op: differentiable again.
+Tensor cumsum_dir(const Tensor& x, int64_t dim, bool reverse) {
+  Tensor y = raw::cumsum(x, dim, reverse);
+  if (!needs_grad({&x})) return y;
+  record("cumsum", {x}, {y}, [dim, reverse](const Grads& g) -> Grads { return {cumsum_dir(g[0], dim, !reverse)}; });
+  return y;
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(x, dim, false); }
 
 // --- softmax family
 Tensor softmax(const Tensor& x, int64_t dim) {

@@ -1,5 +1,6 @@
-// defines: the Tensor members autograd must see — views, copies, dtype and device moves, detach, and the
-// in-place ops — recording their backward when the tensor requires grad.
+// defines: the Tensor members autograd must see — views, copies, dtype and device moves, detach, the in-place ops
+// and the math members (x.sum(), x.exp(), ...: the free functions of ops.h) — recording their backward when the
+// tensor requires grad.
 //
 // In-place ops: a leaf that requires grad may only be changed under NoGradGuard (an optimiser update);
 // changing a view of such a tensor in place is refused (its base would not learn of it); otherwise the op is
@@ -239,5 +240,44 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
         return {Tensor(), g};
       });
 }
+
+// --- math members: the free functions of ops.h (qualified: inside a member, `sum` would name the member)
+Tensor Tensor::sum() const { return ember::sum(*this); }
+Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return ember::mean(*this); }
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
+Tensor Tensor::max() const { return ember::max(*this); }
+Tensor Tensor::min() const { return ember::min(*this); }
+Tensor Tensor::var() const { return ember::var(*this); }
+Tensor Tensor::var(const std::vector<int64_t>& dims, bool keepdim, int64_t correction) const {
+  return ember::var(*this, dims, keepdim, correction);
+}
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return ember::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return ember::argmin(*this, dim, keepdim); }
+Tensor Tensor::logsumexp(const std::vector<int64_t>& dims, bool keepdim) const {
+  return ember::logsumexp(*this, dims, keepdim);
+}
+Tensor Tensor::norm(double p, const std::vector<int64_t>& dims, bool keepdim) const {
+  return ember::norm(*this, p, dims, keepdim);
+}
+Tensor Tensor::cumsum(int64_t dim) const { return ember::cumsum(*this, dim); }
+Tensor Tensor::exp() const { return ember::exp(*this); }
+Tensor Tensor::log() const { return ember::log(*this); }
+Tensor Tensor::log1p() const { return ember::log1p(*this); }
+Tensor Tensor::sqrt() const { return ember::sqrt(*this); }
+Tensor Tensor::abs() const { return ember::abs(*this); }
+Tensor Tensor::neg() const { return ember::neg(*this); }
+Tensor Tensor::square() const { return ember::square(*this); }
+Tensor Tensor::sin() const { return ember::sin(*this); }
+Tensor Tensor::cos() const { return ember::cos(*this); }
+Tensor Tensor::relu() const { return ember::relu(*this); }
+Tensor Tensor::sigmoid() const { return ember::sigmoid(*this); }
+Tensor Tensor::tanh() const { return ember::tanh(*this); }
+Tensor Tensor::softmax(int64_t dim) const { return ember::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return ember::log_softmax(*this, dim); }
+Tensor Tensor::matmul(const Tensor& other) const { return ember::matmul(*this, other); }
+Tensor Tensor::pow(const Tensor& exponent) const { return ember::pow(*this, exponent); }
+Tensor Tensor::pow(Scalar exponent) const { return ember::pow(*this, exponent); }
+Tensor Tensor::clamp(double lo, double hi) const { return ember::clamp(*this, lo, hi); }
 
 }  // namespace ember

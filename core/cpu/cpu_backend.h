@@ -77,6 +77,7 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) override;
+  void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) override;  // reduce.cpp
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
   void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;

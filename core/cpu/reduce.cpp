@@ -1,4 +1,4 @@
-// defines: the CPU reductions (sum, prod, max, min, argmax, argmin over any set of dims) and softmax /
+// defines: the CPU reductions (sum, prod, max, min, argmax, argmin over any set of dims), cumsum and softmax /
 // log-softmax. Floating sums accumulate in double. Full reductions split the input into fixed-size blocks
 // and add the block results in order, so the answer does not depend on the number of threads.
 #include <cmath>
@@ -181,6 +181,51 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
         EMBER_REDUCE_OPS(EMBER_X)
 #undef EMBER_X
       }
+    }
+  });
+}
+
+void CpuBackend::cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) {
+  if (is_reduced_float(out.dtype())) {  // float16 / bfloat16 through float32 (the sums themselves in double)
+    Tensor tmp = float_buffer_like(out);
+    cumsum(tmp, upcast(x), dim, reverse);
+    copy(out, tmp);
+    return;
+  }
+  // x and out are contiguous [outer, n, inner]: each row of n elements has stride `inner`
+  const int64_t n = x.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (!std::is_floating_point_v<T> && !std::is_same_v<T, int64_t>) {
+      throw InternalError(detail::str("cpu cumsum: takes a floating dtype or int64, got ", out.dtype()));
+    } else {
+      // floating sums accumulate in double, int64 ones wrap (scalar::wrap_add), as sum's do
+      using A = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      const T* in = static_cast<const T*>(x.data_ptr());
+      T* o = static_cast<T*>(out.data_ptr());
+      // One work item = one outer index and a block of up to kCols neighbouring rows (adjacent in memory when
+      // inner > 1), walked together along n with one accumulator each: every load and store is contiguous.
+      constexpr int64_t kCols = 64;
+      const int64_t blocks = (inner + kCols - 1) / kCols;
+      const int64_t per_item = n * std::min(inner, kCols);
+      parallel_for(0, outer * blocks, std::max<int64_t>(1, kElementwiseGrain / per_item), [&](int64_t w0, int64_t w1) {
+        A acc[kCols];
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t c0 = (w % blocks) * kCols, nc = std::min(kCols, inner - c0);
+          const T* src = in + (w / blocks) * n * inner + c0;
+          T* dst = o + (w / blocks) * n * inner + c0;
+          for (int64_t c = 0; c < nc; ++c) acc[c] = A(0);
+          for (int64_t s = 0; s < n; ++s) {
+            const int64_t k = (reverse ? n - 1 - s : s) * inner;
+            for (int64_t c = 0; c < nc; ++c) {
+              acc[c] = scalar::wrap_add(acc[c], static_cast<A>(src[k + c]));
+              dst[k + c] = static_cast<T>(acc[c]);
+            }
+          }
+        }
+      });
     }
   });
 }

@@ -1,4 +1,4 @@
-// defines: the reduction raw ops (sum, mean, max, min, var, argmax, argmin, sum_to) and softmax/log_softmax.
+// defines: the reduction raw ops (sum, mean, max, min, var, argmax, argmin, cumsum, sum_to) and softmax/log_softmax.
 #include <algorithm>
 
 #include "op_utils.h"
@@ -98,6 +98,21 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_defined("argmin", x, "x");
   return reduce(ReduceOp::ArgMin, x, {normalize_dim(dim, x.dim(), "argmin")}, keepdim, "argmin");
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse) {
+  detail::check_defined("cumsum", x, "x");
+  const int64_t d = normalize_dim(dim, x.dim(), "cumsum");
+  // integers and bools add up in int64 (as PyTorch's); the kernel reads a contiguous copy in the result's dtype
+  const DType dt = is_floating(x.dtype()) ? x.dtype() : kInt64;
+  const Tensor xc = contiguous(cast(x, dt));
+  Tensor out = detail::new_tensor(x.shape(), dt, x.device());
+  if (x.dim() == 0) {  // one element: the sum is itself
+    backend_for(x.device()).copy(out, xc);
+  } else if (out.numel() > 0) {
+    backend_for(x.device()).cumsum(out, xc, d, reverse);
+  }
+  return out;
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

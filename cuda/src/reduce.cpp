@@ -1,4 +1,5 @@
-// defines: CudaBackend's reductions and softmax, on kernels/reduce.cu and kernels/softmax.cu
+// defines: CudaBackend's reductions, softmax and cumsum, on kernels/reduce.cu, kernels/softmax.cu and
+// kernels/cumsum.cu
 // (contracts in core/include/ember/core/backend.h; each checks nothing raw_ops has checked and runs on the
 // current stream of its tensors' device).
 #include "cuda_backend.h"
@@ -52,6 +53,15 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, bo
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   kernels::launch_softmax(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log, on.stream);
+}
+
+void CudaBackend::cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) {
+  if (out.numel() == 0) return;
+  OnDevice on(out);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  kernels::launch_cumsum(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, reverse, on.stream);
 }
 
 }  // namespace ember::cuda

@@ -68,10 +68,12 @@ TEST_P(DoubleBackwardOps, SecondDerivativeMatchesNumericOrThrows) {
   const OpCase& c = GetParam();
   if (unsupported(c)) {
     // Only ops outside the supported list may refuse.
+    // chain goes through slice; norm_inf / norm_neginf through max / min; methods_refusing through x.max(),
+    // x.var(), x.softmax(), ...
     static const std::set<std::string> refusing = {
-        "gelu",       "var",    "max",     "min",     "conv2d",       "max_pool2d", "avg_pool2d",
-        "slice",      "select", "cat",     "stack",   "index_select", "softmax",    "log_softmax",
-        "batch_norm", "sign",   "inplace", "mlp_nll", "conv_pool",    "chain"};  // chain: goes through slice
+        "gelu",    "var",     "max",       "min",          "conv2d",   "max_pool2d",  "avg_pool2d",      "slice",
+        "select",  "cat",     "stack",     "index_select", "softmax",  "log_softmax", "batch_norm",      "sign",
+        "inplace", "mlp_nll", "conv_pool", "chain",        "norm_inf", "norm_neginf", "methods_refusing"};
     bool known = false;
     for (const std::string& op : refusing) known = known || c.name.rfind(op, 0) == 0;
     EXPECT_TRUE(known) << c.name << " refused double backward but its op is on the supported list";
@@ -90,13 +92,21 @@ TEST(DoubleBackward, SupportedOpsAreCheckedNotSkipped) {
   std::set<std::string> checked;
   for (const OpCase& c : all_cases())
     if (!unsupported(c)) checked.insert(c.name);
+  auto expect_checked = [&](const std::string& name) {
+    EXPECT_TRUE(std::any_of(checked.begin(), checked.end(),
+                            [&](const std::string& c) { return c == name || c.rfind(name + "_", 0) == 0; }))
+        << name << " was not double-backward checked";
+  };
   for (const char* name : {"add",       "sub",     "mul",       "div",     "pow",        "neg",       "exp",
                            "log",       "sqrt",    "tanh",      "sigmoid", "softplus",   "relu",      "sum_dim1",
                            "mean_dim0", "reshape", "transpose", "permute", "expand_mul", "to_f32_f64"})
-    EXPECT_TRUE(
-        std::any_of(checked.begin(), checked.end(),
-                    [&](const std::string& c) { return c == name || c.rfind(std::string(name) + "_", 0) == 0; }))
-        << name << " was not double-backward checked";
+    expect_checked(name);
+  // issue 17's ops and the Tensor math members
+  for (const char* name : {"log1p", "sin", "cos", "silu", "leaky_relu", "elu", "logsumexp_dim1", "norm_p2_dim1"})
+    expect_checked(name);
+  for (const char* name : {"norm_p1_dim2", "norm_p3_negdim_keep", "cumsum_squared", "methods_elementwise",
+                           "methods_reductions", "methods_matmul"})
+    expect_checked(name);
 }
 
 TEST(DoubleBackward, MatmulAndLinearHessianVectorProducts) {

@@ -131,7 +131,17 @@ std::vector<UnCase> unary_cases() {
           {"tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, false},
           {"gelu", [](const Tensor& x) { return gelu(x); }, ref_gelu, false},
           {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
-           [](double v) { return v < -0.5 ? -0.5 : (v > 0.75 ? 0.75 : v); }, false}};
+           [](double v) { return v < -0.5 ? -0.5 : (v > 0.75 ? 0.75 : v); }, false},
+          {"log1p", [](const Tensor& x) { return log1p(x); }, [](double v) { return std::log1p(v); }, true},
+          {"sin", [](const Tensor& x) { return sin(x); }, [](double v) { return std::sin(v); }, false},
+          {"cos", [](const Tensor& x) { return cos(x); }, [](double v) { return std::cos(v); }, false},
+          // the composite activations (autograd/): silu, leaky_relu and elu
+          {"silu", [](const Tensor& x) { return silu(x); }, [](double v) { return v * ref_sigmoid(v); }, false},
+          {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, [](double v) { return v > 0 ? v : 0.01 * v; },
+           false},
+          {"leaky_relu 0.3", [](const Tensor& x) { return leaky_relu(x, 0.3); },
+           [](double v) { return v > 0 ? v : 0.3 * v; }, false},
+          {"elu", [](const Tensor& x) { return elu(x); }, [](double v) { return v > 0 ? v : std::expm1(v); }, false}};
 }
 
 Tensor f64(std::vector<double> v) { return tensor<double>(v); }
@@ -236,6 +246,18 @@ TEST(Unary, IntegerInputs) {
   check(
       exp(i), kFloat32, [](double v) { return std::exp(v); }, 1e-5);
   check(sigmoid(i), kFloat32, ref_sigmoid, 1e-6);
+  check(
+      log1p(abs(i)), kFloat32, [](double v) { return std::log1p(std::fabs(v)); }, 1e-6);
+  check(
+      sin(i), kFloat32, [](double v) { return std::sin(v); }, 1e-6);
+  check(
+      cos(i), kFloat32, [](double v) { return std::cos(v); }, 1e-6);
+  check(
+      silu(i), kFloat32, [](double v) { return v * ref_sigmoid(v); }, 1e-6);
+  check(
+      leaky_relu(i), kFloat32, [](double v) { return v > 0 ? v : 0.01 * v; }, 1e-6);
+  check(
+      elu(i), kFloat32, [](double v) { return v > 0 ? v : std::expm1(v); }, 1e-6);
   Tensor u = tensor<int32_t>({0, 1, 4, 9});
   EXPECT_EQ(sqrt(u).dtype(), kFloat32);
   EXPECT_TENSOR_NEAR(sqrt(u), u.shape(), ref1(u, [](double v) { return std::sqrt(v); }));

@@ -1,4 +1,4 @@
-// Tests the reductions (sum, mean, max, min, var, argmax, argmin), softmax / log_softmax and raw::sum_to
+// Tests the reductions (sum, mean, max, min, var, argmax, argmin), raw::cumsum, softmax / log_softmax and raw::sum_to
 // against float64 references computed here with plain loops, over every dim combination, keepdim, strided,
 // expanded, empty, 0-dim and large (multi-threaded) inputs.
 #include <cmath>
@@ -351,6 +351,83 @@ TEST(Reduce, Errors) {
   Tensor g = from_blob(buf, {2, 3}, {.device = Device::cuda()});  // claims cuda:0; no GPU in this build
   EXPECT_THROW_MSG(sum(g, {0}), DeviceError, "cuda:0");
   EXPECT_THROW_MSG(softmax(g, 1), DeviceError, "cuda:0");
+}
+
+// The running sum of x along dim (reverse: from the end), in float64, row-major.
+std::vector<double> ref_cumsum(const Tensor& x, int64_t dim, bool reverse) {
+  const std::vector<double> v = values(x);
+  if (x.dim() == 0) return v;
+  std::vector<double> r(v.size());
+  const int64_t n = x.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      double acc = 0;
+      for (int64_t s = 0; s < n; ++s) {
+        const size_t i = static_cast<size_t>((o * n + (reverse ? n - 1 - s : s)) * inner + c);
+        acc += v[i];
+        r[i] = acc;
+      }
+    }
+  return r;
+}
+
+TEST(Cumsum, EveryDimDirectionAndLayout) {
+  manual_seed(18);
+  for (DType dt : {kFloat64, kFloat32})
+    for (const auto& [what, x] : layouts3([dt](const Shape& s) { return randn(s, {.dtype = dt}); }))
+      for (int64_t d : {0, 1, 2, -1, -3})
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE(what + " " + name(dt) + " dim " + std::to_string(d) + (reverse ? " reverse" : ""));
+          Tensor y = raw::cumsum(x, d, reverse);
+          EXPECT_EQ(y.dtype(), dt);
+          EXPECT_TENSOR_NEAR(y, x.shape(), ref_cumsum(x, d < 0 ? d + 3 : d, reverse), 1e-5, 1e-5);
+        }
+  // long rows and columns (split across threads), and 200 neighbouring rows (column blocks of 64 and a tail)
+  Tensor big = randn({3, 20000}, {.dtype = kFloat64});
+  EXPECT_TENSOR_NEAR(raw::cumsum(big, 1), big.shape(), ref_cumsum(big, 1, false), 1e-9, 1e-9);
+  EXPECT_TENSOR_NEAR(raw::cumsum(big.t(), 0, true), Shape({20000, 3}), ref_cumsum(big.t(), 0, true), 1e-9, 1e-9);
+  Tensor wide = randn({50, 200});
+  EXPECT_TENSOR_NEAR(raw::cumsum(wide, 0), wide.shape(), ref_cumsum(wide, 0, false), 1e-5, 1e-5);
+  // float32 sums accumulate in double: 2^24 + 1 + 1 is not lost to rounding at every step
+  EXPECT_EQ(values(raw::cumsum(tensor<float>({16777216.f, 1.f, 1.f}), 0)),
+            (std::vector<double>{16777216.0, 16777216.0, 16777218.0}));
+}
+
+TEST(Cumsum, IntegerBoolReducedFloatsEmptyAndZeroDim) {
+  Tensor i = tensor<int32_t>({3, -1, 4, 1, -5, 9}, {2, 3});
+  EXPECT_EQ(raw::cumsum(i, 1).dtype(), kInt64);  // as PyTorch's
+  EXPECT_EQ(values(raw::cumsum(i, 1)), (std::vector<double>{3, 2, 6, 1, -4, 5}));
+  EXPECT_EQ(values(raw::cumsum(i, 0, true)), (std::vector<double>{4, -6, 13, 1, -5, 9}));
+  Tensor b = tensor<bool>({true, false, true, true});
+  EXPECT_EQ(raw::cumsum(b, 0).dtype(), kInt64);
+  EXPECT_EQ(values(raw::cumsum(b, 0)), (std::vector<double>{1, 1, 2, 3}));
+  EXPECT_EQ(raw::cumsum(tensor<uint8_t>({200, 100}), 0).to_vector<int64_t>(), (std::vector<int64_t>{200, 300}));
+  // int64 wraps, as sum does
+  EXPECT_EQ(raw::cumsum(tensor<int64_t>({INT64_MAX, 1}), 0).to_vector<int64_t>(),
+            (std::vector<int64_t>{INT64_MAX, INT64_MIN}));
+  Tensor h = tensor<double>({0.1, 0.2, 0.3, 0.4}).to(kFloat16);
+  EXPECT_EQ(raw::cumsum(h, 0).dtype(), kFloat16);
+  EXPECT_TENSOR_NEAR(raw::cumsum(h, 0), Shape({4}), ref_cumsum(h, 0, false), 1e-3, 1e-3);
+  EXPECT_EQ(raw::cumsum(h.to(kBFloat16), -1, true).dtype(), kBFloat16);
+  EXPECT_EQ(raw::cumsum(zeros({0, 3}), 0).shape(), Shape({0, 3}));
+  EXPECT_EQ(raw::cumsum(zeros({2, 0}), 1).shape(), Shape({2, 0}));
+  Tensor s = full({}, 2.5, {.dtype = kFloat64});
+  EXPECT_EQ(raw::cumsum(s, 0).item<double>(), 2.5);
+  EXPECT_EQ(raw::cumsum(s, -1, true).dim(), 0);
+}
+
+TEST(Cumsum, Errors) {
+  Tensor x = randn({2, 3, 4});
+  EXPECT_THROW_MSG(raw::cumsum(x, 3), IndexError, "cumsum", "dim 3", "rank 3");
+  EXPECT_THROW_MSG(raw::cumsum(x, -4), IndexError, "cumsum", "-4");
+  EXPECT_THROW_MSG(raw::cumsum(full({}, 1.0), 1), IndexError, "cumsum", "rank 0");
+  EXPECT_THROW_MSG(raw::cumsum(Tensor(), 0), Error, "cumsum", "undefined");
+  float buf[6] = {};
+  Tensor g = from_blob(buf, {2, 3}, {.device = Device::cuda()});  // claims cuda:0; no GPU in this build
+  EXPECT_THROW_MSG(raw::cumsum(g, 0), DeviceError, "cuda:0");
 }
 
 TEST(Softmax, EveryDimOfA3DTensor) {

@@ -29,7 +29,7 @@ const std::vector<DType> kFloats = [] {
 }();
 
 // Ops defined on part of the real line get inputs inside it.
-bool positive_domain(UnaryOp op) { return op == UnaryOp::Sqrt || op == UnaryOp::Log; }
+bool positive_domain(UnaryOp op) { return op == UnaryOp::Sqrt || op == UnaryOp::Log || op == UnaryOp::Log1p; }
 // Ops raw::unary / raw::binary refuse for a dtype (with a DTypeError; tested in tests/core).
 bool refused(UnaryOp op, DType dt) { return dt == kBool && op == UnaryOp::Neg; }
 bool refused(BinaryOp op, DType dt) { return dt == kBool && (op == BinaryOp::Sub || op == BinaryOp::Pow); }
@@ -204,6 +204,22 @@ KERNEL_TEST(SoftmaxRowAndColumnKernels) {
   }
   compare("softmax -inf row", {tensor<float>({-INFINITY, -INFINITY, 1.f, 2.f}, {2, 2})},
           [](const std::vector<Tensor>& in) { return softmax(in[0], 1); });
+}
+
+// cumsum along every dim, both directions (the reverse one is its gradient), every dtype (integers give int64).
+KERNEL_TEST(CumsumEveryDtypeAndDirection) {
+  for (DType dt : kAll) {
+    for (bool reverse : {false, true}) {
+      auto f = [reverse](int64_t d) {
+        return [reverse, d](const std::vector<Tensor>& in) { return raw::cumsum(in[0], d, reverse); };
+      };
+      const std::string w = detail::str("cumsum ", tag(dt), reverse ? " reverse" : "");
+      Tensor x = make(dt, {5, 300}, 35);
+      compare(w + " rows", {x}, f(1));
+      compare(w + " columns", {x}, f(0));
+      compare(w + " middle of 3-D, strided", {make(dt, {3, 7, 5}, 36).transpose(0, 2)}, f(1));
+    }
+  }
 }
 
 KERNEL_TEST(Matmul) {

@@ -5,6 +5,7 @@
 // case. Inputs stay away from kinks and ties (|x| bounded below, distinct values for max/min/pooling) so the
 // cases are well posed. Constants made inside a case function are put on its inputs' device (on()).
 #pragma once
+#include <cmath>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -54,6 +55,8 @@ inline Tensor distinct(const Shape& s, uint64_t seed) {
   const int64_t n = s.numel();
   return randperm(n).to(kFloat64).reshape(s) * 0.25 - 0.125 * static_cast<double>(n) + 0.05;
 }
+// in [-0.7, 0.8): inside log1p's domain (x > -1), on both sides of 0.
+inline Tensor above_m1(const Shape& s, uint64_t seed) { return pos(s, seed) * 1.5 - 1.45; }
 inline Tensor idx(const std::vector<int64_t>& v) { return tensor<int64_t>(v, {static_cast<int64_t>(v.size())}); }
 
 // A fixed checkerboard-ish boolean pattern.
@@ -168,6 +171,14 @@ inline void add_unary(std::vector<OpCase>& cs) {
       {"tanh", [](const Tensor& x) { return tanh(x); }, rn},
       {"gelu", [](const Tensor& x) { return gelu(x); }, rn},
       {"softplus", [](const Tensor& x) { return softplus(x * 4); }, rn},  // (x * 4: some inputs past 1 and -1)
+      {"log1p", [](const Tensor& x) { return log1p(x); }, above_m1},
+      {"sin", [](const Tensor& x) { return sin(x * 3); }, rn},  // (x * 3: over more than one period)
+      {"cos", [](const Tensor& x) { return cos(x * 3); }, rn},
+      {"silu", [](const Tensor& x) { return silu(x * 3); }, rn},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, away},
+      {"leaky_relu_slope", [](const Tensor& x) { return leaky_relu(x, 0.2); }, away},
+      {"elu", [](const Tensor& x) { return elu(x * 3); }, away},
+      {"elu_alpha", [](const Tensor& x) { return elu(x, 1.7); }, away},
   };
   uint64_t seed = 100;
   for (const Un& op : uns) {
@@ -259,6 +270,55 @@ inline void add_reductions(std::vector<OpCase>& cs) {
                  F1([](const Tensor& x) { return max(cat({x, x}, 1), {1}); })));
   cs.push_back(C("min_all_tie_duplicated", [] { return TV{distinct({2, 3}, 281)}; },
                  F1([](const Tensor& x) { return min(stack({x, x}, 0)); })));
+
+  // logsumexp, norm, cumsum
+  std::vector<Red> more = {
+      {"logsumexp_all", [](const Tensor& x) { return logsumexp(x, {}); }},
+      {"logsumexp_dim1", [](const Tensor& x) { return logsumexp(x, {1}); }},
+      {"logsumexp_dims02_keep", [](const Tensor& x) { return logsumexp(x, {0, 2}, true); }},
+      {"logsumexp_negdim", [](const Tensor& x) { return logsumexp(x * 10, {-1}); }},  // (x * 10: a dominant max)
+      {"norm_p2_all", [](const Tensor& x) { return norm(x); }},
+      {"norm_p2_dim1", [](const Tensor& x) { return norm(x, 2, {1}); }},
+      {"norm_p2_dims02_keep", [](const Tensor& x) { return norm(x, 2, {0, 2}, true); }},
+      {"norm_p3_negdim_keep", [](const Tensor& x) { return norm(x, 3, {-1}, true); }},
+      {"norm_p1_5_all", [](const Tensor& x) { return norm(x, 1.5); }},
+      {"cumsum_dim0", [](const Tensor& x) { return cumsum(x, 0); }},
+      {"cumsum_dim1", [](const Tensor& x) { return cumsum(x, 1); }},
+      {"cumsum_negdim", [](const Tensor& x) { return cumsum(x, -1); }},
+      {"cumsum_squared", [](const Tensor& x) { return square(cumsum(x, 2)); }},  // a gradient that depends on x
+  };
+  seed = 360;
+  for (const Red& r : more) {
+    cs.push_back(C(r.name, R3(seed), F1(r.f)));
+    cs.push_back(C(r.name + "_noncontig", R3nc(seed + 1), F1(r.f)));
+    seed += 2;
+  }
+  // the 1-norm away from abs's kink
+  cs.push_back(C("norm_p1_dim2", [] { return TV{away({2, 3, 4}, 386)}; },
+                 F1([](const Tensor& x) { return norm(x, 1, {2}); })));
+  cs.push_back(C("norm_p1_dim2_noncontig", [] { return TV{away({2, 4, 3}, 387).transpose(1, 2)}; },
+                 F1([](const Tensor& x) { return norm(x, 1, {2}); })));
+  // the inf-norms on distinct values (no two |x| tie)
+  std::vector<Red> inf_norms = {
+      {"norm_inf_all", [](const Tensor& x) { return norm(x, INFINITY); }},
+      {"norm_inf_dim1", [](const Tensor& x) { return norm(x, INFINITY, {1}); }},
+      {"norm_neginf_dims02_keep", [](const Tensor& x) { return norm(x, -INFINITY, {0, 2}, true); }},
+  };
+  seed = 390;
+  for (const Red& r : inf_norms) {
+    cs.push_back(C(r.name, D3(seed), F1(r.f)));
+    cs.push_back(C(r.name + "_noncontig", D3nc(seed + 1), F1(r.f)));
+    seed += 2;
+  }
+  // broadcast inputs into the reductions, 1-D and 0-d cumsum
+  cs.push_back(C("logsumexp_of_bcast_sum", [] { return TV{rn({3, 1}, 350), rn({1, 4}, 351)}; },
+                 F2([](const Tensor& a, const Tensor& b) { return logsumexp(a + b, {1}); })));
+  cs.push_back(C("norm_of_bcast_product", [] { return TV{rn({3, 1}, 352), rn({4}, 353)}; },
+                 F2([](const Tensor& a, const Tensor& b) { return norm(a * b, 2, {0}); })));
+  cs.push_back(C("cumsum_of_bcast_sum", [] { return TV{rn({3, 1}, 354), rn({4}, 355)}; },
+                 F2([](const Tensor& a, const Tensor& b) { return cumsum(a + b, 0); })));
+  cs.push_back(C("cumsum_1d", [] { return TV{rn({7}, 356)}; }, F1([](const Tensor& x) { return cumsum(x, 0) * x; })));
+  cs.push_back(C("cumsum_0d", [] { return TV{rn({}, 357)}; }, F1([](const Tensor& x) { return cumsum(x, -1) * x; })));
 
   // softmax / log_softmax over every dim of a 3-D tensor
   for (int64_t d : {0, 1, 2, -1}) {
@@ -498,6 +558,24 @@ inline void add_inplace(std::vector<OpCase>& cs) {
                  F2([](const Tensor& a, const Tensor& b) { Tensor t = a.clone(); t.mul_(b); return t; })));
 }
 
+// The math members of Tensor (x.sum(), x.exp(), ...) record the same graph as the free functions.
+inline void add_methods(std::vector<OpCase>& cs) {
+  cs.push_back(C("methods_elementwise", [] { return TV{pos({3, 4}, 950)}; }, F1([](const Tensor& x) {
+                   return x.exp().log1p() + x.log().sin() * x.cos() + x.sqrt().tanh() + x.neg().sigmoid() +
+                          x.square().abs() + x.pow(1.5) + x.pow(x) + (x - 1).relu() * 0.5 + x.clamp(0.7, 1.2);
+                 })));
+  cs.push_back(C("methods_reductions", [] { return TV{rn({3, 4}, 951).t()}; }, F1([](const Tensor& x) {
+                   return x.sum() + x.sum({1}, true).mean() + x.mean({0}).sum() + x.logsumexp({1}).sum() +
+                          x.norm() + x.norm(1.5, {0}).sum() + x.cumsum(1).sum({0}).sum();
+                 })));
+  cs.push_back(C("methods_matmul", [] { return TV{rn({3, 4}, 952), rn({4, 2}, 953)}; },
+                 F2([](const Tensor& a, const Tensor& b) { return a.matmul(b); })));
+  cs.push_back(C("methods_refusing", [] { return TV{distinct({3, 4}, 954)}; }, F1([](const Tensor& x) {
+                   return x.max() + x.min() + x.var() + x.var({1}, false, 0).sum() + x.softmax(1).select(1, 0).sum() +
+                          x.log_softmax(0).select(0, 1).sum();
+                 })));
+}
+
 inline void add_composite(std::vector<OpCase>& cs) {
   // A tiny 2-layer MLP with fan-out (h feeds two branches, x feeds two ops) and fan-in (their sum), ending in
   // log_softmax and a picked-out negative log-likelihood (index_select on the flattened log-probs + mean).
@@ -568,6 +646,7 @@ inline std::vector<OpCase> all_cases() {
   add_shape(cs);
   add_views(cs);
   add_inplace(cs);
+  add_methods(cs);
   add_composite(cs);
   return cs;
 }

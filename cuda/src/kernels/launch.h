@@ -72,6 +72,11 @@ void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk
 void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
                     CUstream_st* stream);
 
+// --- cumsum.cu: x and out contiguous [outer, n, inner], of one type (a floating one or Int64); out = the running
+// sum over n, from the end when reverse. Floating sums accumulate in double, Int64 ones wrap (as the CPU's).
+void launch_cumsum(DType type, void* out, const void* x, int64_t outer, int64_t n, int64_t inner, bool reverse,
+                   CUstream_st* stream);
+
 // --- index.cu (x, out, src contiguous; idx int64, values in range)
 // out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes.
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,

@@ -26,6 +26,9 @@ Tensor abs(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);  // log(1 + x), exact for small x
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor clamp(const Tensor& x, double lo, double hi);
@@ -76,6 +79,14 @@ Tensor var(const Tensor& x);  // unbiased (correction 1), as torch.var
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false, int64_t correction = 1);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m the max (no overflow); integer inputs
+// give float32.
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// The p-norm over dims (all when empty) of a floating tensor: p >= 1 (sum |x|^p)^(1/p), or p = inf / -inf (the
+// largest / smallest |x|). The gradient of a zero norm is 0, as PyTorch's.
+Tensor norm(const Tensor& x, double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// The running sum along dim; integer and bool inputs give int64.
+Tensor cumsum(const Tensor& x, int64_t dim);
 
 // --- activations
 Tensor relu(const Tensor& x);
@@ -83,6 +94,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x);      // exact (erf) form
 Tensor softplus(const Tensor& x);  // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
+Tensor silu(const Tensor& x);      // x * sigmoid(x)
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);  // x > 0 ? x : negative_slope * x
+Tensor elu(const Tensor& x, double alpha = 1.0);                   // x > 0 ? x : alpha * (exp(x) - 1)
 Tensor softmax(const Tensor& x, int64_t dim);
 // Batch normalisation over dim 1 of x [N, C, ...] (torch.nn.functional.batch_norm): with the batch's statistics
 // when training (updating running_mean / running_var in place when they are defined), else with the running ones.

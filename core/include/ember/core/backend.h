@@ -64,6 +64,9 @@ class Backend {
   virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
   // out has x's rank with the reduced dims of size 1; ArgMax/ArgMin take one dim and give kInt64.
   virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) = 0;
+  // out = the running sum of x along dim (reverse: from the end, out[i] = x[i] + ... + x[n - 1]); x is contiguous,
+  // of out's shape and dtype, a floating one or kInt64; floating sums accumulate in double, int64 ones wrap.
+  virtual void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) = 0;
   // out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views).
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // softmax or log-softmax of x along dim.

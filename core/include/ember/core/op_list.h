@@ -43,7 +43,10 @@
   X(Square, "square", false, Cheap) \
   X(Reciprocal, "reciprocal", true, Cheap) \
   X(GeluGrad, "gelu_grad", true, Transcendental) \
-  X(Softplus, "softplus", true, Transcendental)
+  X(Softplus, "softplus", true, Transcendental) \
+  X(Log1p, "log1p", true, Transcendental) \
+  X(Sin, "sin", true, Transcendental) \
+  X(Cos, "cos", true, Transcendental)
 
 // --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type) or Compare (result bool).
 // ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass, for autograd).

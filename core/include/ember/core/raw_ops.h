@@ -32,6 +32,8 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false, int64_t correction = 1);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// The running sum along dim (reverse: from the end); integer and bool inputs give kInt64, as PyTorch's cumsum.
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
 // Sums a broadcast tensor back to `shape` (the reverse of broadcasting; used by autograd).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

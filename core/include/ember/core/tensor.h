@@ -142,6 +142,40 @@ class Tensor {
   Tensor& relu_();
   Tensor& clamp_(double lo, double hi);
 
+  // --- math: the ops of ember/autograd/ops.h as members, as in libtorch (x.sum() is ember::sum(x)); defined in
+  // autograd/. max() and min() reduce over every element (over some dims: ember::max(x, dims, keepdim)).
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor var() const;
+  Tensor var(const std::vector<int64_t>& dims, bool keepdim = false, int64_t correction = 1) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor square() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor clamp(double lo, double hi) const;
+
   // Makes this handle's tensor (and every other handle on the same impl) use src's data and metadata:
   // how a module moves its parameters to another device or dtype without breaking references to them.
   void set_data(const Tensor& src);

@@ -36,14 +36,6 @@ struct Philox {
 
 EMBER_HD double u01(uint32_t u) { return static_cast<double>(u) * (1.0 / 4294967296.0); }  // [0, 1)
 
-#if defined(__CUDA_ARCH__)
-EMBER_HD double m_cos(double v) { return ::cos(v); }
-EMBER_HD double m_sin(double v) { return ::sin(v); }
-#else
-EMBER_HD double m_cos(double v) { return std::cos(v); }
-EMBER_HD double m_sin(double v) { return std::sin(v); }
-#endif
-
 // The four values (in double) of block `counter` under key `seed`, for a fill of element type T: Uniform in
 // [lo, hi) (kept half-open after rounding to T), Normal(mean lo, std hi) by Box-Muller on lanes (0, 1) and
 // (2, 3), Int uniform in [lo, hi).

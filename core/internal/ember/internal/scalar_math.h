@@ -141,6 +141,10 @@ EMBER_HD float m_log1p(float v) { return ::log1pf(v); }
 EMBER_HD double m_log1p(double v) { return ::log1p(v); }
 EMBER_HD float m_tanh(float v) { return ::tanhf(v); }
 EMBER_HD double m_tanh(double v) { return ::tanh(v); }
+EMBER_HD float m_sin(float v) { return ::sinf(v); }
+EMBER_HD double m_sin(double v) { return ::sin(v); }
+EMBER_HD float m_cos(float v) { return ::cosf(v); }
+EMBER_HD double m_cos(double v) { return ::cos(v); }
 EMBER_HD float m_erf(float v) { return ::erff(v); }
 EMBER_HD double m_erf(double v) { return ::erf(v); }
 EMBER_HD float m_pow(float a, float b) { return ::powf(a, b); }
@@ -157,6 +161,10 @@ EMBER_HD float m_log1p(float v) { return std::log1p(v); }
 EMBER_HD double m_log1p(double v) { return std::log1p(v); }
 EMBER_HD float m_tanh(float v) { return std::tanh(v); }
 EMBER_HD double m_tanh(double v) { return std::tanh(v); }
+EMBER_HD float m_sin(float v) { return std::sin(v); }
+EMBER_HD double m_sin(double v) { return std::sin(v); }
+EMBER_HD float m_cos(float v) { return std::cos(v); }
+EMBER_HD double m_cos(double v) { return std::cos(v); }
 EMBER_HD float m_erf(float v) { return std::erf(v); }
 EMBER_HD double m_erf(double v) { return std::erf(v); }
 EMBER_HD float m_pow(float a, float b) { return std::pow(a, b); }
@@ -236,6 +244,10 @@ EMBER_HD C unary(C v) {
   // log(1 + e^x), as PyTorch's softplus (beta 1, threshold 20: x itself above it, where they agree in float64)
   else if constexpr (Op == UnaryOp::Softplus)
     return v > C(20) ? v : m_log1p(m_exp(v));
+  // the math library's log1p: exact for small x, where log(1 + x) would round 1 + x first
+  else if constexpr (Op == UnaryOp::Log1p) return m_log1p(v);
+  else if constexpr (Op == UnaryOp::Sin) return m_sin(v);
+  else if constexpr (Op == UnaryOp::Cos) return m_cos(v);
   else {
     static_assert(kMissingMath<C>, "scalar_math.h: add the math of this unary op");
     return v;
