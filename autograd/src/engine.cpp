@@ -35,13 +35,14 @@ struct Capture {  // autograd::grad: where each requested input's gradient is re
 
 // Runs the gradient hooks of the tensors `n` computed (or of its leaf) on the gradients about to be used.
 void run_tensor_hooks(Node& n, Grads& grads) {
-  std::vector<TensorHookEntry> hooks;
+  const std::vector<TensorHookEntry>* registered = &n.tensor_hooks;
   if (n.is_accumulator()) {
     auto& leaf = *static_cast<AccumulateGrad&>(n).leaf;
-    if (leaf.autograd_meta) hooks = static_cast<AutogradMeta*>(leaf.autograd_meta.get())->leaf_hooks;
-  } else {
-    hooks = n.tensor_hooks;  // a copy: a hook may remove itself
+    if (!leaf.autograd_meta) return;
+    registered = &static_cast<AutogradMeta*>(leaf.autograd_meta.get())->leaf_hooks;
   }
+  if (registered->empty()) return;                         // the common case: nothing copied
+  const std::vector<TensorHookEntry> hooks = *registered;  // a copy: a hook may remove itself
   for (const TensorHookEntry& h : hooks) {
     if (h.output_nr >= grads.size() || !grads[h.output_nr].defined()) continue;
     Tensor r = h.fn(grads[h.output_nr]);

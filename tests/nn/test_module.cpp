@@ -3,31 +3,14 @@
 // Flux-like printing and the errors users see.
 #include <sstream>
 
-#include "test_util.h"
+#include "module_test_util.h"
 
 using namespace ember;
 
 namespace {
 
-template <class Pairs>
-std::vector<std::string> names(const Pairs& named) {
-  std::vector<std::string> out;
-  for (const auto& [n, _] : named) out.push_back(n);
-  return out;
-}
-
-// The user module of module.h's header comment, plus a parameter and a buffer of its own.
-struct Net : nn::Module {
-  nn::Dense fc1{12, 8, nn::relu}, fc2{8, 3};
-  Tensor scale, count;
-  Net() {
-    scale = register_parameter("scale", ones({3}));
-    count = register_buffer("count", zeros({}, {.dtype = kInt64}));
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) override { return fc2(fc1(x.flatten(1))) * scale; }
-};
+using test::names;
+using test::Net;
 
 // A module holding a Chain and a BatchNorm, to check nested names ("block.0.weight") and propagation.
 struct Outer : nn::Module {

@@ -2,31 +2,14 @@
 // num_parameters, and the ModuleList / ModuleDict containers with their errors.
 #include <sstream>
 
-#include "test_util.h"
+#include "module_test_util.h"
 
 using namespace ember;
 
 namespace {
 
-template <class Pairs>
-std::vector<std::string> names(const Pairs& named) {
-  std::vector<std::string> out;
-  for (const auto& [n, _] : named) out.push_back(n);
-  return out;
-}
-
-// fc1, fc2, a parameter and a buffer of its own: 12*8 + 8 + 8*3 + 3 + 3 = 134 parameters.
-struct Net : nn::Module {
-  nn::Dense fc1{12, 8, nn::relu}, fc2{8, 3};
-  Tensor scale, count;
-  Net() {
-    scale = register_parameter("scale", ones({3}));
-    count = register_buffer("count", zeros({}, {.dtype = kInt64}));
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) override { return fc2(fc1(x)) * scale; }
-};
+using test::names;
+using test::Net;
 
 // `hidden` and `w` are members but never registered: nothing sees them.
 struct Sneaky : nn::Module {

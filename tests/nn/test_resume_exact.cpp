@@ -21,6 +21,19 @@ struct Noisy {
   data::Example get(int64_t i) const { return {x.select(0, i) + randn({6}) * 0.05, y.select(0, i)}; }
 };
 
+// A DataLoader state entry's value, and a state as load_state_dict takes it.
+int64_t entry(const std::vector<std::pair<std::string, Tensor>>& sd, const std::string& n) {
+  for (const auto& [k, t] : sd)
+    if (k == n) return t.to_vector<int64_t>()[0];
+  return -1;
+}
+std::vector<std::pair<std::string, Tensor>> loader_state(int64_t epoch, int64_t batches, int64_t seed, int64_t bs) {
+  return {{"epoch", tensor<int64_t>({epoch}, Shape{})},
+          {"batches", tensor<int64_t>({batches}, Shape{})},
+          {"seed", tensor<int64_t>({seed}, Shape{})},
+          {"batch_size", tensor<int64_t>({bs}, Shape{})}};
+}
+
 struct Trainer {
   nn::Chain model{nn::Dense(6, 32, nn::relu), nn::Dropout(0.3), nn::Dense(32, 3)};
   optim::Adam opt{model.parameters(), {.lr = 3e-3}};
@@ -144,11 +157,6 @@ TEST(ResumeExact, LoadIsAllOrNothing) {
 
 TEST(ResumeExact, LoaderStateBetweenEpochsAndBadStates) {
   data::DataLoader<Noisy> l(Noisy{}, {.batch_size = 16, .shuffle = true, .seed = 3});
-  auto entry = [](const std::vector<std::pair<std::string, Tensor>>& sd, const std::string& n) {
-    for (const auto& [k, t] : sd)
-      if (k == n) return t.to_vector<int64_t>()[0];
-    return int64_t{-1};
-  };
   EXPECT_EQ(entry(l.state_dict(), "epoch"), 0);
   int n = 0;
   for (auto [x, y] : l) {
@@ -166,37 +174,19 @@ TEST(ResumeExact, LoaderStateBetweenEpochsAndBadStates) {
   std::vector<std::vector<double>> all;
   for (auto [x, y] : ref) all.push_back(test::values(x));
   data::DataLoader<Noisy> res(Noisy{}, {.batch_size = 16, .seed = 0});
-  res.load_state_dict({{"epoch", tensor<int64_t>({0}, Shape{})},
-                       {"batches", tensor<int64_t>({2}, Shape{})},
-                       {"seed", tensor<int64_t>({3}, Shape{})},
-                       {"batch_size", tensor<int64_t>({16}, Shape{})}});
+  res.load_state_dict(loader_state(0, 2, 3, 16));
   std::vector<std::vector<double>> rest;
   for (auto [x, y] : res) rest.push_back(test::values(x));
   EXPECT_EQ(rest, std::vector<std::vector<double>>(all.begin() + 2, all.end()));
   EXPECT_EQ(res.epoch(), 1u);
   EXPECT_THROW_MSG(l.load_state_dict({{"epoch", tensor<int64_t>({0}, Shape{})}}), ValueError, "no \"batches\"");
-  EXPECT_THROW_MSG(l.load_state_dict({{"epoch", tensor<int64_t>({0}, Shape{})},
-                                      {"batches", tensor<int64_t>({0}, Shape{})},
-                                      {"seed", tensor<int64_t>({0}, Shape{})},
-                                      {"batch_size", tensor<int64_t>({4}, Shape{})}}),
-                   ValueError, "batch_size 4", "batch_size 16");
+  EXPECT_THROW_MSG(l.load_state_dict(loader_state(0, 0, 0, 4)), ValueError, "batch_size 4", "batch_size 16");
   EXPECT_THROW_MSG(l.load_state_dict({{"epoch", full(Shape{}, 0.5)}}), ValueError, "integer");
 }
 
 }  // namespace
 
 namespace {
-int64_t entry(const std::vector<std::pair<std::string, Tensor>>& sd, const std::string& n) {
-  for (const auto& [k, t] : sd)
-    if (k == n) return t.to_vector<int64_t>()[0];
-  return -1;
-}
-std::vector<std::pair<std::string, Tensor>> loader_state(int64_t epoch, int64_t batches, int64_t seed, int64_t bs) {
-  return {{"epoch", tensor<int64_t>({epoch}, Shape{})},
-          {"batches", tensor<int64_t>({batches}, Shape{})},
-          {"seed", tensor<int64_t>({seed}, Shape{})},
-          {"batch_size", tensor<int64_t>({bs}, Shape{})}};
-}
 
 TEST(ResumeExact, LoadedLoaderStateReadsBackAndSetEpochDropsIt) {
   data::DataLoader<Noisy> l(Noisy{}, {.batch_size = 16, .seed = 3});
