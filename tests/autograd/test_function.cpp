@@ -208,10 +208,7 @@ namespace ember {
 namespace {
 // A backward built of raw kernels: fine once; under create_graph it is caught (or refused when it says so).
 struct RawCube : autograd::Function<RawCube> {
-  static Tensor forward(FunctionCtx& ctx, const Tensor& x) {
-    ctx.save_for_backward({x});
-    return x * x * x;
-  }
+  static Tensor forward(FunctionCtx& ctx, const Tensor& x) { return Cube::forward(ctx, x); }
   static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
     Tensor x = ctx.saved()[0];
     return {raw::binary(BinaryOp::Mul, g[0], raw::binary(BinaryOp::Mul, x, x)) * 3.0};
