@@ -34,6 +34,11 @@ class CudaBackend final : public Backend {
   void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) override;
   void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                        const Pool2dParams& p) override;
+  void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& mask, const AttentionParams& p) override;  // attention.cpp
+  void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout, const Tensor& q,
+                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
+                          const AttentionParams& p) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;

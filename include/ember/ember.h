@@ -49,6 +49,7 @@
 #include "ember/nn/losses.h"
 #include "ember/nn/module.h"
 #include "ember/nn/serialize.h"
+#include "ember/nn/transformer.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/lr_scheduler.h"
 #include "ember/optim/optimizer.h"

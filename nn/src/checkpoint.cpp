@@ -63,7 +63,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   NamedTensors all;
   std::vector<std::string> parts;
   if (c.model) {
-    for (const auto& [n, t] : c.model->state_dict()) all.emplace_back("model." + n, t);
+    for (const auto& [n, t] : tensors_once(c.model->state_dict())) all.emplace_back("model." + n, t);
     parts.push_back("model");
   }
   for (const auto& [prefix, s] : stateful_parts(c)) {

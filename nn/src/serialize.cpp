@@ -186,31 +186,43 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
   return out;
 }
 
+NamedTensors tensors_once(const NamedTensors& tensors) {
+  NamedTensors out;
+  std::set<const TensorImpl*> seen;
+  for (const auto& nt : tensors)
+    if (seen.insert(nt.second.impl()).second) out.push_back(nt);
+  return out;
+}
+
 void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what) {
   std::map<std::string, Tensor> src(from.begin(), from.end());
   std::set<std::string> expected;
+  // A tied tensor (one TensorImpl under several names) is read from its first name; a file written by save()
+  // holds only that one, an older file may hold the others too (they are then checked and ignored).
+  std::set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> to_copy;
   for (const auto& [name, t] : into) {
     expected.insert(name);
+    const bool alias = !seen.insert(t.impl()).second;
     auto it = src.find(name);
+    if (alias && it == src.end()) continue;
     EMBER_CHECK(it != src.end(), IOError, what, ": tensor \"", name, "\" (", t.dtype(), t.shape(),
                 ") is missing from the file");
     EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ",
                 it->second.shape(), " in the file but ", t.shape(), " in the model");
     EMBER_CHECK(it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name, "\" has dtype ",
                 it->second.dtype(), " in the file but ", t.dtype(), " in the model");
+    if (!alias) to_copy.emplace_back(name, t);
   }
   for (const auto& [name, t] : from)
     EMBER_CHECK(expected.count(name), IOError, what, ": the file has tensor \"", name, "\" (", t.dtype(), t.shape(),
                 ") that the model does not");
   NoGradGuard g;
-  for (const auto& [name, t] : into) {
-    Tensor dst = t;
-    raw::copy_(dst, src[name]);  // onto the model's device; bumps the version
-  }
+  for (auto& [name, t] : to_copy) raw::copy_(t, src[name]);  // onto the model's device; bumps the version
 }
 
 void save(const Module& module, const std::string& path) {
-  save_tensors(path, module.state_dict(), {{"format", "pt"}});
+  save_tensors(path, tensors_once(module.state_dict()), {{"format", "pt"}});
 }
 void load(Module& module, const std::string& path) {
   assign_tensors(module.state_dict(), load_tensors(path), "load " + path);

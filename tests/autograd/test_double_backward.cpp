@@ -73,7 +73,8 @@ TEST_P(DoubleBackwardOps, SecondDerivativeMatchesNumericOrThrows) {
     static const std::set<std::string> refusing = {
         "gelu",    "var",     "max",       "min",          "conv2d",   "max_pool2d",  "avg_pool2d",      "slice",
         "select",  "cat",     "stack",     "index_select", "softmax",  "log_softmax", "batch_norm",      "sign",
-        "inplace", "mlp_nll", "conv_pool", "chain",        "norm_inf", "norm_neginf", "methods_refusing"};
+        "inplace", "mlp_nll", "conv_pool", "chain",        "norm_inf", "norm_neginf", "methods_refusing",
+        "sdpa"};
     bool known = false;
     for (const std::string& op : refusing) known = known || c.name.rfind(op, 0) == 0;
     EXPECT_TRUE(known) << c.name << " refused double backward but its op is on the supported list";

@@ -633,6 +633,34 @@ inline void add_norm(std::vector<OpCase>& cs) {
   cs.push_back(C("batch_norm_eval", [=] { return TV{scaled({3, 2, 3, 4}, 943), rn({2}, 944), rn({2}, 945)}; }, BN(false, true)));
 }
 
+// scaled_dot_product_attention: the tiled kernel against finite differences. Sizes cross its 64-row blocks
+// (70, 130), Tq != Tk, d != dv, causal, a broadcast bool mask, an additive mask, a custom scale, no heads dim, and
+// q/k/v as the transposed views a model makes ([B, T, H, d] -> [B, H, T, d]).
+inline void add_attention(std::vector<OpCase>& cs) {
+  using Opts = SdpaOptions;
+  auto A = [](Opts o) {
+    return [o](const TV& in) { return scaled_dot_product_attention(in[0], in[1], in[2], o); };
+  };
+  cs.push_back(C("sdpa", [] { return TV{rn({2, 2, 5, 3}, 960), rn({2, 2, 6, 3}, 961), rn({2, 2, 6, 4}, 962)}; }, A({})));
+  cs.push_back(C("sdpa_causal_blocks", [] { return TV{rn({1, 2, 70, 3}, 963), rn({1, 2, 70, 3}, 964), rn({1, 2, 70, 2}, 965)}; },
+                 A({.causal = true})));
+  cs.push_back(C("sdpa_bool_mask", [] { return TV{rn({2, 2, 5, 3}, 966), rn({2, 2, 6, 3}, 967), rn({2, 2, 6, 4}, 968)}; },
+                 [](const TV& in) {
+                   return scaled_dot_product_attention(in[0], in[1], in[2], {.mask = on(in[0], pattern({5, 6}))});
+                 }));
+  cs.push_back(C("sdpa_additive_mask_long_keys", [] { return TV{rn({2, 1, 3, 4}, 969), rn({2, 1, 130, 4}, 970), rn({2, 1, 130, 3}, 971)}; },
+                 [](const TV& in) {
+                   Tensor m = on(in[0], rn({2, 1, 1, 130}, 972)).to(in[0].dtype());  // the mask takes q's dtype
+                   return scaled_dot_product_attention(in[0], in[1], in[2], {.mask = m, .scale = 0.7});
+                 }));
+  cs.push_back(C("sdpa_no_heads_dim", [] { return TV{rn({3, 5, 4}, 973), rn({3, 5, 4}, 974), rn({3, 5, 4}, 975)}; },
+                 A({.causal = true, .scale = 0.3})));
+  cs.push_back(C("sdpa_noncontig", [] {
+                   return TV{rn({2, 5, 2, 3}, 976).transpose(1, 2), rn({2, 6, 2, 3}, 977).transpose(1, 2),
+                             rn({2, 4, 6, 2}, 978).transpose(2, 3).transpose(1, 2).transpose(2, 3).slice(3, 0, 4, 2)};
+                 }, A({})));
+}
+
 // clang-format on
 
 inline std::vector<OpCase> all_cases() {
@@ -648,6 +676,7 @@ inline std::vector<OpCase> all_cases() {
   add_inplace(cs);
   add_methods(cs);
   add_composite(cs);
+  add_attention(cs);
   return cs;
 }
 

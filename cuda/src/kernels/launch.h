@@ -77,6 +77,16 @@ void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t
 void launch_cumsum(DType type, void* out, const void* x, int64_t outer, int64_t n, int64_t inner, bool reverse,
                    CUstream_st* stream);
 
+// --- attention.cu: q [BH, Tq, d], k [BH, Tk, d], v [BH, Tk, dv], out [BH, Tq, dv] contiguous, one floating type
+// (16-bit floats compute in float); lse and dsum [BH, Tq] float32 (float64 for float64); mask as AttentionParams
+// says (kernel_params.h), null when none. d and dv at most 256.
+void launch_attention(DType type, void* out, void* lse, const void* q, const void* k, const void* v,
+                      const void* mask, const AttentionParams& p, CUstream_st* stream);
+// gq, gk, gv (every element written) from gout and dsum[i] = sum(gout[i] * out[i]).
+void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const void* gout, const void* q,
+                               const void* k, const void* v, const void* lse, const void* dsum, const void* mask,
+                               const AttentionParams& p, CUstream_st* stream);
+
 // --- index.cu (x, out, src contiguous; idx int64, values in range)
 // out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes.
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,

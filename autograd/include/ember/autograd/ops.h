@@ -105,6 +105,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias = {}, bool training = true, double momentum = 0.1, double eps = 1e-5);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// --- attention (autograd/src/attention.cpp; docs/attention.md)
+struct SdpaOptions {
+  bool causal = false;   // query i attends to keys j <= i (top-left aligned, as PyTorch's is_causal)
+  Tensor mask = {};      // bool (true = attend) or additive (q's dtype), broadcastable to [..., Tq, Tk]
+  double dropout_p = 0;  // dropout on the attention weights (applied whenever > 0, as the PyTorch function)
+  double scale = 0;      // 0: 1 / sqrt(d)
+};
+// softmax(q k^T * scale + mask) v for q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv] with one set of leading
+// dims ([batch, heads, T, d] as PyTorch). Tiled (FlashAttention-2): memory linear in T, the scores recomputed in
+// backward. A row whose keys are all masked out gives 0. dropout_p > 0 takes the plain composite (memory
+// quadratic in T). Differentiable in q, k and v (once: no double backward); an additive mask is a constant.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& opts = {});
+
 // --- shape
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);

@@ -82,6 +82,18 @@ class Backend {
   // gy to the first maximum of its window.
   virtual void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                                const Pool2dParams& p) = 0;
+  // Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with
+  // an online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's
+  // log-sum-exp of its scores (-inf, and an output row of 0, when every key of the row is masked out).
+  // q, k, v, out contiguous, one floating dtype; lse contiguous, float32 (float64 for float64 inputs); mask
+  // undefined (p.mask None) or kBool / q's dtype, read through p.mask_stride.
+  virtual void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& mask, const AttentionParams& p) = 0;
+  // Its gradients gq, gk, gv (contiguous, every element written) from gout (contiguous) and the forward's out and
+  // lse; the scores are recomputed block by block, never stored whole.
+  virtual void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
+                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& lse, const Tensor& mask, const AttentionParams& p) = 0;
   // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
   virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
   // out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up).

@@ -3,6 +3,7 @@
 // hyperparameters of one fused update.
 // Plain C++17 with no other Ember header: nvcc reads it too.
 #pragma once
+#include <cstdint>
 
 namespace ember {
 
@@ -21,6 +22,27 @@ struct AdamParams {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   bool decoupled = false;                             // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
   double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
+};
+
+}  // namespace ember
+
+namespace ember {
+
+// The mask of an attention: none, a boolean one (true = the key takes part, as PyTorch's attn_mask), or an
+// additive one of the scores' dtype.
+enum class AttnMask : unsigned char { None, Bool, Additive };
+
+// Sizes and options of scaled-dot-product attention over q [BH, Tq, d], k [BH, Tk, d], v [BH, Tk, dv]
+// (BH = batch * heads, rows contiguous). A mask, when there is one, is read at
+// mask[(bh / heads) * mask_stride[0] + (bh % heads) * mask_stride[1] + i * mask_stride[2] + j * mask_stride[3]]
+// (strides in elements; 0 where it broadcasts). Causal keeps key j for query i when j <= i (PyTorch's top-left
+// alignment when Tq != Tk).
+struct AttentionParams {
+  int64_t batch_heads = 0, heads = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  double scale = 1;
+  bool causal = false;
+  AttnMask mask = AttnMask::None;
+  int64_t mask_stride[4] = {0, 0, 0, 0};
 };
 
 }  // namespace ember

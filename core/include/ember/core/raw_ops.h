@@ -62,6 +62,26 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, std::vector<int64_t> kernel,
                            std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0, 0});
 
+// --- attention (core/src/attention.cpp)
+// Scaled-dot-product attention over q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv] (the same leading dims;
+// [B, H, T, d] reads dim -3 as the heads): out [..., Tq, dv] and the per-row log-sum-exp lse [..., Tq] (float32,
+// float64 for float64 inputs), which attention_backward needs. mask: undefined, kBool (true = attend) or additive
+// of q's dtype, broadcastable to [..., Tq, Tk]; scale 0 means 1 / sqrt(d). A row whose keys are all masked out
+// gives 0 (and lse -inf). The [Tq, Tk] scores are never stored: memory grows linearly in T.
+struct AttentionResult {
+  Tensor out, lse;
+};
+AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                          bool causal);
+// The checks of attention alone (what the composite with dropout needs).
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale);
+struct AttentionGrads {
+  Tensor q, k, v;
+};
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& mask, double scale,
+                                  bool causal);
+
 // --- normalisation
 // Batch normalisation over dim 1 of x [N, C, ...] (torch.nn.functional.batch_norm). training: x is normalised
 // with its own per-channel statistics (the variance biased), and running_mean / running_var, when defined, move

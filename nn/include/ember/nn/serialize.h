@@ -23,9 +23,13 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
 // Reads every tensor of a safetensors file (onto the CPU) and its metadata.
 NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 // Copies `from` into `into` in place, matching by name; every name must be present in both with the same
-// shape and dtype, else IOError naming the tensor that differs. `what` names the caller in messages.
+// shape and dtype, else IOError naming the tensor that differs — except the later names of a tied tensor (one
+// tensor under several names), which `from` may lack. `what` names the caller in messages.
 void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what);
+// The entries of `tensors` whose tensor was not listed before (tied weights under their first name only).
+NamedTensors tensors_once(const NamedTensors& tensors);
 
+// save writes each tensor once: tied weights under their first name (as safetensors' save_model).
 void save(const Module& module, const std::string& path);
 void load(Module& module, const std::string& path);
 

@@ -1,0 +1,62 @@
+// defines: scaled_dot_product_attention of ops.h: the tiled primitive (raw::attention) with its backward, which
+// keeps q, k, v, the output and the per-row log-sum-exp (never the [Tq, Tk] weights); and, for dropout_p > 0,
+// the plain composite softmax(q k^T * scale + mask) v built of public ops.
+#include <cmath>
+#include <limits>
+
+#include "ember/autograd/ops.h"
+#include "grad_utils.h"
+
+namespace ember {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// The composite, for dropout: the weights are materialised, so memory is quadratic in T.
+Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  const int64_t tq = q.size(-2), tk = k.size(-2);
+  const double scale = o.scale != 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor s = matmul(q, k.transpose(-2, -1)) * scale;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (o.causal) {
+    const Tensor i = arange(tq, {.dtype = kInt64, .device = q.device()}).unsqueeze(1);
+    const Tensor j = arange(tk, {.dtype = kInt64, .device = q.device()}).unsqueeze(0);
+    s = where(le(j, i), s, full({}, neg_inf, {.dtype = s.dtype(), .device = q.device()}));
+  }
+  if (o.mask.defined()) {
+    s = o.mask.dtype() == kBool ? where(o.mask, s, full({}, neg_inf, {.dtype = s.dtype(), .device = q.device()}))
+                                : s + o.mask;
+  }
+  Tensor w = softmax(s, -1);
+  // a row with every key masked out: 0, as the tiled kernel (softmax gives NaN there)
+  w = where(eq(w, w), w, zeros({}, {.dtype = w.dtype(), .device = w.device()}));
+  Tensor keep = ge(rand(w.shape(), {.dtype = w.dtype(), .device = w.device()}), o.dropout_p).to(w.dtype());
+  return matmul(w * (keep * (1.0 / (1.0 - o.dropout_p))), v);
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& opts) {
+  EMBER_CHECK_VALUE(opts.dropout_p >= 0 && opts.dropout_p < 1, kOp, ": dropout_p must be in [0, 1), got ",
+                    opts.dropout_p);
+  EMBER_CHECK_VALUE(!(opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.requires_grad()), kOp,
+                    ": gradients for an additive mask are not supported (pass mask.detach())");
+  if (opts.dropout_p > 0) {
+    raw::check_attention(q, k, v, opts.mask, opts.scale);  // the composite's ops would name themselves
+    return attention_composite(q, k, v, opts);
+  }
+  raw::AttentionResult r = raw::attention(q, k, v, opts.mask, opts.scale, opts.causal);
+  if (!needs_grad({&q, &k, &v})) return r.out;
+  const InputInfo iq(q), ik(k), iv(v);
+  record(kOp, {q, k, v}, {r.out},
+         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, mask = opts.mask,
+          scale = opts.scale, causal = opts.causal, iq, ik, iv](const Grads& g) -> Grads {
+           raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(kOp), sk.get(kOp), sv.get(kOp),
+                                                           so.get(kOp), lse, mask, scale, causal);
+           return {iq.wants ? d.q : Tensor{}, ik.wants ? d.k : Tensor{}, iv.wants ? d.v : Tensor{}};
+         });
+  return r.out;
+}
+
+}  // namespace ember

@@ -1,0 +1,200 @@
+// defines: the CPU's scaled-dot-product attention, forward and backward, tiled as FlashAttention-2: queries in
+// blocks of kRows, keys in blocks of kCols, an online softmax across the key blocks, so that the memory is a few
+// blocks per thread whatever T is. The forward keeps each row's log-sum-exp; the backward recomputes the
+// probabilities of a block from it. Block products are gemm_serial calls (our float32 kernel, Eigen for float64).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_backend.h"
+#include "gemm.h"
+#include "parallel.h"
+#include "vec_math.h"
+
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
+namespace {
+
+constexpr int64_t kRows = 64, kCols = 64;
+
+// The scores of one block after scaling: s[r, c] for query i0 + r and key j0 + c, with masked-out entries -inf.
+template <class T>
+struct ScoreMask {
+  const AttentionParams& p;
+  const void* mask;
+  int64_t bh;
+
+  // s (rows x cols, row stride kCols) *= scale, then the causal rule and the mask.
+  void apply(T* s, int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    const int64_t b = bh / p.heads, h = bh % p.heads;
+    const int64_t mbase = b * p.mask_stride[0] + h * p.mask_stride[1];
+    for (int64_t r = 0; r < rows; ++r) {
+      T* sr = s + r * kCols;
+      const int64_t i = i0 + r;
+      for (int64_t c = 0; c < cols; ++c) sr[c] *= static_cast<T>(p.scale);
+      if (p.causal)
+        for (int64_t c = std::max<int64_t>(0, i + 1 - j0); c < cols; ++c) sr[c] = kNegInf;
+      if (p.mask == AttnMask::None) continue;
+      const int64_t row = mbase + i * p.mask_stride[2];
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t at = row + (j0 + c) * p.mask_stride[3];
+        if (p.mask == AttnMask::Bool) {
+          if (!static_cast<const bool*>(mask)[at]) sr[c] = kNegInf;
+        } else {
+          sr[c] += static_cast<const T*>(mask)[at];
+        }
+      }
+    }
+  }
+  // The key blocks a query block [i0, i0 + rows) sees: all, or under the causal rule those starting at or
+  // before its last row.
+  int64_t key_end(int64_t i0, int64_t rows) const { return p.causal ? std::min<int64_t>(p.tk, i0 + rows) : p.tk; }
+};
+
+// One block of queries: O = softmax(Q K^T) V over every key block, with the running max m and sum l per row.
+template <class T>
+void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v, T* out,
+                   T* lse, int64_t i0, int64_t rows, std::vector<T>& buf) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const int64_t d = p.d, dv = p.dv;
+  buf.assign(static_cast<size_t>(kRows * kCols + kRows * dv + 2 * kRows), T(0));
+  T* s = buf.data();
+  T* o = s + kRows * kCols;  // unnormalised output rows
+  T* m = o + kRows * dv;
+  T* l = m + kRows;
+  for (int64_t r = 0; r < rows; ++r) m[r] = kNegInf;
+  const int64_t jend = sm.key_end(i0, rows);
+  for (int64_t j0 = 0; j0 < jend; j0 += kCols) {
+    const int64_t cols = std::min(kCols, p.tk - j0);
+    // s = q_blk k_blk^T: k read transposed through its strides
+    gemm_serial(rows, cols, d, q + i0 * d, d, 1, k + j0 * d, 1, d, s, kCols, false);
+    sm.apply(s, i0, rows, j0, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* sr = s + r * kCols;
+      T mx = m[r];
+      for (int64_t c = 0; c < cols; ++c) mx = sr[c] > mx ? sr[c] : mx;
+      if (mx == kNegInf) {  // every key so far masked out: this block adds nothing to the row
+        for (int64_t c = 0; c < cols; ++c) sr[c] = 0;
+        continue;
+      }
+      // rescale what the earlier blocks summed to the new max, then add this block's exps
+      const T alpha = exp_of(m[r] - mx);
+      T sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += (sr[c] = exp_of(sr[c] - mx));
+      l[r] = l[r] * alpha + sum;
+      m[r] = mx;
+      T* orow = o + r * dv;
+      for (int64_t c = 0; c < dv; ++c) orow[c] *= alpha;
+    }
+    gemm_serial(rows, dv, cols, s, kCols, 1, v + j0 * dv, dv, 1, o, dv, true);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool empty = l[r] == T(0);
+    const T inv = empty ? T(0) : T(1) / l[r];
+    T* dst = out + (i0 + r) * dv;
+    for (int64_t c = 0; c < dv; ++c) dst[c] = o[r * dv + c] * inv;
+    lse[i0 + r] = empty ? kNegInf : m[r] + std::log(l[r]);
+  }
+}
+
+// The gradients of one (batch, head): for each key block, dK and dV summed over the query blocks, and dQ
+// accumulated block by block (this task owns every row of its head, so no two threads write one row).
+//   P = exp(S - lse), dV += P^T dO, dP = dO V^T, dS = P * (dP - D) * scale, dQ += dS K, dK += dS^T Q
+// with D[i] = sum(dO[i] * O[i]) (= sum_j P dP, the softmax's backward).
+template <class T>
+void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v,
+                   const T* out, const T* lse, const T* gout, T* gq, T* gk, T* gv, std::vector<T>& buf) {
+  const int64_t d = p.d, dv = p.dv, tq = p.tq, tk = p.tk;
+  buf.assign(static_cast<size_t>(2 * kRows * kCols + tq), T(0));
+  T* s = buf.data();
+  T* dp = s + kRows * kCols;
+  T* D = dp + kRows * kCols;
+  for (int64_t i = 0; i < tq; ++i) {
+    T acc = 0;
+    for (int64_t c = 0; c < dv; ++c) acc += gout[i * dv + c] * out[i * dv + c];
+    D[i] = acc;
+  }
+  std::fill(gq, gq + tq * d, T(0));
+  for (int64_t j0 = 0; j0 < tk; j0 += kCols) {
+    const int64_t cols = std::min(kCols, tk - j0);
+    T* gkb = gk + j0 * d;
+    T* gvb = gv + j0 * dv;
+    std::fill(gkb, gkb + cols * d, T(0));
+    std::fill(gvb, gvb + cols * dv, T(0));
+    // under the causal rule, query rows before j0 see none of these keys
+    for (int64_t i0 = p.causal ? j0 / kRows * kRows : 0; i0 < tq; i0 += kRows) {
+      const int64_t rows = std::min(kRows, tq - i0);
+      gemm_serial(rows, cols, d, q + i0 * d, d, 1, k + j0 * d, 1, d, s, kCols, false);
+      sm.apply(s, i0, rows, j0, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* sr = s + r * kCols;
+        const T l = lse[i0 + r];
+        if (l == -std::numeric_limits<T>::infinity()) {
+          std::fill(sr, sr + cols, T(0));  // a fully masked row: output 0, no gradient
+        } else {
+          for (int64_t c = 0; c < cols; ++c) sr[c] = exp_of(sr[c] - l);
+        }
+      }
+      // dV += P^T dO (P read transposed)
+      gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * dv, dv, 1, gvb, dv, true);
+      // dP = dO V^T
+      gemm_serial(rows, cols, dv, gout + i0 * dv, dv, 1, v + j0 * dv, 1, dv, dp, kCols, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* sr = s + r * kCols;
+        const T* dpr = dp + r * kCols;
+        const T Di = D[i0 + r];
+        for (int64_t c = 0; c < cols; ++c) sr[c] = sr[c] * (dpr[c] - Di) * static_cast<T>(p.scale);
+      }
+      // dQ += dS K, dK += dS^T Q
+      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * d, d, 1, gq + i0 * d, d, true);
+      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * d, d, 1, gkb, d, true);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& mask, const AttentionParams& p) {
+  if (p.batch_heads == 0 || p.tq == 0) return;
+  visit_float("attention", q.dtype(), [&]<class T>() {
+    const T *qp = static_cast<const T*>(q.data_ptr()), *kp = static_cast<const T*>(k.data_ptr()),
+            *vp = static_cast<const T*>(v.data_ptr());
+    T* op = static_cast<T*>(out.data_ptr());
+    T* lp = static_cast<T*>(lse.data_ptr());
+    const void* mp = mask.defined() ? mask.data_ptr() : nullptr;
+    const int64_t qblocks = (p.tq + kRows - 1) / kRows;
+    // one task = one block of queries of one head
+    parallel_for(0, p.batch_heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<T> buf;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t bh = t / qblocks, i0 = (t % qblocks) * kRows;
+        const ScoreMask<T> sm{p, mp, bh};
+        forward_block<T>(p, sm, qp + bh * p.tq * p.d, kp + bh * p.tk * p.d, vp + bh * p.tk * p.dv,
+                         op + bh * p.tq * p.dv, lp + bh * p.tq, i0, std::min(kRows, p.tq - i0), buf);
+      }
+    });
+  });
+}
+
+void CpuBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
+                                    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                    const Tensor& lse, const Tensor& mask, const AttentionParams& p) {
+  visit_float("attention_backward", q.dtype(), [&]<class T>() {
+    const auto at = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
+    const auto mut = [](const Tensor& t) { return static_cast<T*>(t.data_ptr()); };
+    const void* mp = mask.defined() ? mask.data_ptr() : nullptr;
+    parallel_for(0, p.batch_heads, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<T> buf;
+      for (int64_t bh = b0; bh < b1; ++bh) {
+        const ScoreMask<T> sm{p, mp, bh};
+        const int64_t qo = bh * p.tq, ko = bh * p.tk;
+        backward_head<T>(p, sm, at(q) + qo * p.d, at(k) + ko * p.d, at(v) + ko * p.dv, at(out) + qo * p.dv,
+                         at(lse) + qo, at(gout) + qo * p.dv, mut(gq) + qo * p.d, mut(gk) + ko * p.d,
+                         mut(gv) + ko * p.dv, buf);
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

@@ -1,0 +1,137 @@
+// defines: the raw attention ops (raw::attention, raw::attention_backward): argument checks, the flattening of
+// q/k/v to [BH, T, d] and of the mask to four strides, and one backend call each.
+#include <cmath>
+
+#include "op_utils.h"
+
+namespace ember::raw {
+using detail::describe;
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// What every call checks and derives from q, k, v and the mask.
+struct Prepared {
+  AttentionParams p;
+  Shape lead;       // the leading dims shared by q, k and v
+  Tensor q, k, v;   // contiguous, in the compute dtype
+  Tensor mask;      // expanded to [B, H, Tq, Tk] (a view; strides in p.mask_stride), or undefined
+  DType dtype;      // the inputs' dtype
+  DType compute;    // the kernels': float32 for 16-bit floats on the CPU
+};
+
+Shape leading(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale, bool causal) {
+  detail::check_defined(kOp, q, "query");
+  detail::check_defined(kOp, k, "key");
+  detail::check_defined(kOp, v, "value");
+  detail::check_same_device(kOp, q, k);
+  detail::check_same_device(kOp, q, v);
+  detail::check_floating(kOp, q);
+  EMBER_CHECK_DTYPE(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kOp,
+                    ": expected query, key and value of one dtype, got ", describe(q), ", ", describe(k), " and ",
+                    describe(v));
+  EMBER_CHECK_SHAPE(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kOp,
+                    ": expected query, key and value of one rank >= 2 ([..., T, d]; [batch, heads, T, d] as "
+                    "PyTorch), got ",
+                    q.shape(), ", ", k.shape(), " and ", v.shape());
+  EMBER_CHECK_SHAPE(leading(k) == leading(q) && leading(v) == leading(q), kOp,
+                    ": query, key and value must share their leading dims, got ", q.shape(), ", ", k.shape(), " and ",
+                    v.shape());
+  EMBER_CHECK_SHAPE(k.size(-1) == q.size(-1), kOp, ": query and key need one feature size d, got query ", q.shape(),
+                    " and key ", k.shape());
+  EMBER_CHECK_SHAPE(v.size(-2) == k.size(-2), kOp, ": key and value need one length, got key ", k.shape(),
+                    " and value ", v.shape());
+  EMBER_CHECK_VALUE(std::isfinite(scale), kOp, ": scale must be finite (0 = 1 / sqrt(d)), got ", scale);
+
+  Prepared r;
+  r.dtype = q.dtype();
+  r.compute = is_reduced_float(q.dtype()) && q.device().is_cpu() ? kFloat32 : q.dtype();
+  r.lead = leading(q);
+  AttentionParams& p = r.p;
+  p.tq = q.size(-2);
+  p.tk = k.size(-2);
+  p.d = q.size(-1);
+  p.dv = v.size(-1);
+  p.heads = q.dim() >= 3 ? q.size(-3) : 1;
+  p.batch_heads = r.lead.numel();
+  p.scale = scale != 0 ? scale : (p.d > 0 ? 1.0 / std::sqrt(static_cast<double>(p.d)) : 1.0);
+  p.causal = causal;
+  r.q = contiguous(cast(q, r.compute));
+  r.k = contiguous(cast(k, r.compute));
+  r.v = contiguous(cast(v, r.compute));
+
+  if (mask.defined()) {
+    detail::check_same_device(kOp, q, mask);
+    EMBER_CHECK_DTYPE(mask.dtype() == kBool || mask.dtype() == q.dtype(), kOp,
+                      ": the mask must be bool (true = attend) or additive of the query's dtype, got mask ",
+                      describe(mask), " for query ", describe(q));
+    Shape full = r.lead;
+    full.push_back(p.tq);
+    full.push_back(p.tk);
+    EMBER_CHECK_SHAPE(mask.dim() <= static_cast<int64_t>(full.size()) &&
+                          broadcast_shapes(mask.shape(), full, kOp) == full,
+                      kOp, ": the mask ", mask.shape(), " does not broadcast to the scores' shape ", full);
+    // [B..., H, Tq, Tk] as four dims (batch, heads, i, j): a reshape, which copies only when the batch dims
+    // cannot be merged as they are
+    Tensor m = expand(cast(mask, mask.dtype() == kBool ? kBool : r.compute), full);
+    const int64_t batch = p.batch_heads / std::max<int64_t>(p.heads, 1);
+    if (full.size() != 4) m = reshape(m, {batch, p.heads, p.tq, p.tk});
+    for (int i = 0; i < 4; ++i) p.mask_stride[i] = m.stride(i);
+    p.mask = mask.dtype() == kBool ? AttnMask::Bool : AttnMask::Additive;
+    r.mask = m;
+  }
+  return r;
+}
+
+Shape with_last(const Shape& lead, std::initializer_list<int64_t> last) {
+  Shape s = lead;
+  for (int64_t v : last) s.push_back(v);
+  return s;
+}
+
+}  // namespace
+
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale) {
+  prepare(q, k, v, mask, scale, false);
+}
+
+AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                          bool causal) {
+  Prepared r = prepare(q, k, v, mask, scale, causal);
+  const Device dev = q.device();
+  Tensor out = detail::new_tensor(with_last(r.lead, {r.p.tq, r.p.dv}), r.compute, dev);
+  Tensor lse = detail::new_tensor(with_last(r.lead, {r.p.tq}), r.compute == kFloat64 ? kFloat64 : kFloat32, dev);
+  if (out.numel() > 0 && r.p.tk == 0) {  // no keys: every row is empty
+    backend_for(dev).fill(out, 0.0);
+    backend_for(dev).fill(lse, -INFINITY);
+  } else if (out.numel() > 0) {
+    backend_for(dev).attention(out, lse, r.q, r.k, r.v, r.mask, r.p);
+  }
+  return {cast(out, r.dtype), lse};
+}
+
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& mask, double scale,
+                                  bool causal) {
+  Prepared r = prepare(q, k, v, mask, scale, causal);
+  const Device dev = q.device();
+  const Shape out_shape = with_last(r.lead, {r.p.tq, r.p.dv});
+  EMBER_CHECK_SHAPE(grad_out.defined() && grad_out.shape() == out_shape && out.shape() == out_shape, kOp,
+                    ": backward expects the gradient and output of shape ", out_shape, ", got ", describe(grad_out),
+                    " and ", describe(out));
+  Tensor gq = detail::new_tensor(q.shape(), r.compute, dev);
+  Tensor gk = detail::new_tensor(k.shape(), r.compute, dev);
+  Tensor gv = detail::new_tensor(v.shape(), r.compute, dev);
+  if (r.p.batch_heads == 0 || r.p.tq == 0 || r.p.tk == 0) {  // nothing attended: every gradient is 0
+    for (const Tensor* g : {&gq, &gk, &gv}) backend_for(dev).fill(*g, 0.0);
+    return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
+  }
+  backend_for(dev).attention_backward(gq, gk, gv, contiguous(cast(grad_out, r.compute)), r.q, r.k, r.v,
+                                      contiguous(cast(out, r.compute)), contiguous(lse), r.mask, r.p);
+  return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
+}
+
+}  // namespace ember::raw

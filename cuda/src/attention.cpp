@@ -1,0 +1,45 @@
+// defines: CudaBackend's attention, forward and backward, on kernels/attention.cu (contracts in
+// core/include/ember/core/backend.h; raw::attention has checked shapes, dtypes and devices).
+#include "cuda_backend.h"
+#include "ember/core/error.h"
+#include "ember/core/raw_ops.h"
+#include "kernel_args.h"
+#include "kernels/launch.h"
+
+namespace ember::cuda {
+namespace {
+
+using detail::OnDevice;
+
+// The kernels keep a row's vectors in registers, up to 256 elements.
+void check_width(const AttentionParams& p) {
+  EMBER_CHECK_VALUE(p.d <= 256 && p.dv <= 256, "scaled_dot_product_attention: head sizes up to 256 on CUDA, got d = ",
+                    p.d, " and dv = ", p.dv, " (split the heads further)");
+}
+
+const void* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data_ptr() : nullptr; }
+
+}  // namespace
+
+void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& mask, const AttentionParams& p) {
+  check_width(p);
+  OnDevice on(out);
+  kernels::launch_attention(q.dtype(), out.data_ptr(), lse.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                            mask_ptr(mask), p, on.stream);
+}
+
+void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
+                                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                     const Tensor& lse, const Tensor& mask, const AttentionParams& p) {
+  check_width(p);
+  OnDevice on(gq);
+  // D[i] = sum(gout[i] * out[i]) in lse's dtype (float32, float64 for float64): the softmax backward's row term
+  const Tensor dsum = raw::contiguous(
+      raw::sum(raw::binary(BinaryOp::Mul, raw::cast(gout, lse.dtype()), raw::cast(out, lse.dtype())), {-1}));
+  kernels::launch_attention_backward(q.dtype(), gq.data_ptr(), gk.data_ptr(), gv.data_ptr(), gout.data_ptr(),
+                                     q.data_ptr(), k.data_ptr(), v.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
+                                     mask_ptr(mask), p, on.stream);
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,69 @@
+// defines: nn::MultiheadAttention and nn::TransformerBlock (pre-LayerNorm, GELU MLP), both batch-first
+// ([batch, T, d_model]) and built on scaled_dot_product_attention (tiled: memory linear in T).
+//
+//   nn::TransformerBlock block(128, 4, {.causal = true});
+//   Tensor y = block(x);  // x [B, T, 128]
+//
+// MultiheadAttention's parameters have PyTorch's names and layout (in_proj_weight [3 d, d], in_proj_bias [3 d],
+// out_proj.weight, out_proj.bias), so weights copy across from torch.nn.MultiheadAttention as they are.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ember/nn/layers.h"
+
+namespace ember::nn {
+
+struct MultiheadAttentionOptions {
+  bool bias = true;     // biases of the input and output projections
+  double dropout = 0;   // on the attention weights, in training mode only
+  bool causal = false;  // forward(x) masks future positions
+};
+
+struct AttendOptions {
+  Tensor mask = {};      // bool (true = attend) or additive, broadcastable to [B, heads, Tq, Tk]
+  bool causal = false;
+};
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t d_model, int64_t heads, MultiheadAttentionOptions opts = {});
+  // Self-attention of x [B, T, d_model] (or [T, d_model]).
+  Tensor forward(const Tensor& x) override;
+  // Attention of query [B, Tq, d] over key/value [B, Tk, d] (cross-attention when they differ).
+  Tensor attend(const Tensor& query, const Tensor& key, const Tensor& value, const AttendOptions& opts = {}) const;
+  std::string repr() const override;
+  int64_t heads() const { return heads_; }
+
+ private:
+  // x [B, T, d] projected by rows [part * d, (part + 1) * d) of in_proj, split into heads: [B, heads, T, d / heads]
+  Tensor project(const Tensor& x, int part) const;
+  int64_t d_, heads_;
+  MultiheadAttentionOptions opts_;
+  Tensor in_w_, in_b_;
+  Dense out_proj_;
+};
+
+struct TransformerBlockOptions {
+  int64_t mlp_ratio = 4;  // hidden width of the MLP = mlp_ratio * d_model
+  double dropout = 0;     // on the attention weights and on both residual branches (training mode)
+  bool causal = false;
+};
+
+// x = x + dropout(attn(ln1(x))); x = x + dropout(mlp(ln2(x))) with mlp = Dense(d, r d) -> GELU -> Dense(r d, d).
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t d_model, int64_t heads, TransformerBlockOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+
+ private:
+  int64_t d_;
+  TransformerBlockOptions opts_;
+  LayerNorm ln1_, ln2_;
+  MultiheadAttention attn_;
+  Chain mlp_;
+  Dropout drop_;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,96 @@
+// defines: nn::MultiheadAttention and nn::TransformerBlock of transformer.h.
+#include "ember/nn/transformer.h"
+
+#include "ember/core/factory.h"
+#include "ember/nn/init.h"
+
+namespace ember::nn {
+
+namespace {
+// The batch-first input as [B, T, d] (a [T, d] input is one batch), and whether it was unbatched.
+Tensor batched(const Tensor& x, int64_t d, const std::string& who) {
+  EMBER_CHECK_SHAPE((x.dim() == 3 || x.dim() == 2) && x.size(-1) == d, who, ": expected input [B, T, ", d,
+                    "] or [T, ", d, "], got ", x.shape());
+  return x.dim() == 2 ? x.unsqueeze(0) : x;
+}
+}  // namespace
+
+// --- MultiheadAttention
+MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t heads, MultiheadAttentionOptions opts)
+    : d_(d_model), heads_(heads), opts_(opts), out_proj_(d_model, d_model, identity, {.bias = opts.bias}) {
+  EMBER_CHECK_VALUE(d_model > 0 && heads > 0 && d_model % heads == 0, "MultiheadAttention: d_model (", d_model,
+                    ") must be a positive multiple of heads (", heads, ")");
+  EMBER_CHECK_VALUE(opts.dropout >= 0 && opts.dropout < 1, "MultiheadAttention: dropout must be in [0, 1), got ",
+                    opts.dropout);
+  // PyTorch's initialisation: Xavier-uniform in_proj, zero biases, the output projection as a Linear
+  in_w_ = register_parameter("in_proj_weight", init::xavier_uniform_(empty({3 * d_model, d_model})));
+  if (opts.bias) in_b_ = register_parameter("in_proj_bias", zeros({3 * d_model}));
+  register_module("out_proj", out_proj_);
+  if (opts.bias) init::zeros_(out_proj_.bias());
+}
+
+Tensor MultiheadAttention::project(const Tensor& x, int part) const {
+  const Tensor w = in_w_.slice(0, part * d_, (part + 1) * d_);
+  const Tensor b = in_b_.defined() ? in_b_.slice(0, part * d_, (part + 1) * d_) : Tensor();
+  const int64_t B = x.size(0), T = x.size(1);
+  return linear(x, w, b).reshape({B, T, heads_, d_ / heads_}).transpose(1, 2);
+}
+
+Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
+                                  const AttendOptions& opts) const {
+  const std::string who = repr();
+  const Tensor q = batched(query, d_, who), k = batched(key, d_, who), v = batched(value, d_, who);
+  EMBER_CHECK_SHAPE(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == v.size(1), who,
+                    ": query ", query.shape(), ", key ", key.shape(), " and value ", value.shape(),
+                    " need one batch size, and key and value one length");
+  const int64_t B = q.size(0), T = q.size(1);
+  const double p = is_training() ? opts_.dropout : 0.0;
+  Tensor y;
+  if (query.is_same(key) && key.is_same(value)) {
+    // self-attention: one projection to [B, T, 3, heads, hd], then q, k, v as views of it
+    Tensor qkv = linear(q, in_w_, in_b_).reshape({B, T, 3, heads_, d_ / heads_}).permute({2, 0, 3, 1, 4});
+    y = scaled_dot_product_attention(qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2),
+                                     {.causal = opts.causal, .mask = opts.mask, .dropout_p = p});
+  } else {
+    y = scaled_dot_product_attention(project(q, 0), project(k, 1), project(v, 2),
+                                     {.causal = opts.causal, .mask = opts.mask, .dropout_p = p});
+  }
+  y = out_proj_(y.transpose(1, 2).reshape({B, T, d_}));
+  return query.dim() == 2 ? y.squeeze(0) : y;
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, x, x, {.causal = opts_.causal}); }
+
+std::string MultiheadAttention::repr() const {
+  return detail::str("MultiheadAttention(", d_, ", heads = ", heads_, opts_.causal ? ", causal" : "",
+                     opts_.dropout > 0 ? detail::str(", dropout = ", opts_.dropout) : "", ")");
+}
+
+// --- TransformerBlock
+TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBlockOptions opts)
+    : d_(d_model),
+      opts_(opts),
+      ln1_(d_model),
+      ln2_(d_model),
+      attn_(d_model, heads, {.dropout = opts.dropout, .causal = opts.causal}),
+      drop_(opts.dropout) {
+  EMBER_CHECK_VALUE(opts.mlp_ratio > 0, "TransformerBlock: mlp_ratio must be positive, got ", opts.mlp_ratio);
+  mlp_ = Chain{Dense(d_model, opts.mlp_ratio * d_model, gelu), Dense(opts.mlp_ratio * d_model, d_model)};
+  register_module("ln1", ln1_);
+  register_module("attn", attn_);
+  register_module("ln2", ln2_);
+  register_module("mlp", mlp_);
+  register_module("drop", drop_);
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = x + drop_(attn_(ln1_(x)));
+  return h + drop_(mlp_(ln2_(h)));
+}
+
+std::string TransformerBlock::repr() const {
+  return detail::str("TransformerBlock(", d_, ", heads = ", attn_.heads(), ", mlp_ratio = ", opts_.mlp_ratio,
+                     opts_.causal ? ", causal" : "", ")");
+}
+
+}  // namespace ember::nn
