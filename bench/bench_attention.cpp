@@ -2,7 +2,7 @@
 // (scaled_dot_product_attention) against the plain composite softmax(q k^T / sqrt(d)) v, for T = 512 ... 8192.
 // The peak is the CPU caching allocator's high-water mark above what was live before the step (q, k, v), so it
 // counts exactly the op's own tensors: outputs, saved activations, gradients and temporaries.
-//   ember_bench_attention [--heads H] [--d D] [--max-t T] [--causal] [--device cpu|cuda]
+//   ember_bench_attention [--batch B] [--heads H] [--d D] [--min-t T] [--max-t T] [--causal] [--device cpu|cuda]
 #include <ember/ember.h>
 
 #include <chrono>
@@ -39,7 +39,7 @@ void reset_peak(Device dev) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t heads = 4, d = 64, max_t = 8192;
+  int64_t batch = 1, heads = 4, d = 64, min_t = 512, max_t = 8192;
   bool causal = false;
   Device dev = Device::cpu();
   for (int i = 1; i < argc; ++i) {
@@ -48,21 +48,23 @@ int main(int argc, char** argv) {
     else if (a == "--heads" && i + 1 < argc) heads = std::stoll(argv[++i]);
     else if (a == "--d" && i + 1 < argc) d = std::stoll(argv[++i]);
     else if (a == "--max-t" && i + 1 < argc) max_t = std::stoll(argv[++i]);
+    else if (a == "--min-t" && i + 1 < argc) min_t = std::stoll(argv[++i]);
+    else if (a == "--batch" && i + 1 < argc) batch = std::stoll(argv[++i]);
     else if (a == "--device" && i + 1 < argc) dev = std::string(argv[++i]) == "cuda" ? Device::cuda() : Device::cpu();
     else {
-      std::fprintf(stderr, "usage: ember_bench_attention [--heads H] [--d D] [--max-t T] [--causal] [--device cpu|cuda]\n");
+      std::fprintf(stderr, "usage: ember_bench_attention [--batch B] [--heads H] [--d D] [--min-t T] [--max-t T] [--causal] [--device cpu|cuda]\n");
       return 2;
     }
   }
-  std::printf("attention forward + backward, [1, %lld, T, %lld] float32, %s, on %s, %d threads\n",
-              static_cast<long long>(heads), static_cast<long long>(d), causal ? "causal" : "no mask",
+  std::printf("attention forward + backward, [%lld, %lld, T, %lld] float32, %s, on %s, %d threads\n",
+              static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(d), causal ? "causal" : "no mask",
               dev.to_string().c_str(), get_num_threads());
   std::printf("| T | tiled peak (MiB) | composite peak (MiB) | tiled ms | composite ms |\n|---|---|---|---|---|\n");
-  for (int64_t T = 512; T <= max_t; T *= 2) {
+  for (int64_t T = min_t; T <= max_t; T *= 2) {
     manual_seed(0);
     const TensorOptions o{.device = dev};
-    Tensor q = randn({1, heads, T, d}, o).requires_grad_(true), k = randn({1, heads, T, d}, o).requires_grad_(true),
-           v = randn({1, heads, T, d}, o).requires_grad_(true);
+    Tensor q = randn({batch, heads, T, d}, o).requires_grad_(true), k = randn({batch, heads, T, d}, o).requires_grad_(true),
+           v = randn({batch, heads, T, d}, o).requires_grad_(true);
     double peak[2], ms[2];
     for (int impl = 0; impl < 2; ++impl) {
       for (int rep = 0; rep < 2; ++rep) {  // the second run is measured (the first warms the caches)

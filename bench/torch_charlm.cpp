@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   torch::set_num_threads(threads);
   torch::manual_seed(0);
   GPT model(a[6]);
+  {
+    torch::NoGradGuard g;  // as the Ember model (GPT-2's initialisation)
+    torch::nn::init::normal_(model->tok->weight, 0.0, 0.02);
+    torch::nn::init::normal_(model->pos, 0.0, 0.02);
+  }
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
   auto x = torch::randint(0, vocab, {batch, context});
   auto y = torch::randint(0, vocab, {batch, context});

@@ -47,6 +47,8 @@ class GPT(nn.Module):
 
 
 model = GPT()
+nn.init.normal_(model.tok.weight, 0.0, 0.02)  # as the Ember model (GPT-2's initialisation)
+nn.init.normal_(model.pos, 0.0, 0.02)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x = torch.randint(0, vocab, (batch, context))
 y = torch.randint(0, vocab, (batch, context))

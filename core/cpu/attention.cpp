@@ -16,6 +16,11 @@ namespace {
 
 constexpr int64_t kRows = 64, kCols = 64;
 
+// Where head bh's row 0 is in a q/k/v of strides (batch, head, row).
+int64_t head_offset(const int64_t* stride, const AttentionParams& p, int64_t bh) {
+  return (bh / p.heads) * stride[0] + (bh % p.heads) * stride[1];
+}
+
 // The scores of one block after scaling: s[r, c] for query i0 + r and key j0 + c, with masked-out entries -inf.
 template <class T>
 struct ScoreMask {
@@ -52,11 +57,12 @@ struct ScoreMask {
 };
 
 // One block of queries: O = softmax(Q K^T) V over every key block, with the running max m and sum l per row.
+// q, k, v point at this head's row 0; their rows are p.q_stride[2] (...) elements apart.
 template <class T>
 void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v, T* out,
                    T* lse, int64_t i0, int64_t rows, std::vector<T>& buf) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  const int64_t d = p.d, dv = p.dv;
+  const int64_t d = p.d, dv = p.dv, qs = p.q_stride[2], ks = p.k_stride[2], vs = p.v_stride[2];
   buf.assign(static_cast<size_t>(kRows * kCols + kRows * dv + 2 * kRows), T(0));
   T* s = buf.data();
   T* o = s + kRows * kCols;  // unnormalised output rows
@@ -67,7 +73,7 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
   for (int64_t j0 = 0; j0 < jend; j0 += kCols) {
     const int64_t cols = std::min(kCols, p.tk - j0);
     // s = q_blk k_blk^T: k read transposed through its strides
-    gemm_serial(rows, cols, d, q + i0 * d, d, 1, k + j0 * d, 1, d, s, kCols, false);
+    gemm_serial(rows, cols, d, q + i0 * qs, qs, 1, k + j0 * ks, 1, ks, s, kCols, false);
     sm.apply(s, i0, rows, j0, cols);
     for (int64_t r = 0; r < rows; ++r) {
       T* sr = s + r * kCols;
@@ -86,7 +92,7 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
       T* orow = o + r * dv;
       for (int64_t c = 0; c < dv; ++c) orow[c] *= alpha;
     }
-    gemm_serial(rows, dv, cols, s, kCols, 1, v + j0 * dv, dv, 1, o, dv, true);
+    gemm_serial(rows, dv, cols, s, kCols, 1, v + j0 * vs, vs, 1, o, dv, true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = l[r] == T(0);
@@ -104,7 +110,7 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
 template <class T>
 void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v,
                    const T* out, const T* lse, const T* gout, T* gq, T* gk, T* gv, std::vector<T>& buf) {
-  const int64_t d = p.d, dv = p.dv, tq = p.tq, tk = p.tk;
+  const int64_t d = p.d, dv = p.dv, tq = p.tq, tk = p.tk, qs = p.q_stride[2], ks = p.k_stride[2], vs = p.v_stride[2];
   buf.assign(static_cast<size_t>(2 * kRows * kCols + tq), T(0));
   T* s = buf.data();
   T* dp = s + kRows * kCols;
@@ -124,7 +130,7 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
     // under the causal rule, query rows before j0 see none of these keys
     for (int64_t i0 = p.causal ? j0 / kRows * kRows : 0; i0 < tq; i0 += kRows) {
       const int64_t rows = std::min(kRows, tq - i0);
-      gemm_serial(rows, cols, d, q + i0 * d, d, 1, k + j0 * d, 1, d, s, kCols, false);
+      gemm_serial(rows, cols, d, q + i0 * qs, qs, 1, k + j0 * ks, 1, ks, s, kCols, false);
       sm.apply(s, i0, rows, j0, cols);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s + r * kCols;
@@ -138,7 +144,7 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
       // dV += P^T dO (P read transposed)
       gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * dv, dv, 1, gvb, dv, true);
       // dP = dO V^T
-      gemm_serial(rows, cols, dv, gout + i0 * dv, dv, 1, v + j0 * dv, 1, dv, dp, kCols, false);
+      gemm_serial(rows, cols, dv, gout + i0 * dv, dv, 1, v + j0 * vs, 1, vs, dp, kCols, false);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s + r * kCols;
         const T* dpr = dp + r * kCols;
@@ -146,8 +152,8 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
         for (int64_t c = 0; c < cols; ++c) sr[c] = sr[c] * (dpr[c] - Di) * static_cast<T>(p.scale);
       }
       // dQ += dS K, dK += dS^T Q
-      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * d, d, 1, gq + i0 * d, d, true);
-      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * d, d, 1, gkb, d, true);
+      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * ks, ks, 1, gq + i0 * d, d, true);
+      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * qs, qs, 1, gkb, d, true);
     }
   }
 }
@@ -170,7 +176,8 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / qblocks, i0 = (t % qblocks) * kRows;
         const ScoreMask<T> sm{p, mp, bh};
-        forward_block<T>(p, sm, qp + bh * p.tq * p.d, kp + bh * p.tk * p.d, vp + bh * p.tk * p.dv,
+        forward_block<T>(p, sm, qp + head_offset(p.q_stride, p, bh), kp + head_offset(p.k_stride, p, bh),
+                         vp + head_offset(p.v_stride, p, bh),
                          op + bh * p.tq * p.dv, lp + bh * p.tq, i0, std::min(kRows, p.tq - i0), buf);
       }
     });
@@ -189,7 +196,8 @@ void CpuBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Te
       for (int64_t bh = b0; bh < b1; ++bh) {
         const ScoreMask<T> sm{p, mp, bh};
         const int64_t qo = bh * p.tq, ko = bh * p.tk;
-        backward_head<T>(p, sm, at(q) + qo * p.d, at(k) + ko * p.d, at(v) + ko * p.dv, at(out) + qo * p.dv,
+        backward_head<T>(p, sm, at(q) + head_offset(p.q_stride, p, bh), at(k) + head_offset(p.k_stride, p, bh),
+                         at(v) + head_offset(p.v_stride, p, bh), at(out) + qo * p.dv,
                          at(lse) + qo, at(gout) + qo * p.dv, mut(gq) + qo * p.d, mut(gk) + ko * p.d,
                          mut(gv) + ko * p.dv, buf);
       }

@@ -23,6 +23,16 @@ struct Prepared {
 
 Shape leading(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
+// t as [batch, heads, rows, width] in the compute dtype without a copy when its last dim is contiguous and its
+// leading dims merge into two (a transposed or sliced projection); its strides go to `stride`.
+Tensor rows_of(const Tensor& t, DType compute, const AttentionParams& p, int64_t rows, int64_t* stride) {
+  const int64_t batch = p.batch_heads / std::max<int64_t>(p.heads, 1);
+  Tensor r = reshape(cast(t, compute), {batch, p.heads, rows, t.size(-1)});
+  if (r.stride(3) != 1 && r.size(3) > 1) r = contiguous(r);
+  for (int i = 0; i < 3; ++i) stride[i] = r.stride(i);
+  return r;
+}
+
 Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale, bool causal) {
   detail::check_defined(kOp, q, "query");
   detail::check_defined(kOp, k, "key");
@@ -59,9 +69,9 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   p.batch_heads = r.lead.numel();
   p.scale = scale != 0 ? scale : (p.d > 0 ? 1.0 / std::sqrt(static_cast<double>(p.d)) : 1.0);
   p.causal = causal;
-  r.q = contiguous(cast(q, r.compute));
-  r.k = contiguous(cast(k, r.compute));
-  r.v = contiguous(cast(v, r.compute));
+  r.q = rows_of(q, r.compute, p, p.tq, p.q_stride);
+  r.k = rows_of(k, r.compute, p, p.tk, p.k_stride);
+  r.v = rows_of(v, r.compute, p, p.tk, p.v_stride);
 
   if (mask.defined()) {
     detail::check_same_device(kOp, q, mask);

@@ -19,14 +19,25 @@ void check_width(const AttentionParams& p) {
 
 const void* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data_ptr() : nullptr; }
 
+// The kernels read contiguous [BH, T, d] q, k, v: a strided one (heads of a fused projection) is copied first.
+Tensor packed(const Tensor& t, int64_t* stride, int64_t rows) {
+  Tensor c = raw::contiguous(t);
+  stride[2] = c.size(-1);
+  stride[1] = rows * stride[2];
+  stride[0] = c.size(1) * stride[1];
+  return c;
+}
+
 }  // namespace
 
 void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& mask, const AttentionParams& p) {
   check_width(p);
   OnDevice on(out);
-  kernels::launch_attention(q.dtype(), out.data_ptr(), lse.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                            mask_ptr(mask), p, on.stream);
+  AttentionParams pc = p;
+  const Tensor qc = packed(q, pc.q_stride, p.tq), kc = packed(k, pc.k_stride, p.tk), vc = packed(v, pc.v_stride, p.tk);
+  kernels::launch_attention(q.dtype(), out.data_ptr(), lse.data_ptr(), qc.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+                            mask_ptr(mask), pc, on.stream);
 }
 
 void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
@@ -37,9 +48,11 @@ void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const T
   // D[i] = sum(gout[i] * out[i]) in lse's dtype (float32, float64 for float64): the softmax backward's row term
   const Tensor dsum = raw::contiguous(
       raw::sum(raw::binary(BinaryOp::Mul, raw::cast(gout, lse.dtype()), raw::cast(out, lse.dtype())), {-1}));
+  AttentionParams pc = p;
+  const Tensor qc = packed(q, pc.q_stride, p.tq), kc = packed(k, pc.k_stride, p.tk), vc = packed(v, pc.v_stride, p.tk);
   kernels::launch_attention_backward(q.dtype(), gq.data_ptr(), gk.data_ptr(), gv.data_ptr(), gout.data_ptr(),
-                                     q.data_ptr(), k.data_ptr(), v.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
-                                     mask_ptr(mask), p, on.stream);
+                                     qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), lse.data_ptr(), dsum.data_ptr(),
+                                     mask_ptr(mask), pc, on.stream);
 }
 
 }  // namespace ember::cuda

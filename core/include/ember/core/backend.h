@@ -85,12 +85,13 @@ class Backend {
   // Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with
   // an online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's
   // log-sum-exp of its scores (-inf, and an output row of 0, when every key of the row is masked out).
-  // q, k, v, out contiguous, one floating dtype; lse contiguous, float32 (float64 for float64 inputs); mask
-  // undefined (p.mask None) or kBool / q's dtype, read through p.mask_stride.
+  // q, k, v: one floating dtype, rows where p.q_stride/k_stride/v_stride say (each row contiguous); out
+  // contiguous; lse contiguous, float32 (float64 for float64 inputs); mask undefined (p.mask None) or kBool / q's
+  // dtype, read through p.mask_stride.
   virtual void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& mask, const AttentionParams& p) = 0;
-  // Its gradients gq, gk, gv (contiguous, every element written) from gout (contiguous) and the forward's out and
-  // lse; the scores are recomputed block by block, never stored whole.
+  // Its gradients gq, gk, gv (contiguous [BH, T, d], every element written) from gout (contiguous) and the
+  // forward's out and lse; the scores are recomputed block by block, never stored whole.
   virtual void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& mask, const AttentionParams& p) = 0;

@@ -33,7 +33,9 @@ namespace ember {
 enum class AttnMask : unsigned char { None, Bool, Additive };
 
 // Sizes and options of scaled-dot-product attention over q [BH, Tq, d], k [BH, Tk, d], v [BH, Tk, dv]
-// (BH = batch * heads, rows contiguous). A mask, when there is one, is read at
+// (BH = batch * heads). Row i of head bh of q starts at (bh / heads) * q_stride[0] + (bh % heads) * q_stride[1] +
+// i * q_stride[2] and its d elements are contiguous (k and v likewise), so the heads of a fused [B, T, 3, H, hd]
+// projection are read where they are. A mask, when there is one, is read at
 // mask[(bh / heads) * mask_stride[0] + (bh % heads) * mask_stride[1] + i * mask_stride[2] + j * mask_stride[3]]
 // (strides in elements; 0 where it broadcasts). Causal keeps key j for query i when j <= i (PyTorch's top-left
 // alignment when Tq != Tk).
@@ -43,6 +45,7 @@ struct AttentionParams {
   bool causal = false;
   AttnMask mask = AttnMask::None;
   int64_t mask_stride[4] = {0, 0, 0, 0};
+  int64_t q_stride[3] = {0, 0, 0}, k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};
 };
 
 }  // namespace ember
