@@ -558,6 +558,31 @@ inline void add_einsum(std::vector<OpCase>& cs) {
   cs.push_back(C("einsum_noncontig", [] { return TV{rn({3, 2}, 736).t(), rn({4, 3}, 737).t()}; }, E("ij,jk->ki")));
 }
 
+// nn losses with PyTorch's options: targets, weights and ignored entries (-100) are inputs (weights get a gradient)
+inline void add_losses(std::vector<OpCase>& cs) {
+  using namespace nn;
+  const auto targets = [] { return idx({0, 2, -100, 1}); };
+  cs.push_back(C("nll_loss_mean_ignore", [=] { return TV{rn({4, 3}, 740), targets()}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1]); }));
+  cs.push_back(C("nll_loss_weight_mean", [=] { return TV{rn({4, 3}, 741), targets(), pos({3}, 742)}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1], {.weight = in[2]}); }));
+  cs.push_back(C("nll_loss_kdim_none", [] { return TV{rn({2, 3, 2}, 743), idx({0, 2, -100, 1}, {2, 2})}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1], {.reduction = Reduction::None}); }));
+  cs.push_back(C("cross_entropy_opts_smoothing_weight", [=] { return TV{rn({4, 3}, 744), targets(), pos({3}, 745)}; },
+                 [](const TV& in) { return cross_entropy(in[0], in[1], {.label_smoothing = 0.2, .weight = in[2]}); }));
+  cs.push_back(C("cross_entropy_opts_kdim_sum", [] { return TV{rn({2, 3, 2}, 746), idx({0, 2, -100, 1}, {2, 2})}; },
+                 [](const TV& in) { return cross_entropy(in[0], in[1], {.reduction = Reduction::Sum, .label_smoothing = 0.1}); }));
+  // elementwise losses away from their kinks: pred - target stays away from 0 (l1) and from delta / beta
+  cs.push_back(C("l1_loss_mean", [] { return TV{away({2, 3}, 747), rn({2, 3}, 748) * 0.05}; },
+                 F2([](const Tensor& p, const Tensor& t) { return l1_loss(p, t); })));
+  cs.push_back(C("mse_loss_none", [] { return TV{rn({2, 3}, 749), rn({2, 3}, 750)}; },
+                 F2([](const Tensor& p, const Tensor& t) { return mse_loss(p, t, {.reduction = Reduction::None}); })));
+  cs.push_back(C("huber_loss_delta", [] { return TV{rn({3, 4}, 751) * 2.0, rn({3, 4}, 752)}; },
+                 F2([](const Tensor& p, const Tensor& t) { return huber_loss(p, t, {.delta = 0.8}); })));
+  cs.push_back(C("smooth_l1_loss_sum", [] { return TV{rn({3, 4}, 753) * 2.0, rn({3, 4}, 754)}; },
+                 F2([](const Tensor& p, const Tensor& t) { return smooth_l1_loss(p, t, {.beta = 0.5, .reduction = Reduction::Sum}); })));
+}
+
 inline void add_views(std::vector<OpCase>& cs) {
   // Views are followed by an elementwise multiply with a fixed weight so that each output element gets a
   // different gradient.
@@ -747,6 +772,7 @@ inline std::vector<OpCase> all_cases() {
   add_pieces_and_pad(cs);
   add_indexing(cs);
   add_einsum(cs);
+  add_losses(cs);
   add_views(cs);
   add_inplace(cs);
   add_methods(cs);
