@@ -15,6 +15,10 @@ namespace {
 constexpr int64_t kSharedMax = 2048;  // (8-byte value, 4-byte index) pairs: 24 KiB of shared memory
 constexpr int kSortThreads = 512;
 
+// Bytes of the shared keys of a row of p slots, rounded up so that the int32 indices after them are aligned (a row
+// of 1 or 2 one-byte keys would leave them misaligned).
+__host__ __device__ inline int64_t keys_bytes(int64_t p, int64_t key_size) { return (p * key_size + 3) / 4 * 4; }
+
 int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;
@@ -43,7 +47,7 @@ __global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t n, int p
   using K = compute_t<T>;
   extern __shared__ __align__(16) unsigned char smem[];
   K* keys = reinterpret_cast<K*>(smem);
-  int32_t* idx = reinterpret_cast<int32_t*>(keys + p);
+  int32_t* idx = reinterpret_cast<int32_t*>(smem + keys_bytes(p, sizeof(K)));
   const T* xr = x + static_cast<int64_t>(blockIdx.x) * n;
   for (int i = threadIdx.x; i < p; i += blockDim.x) {
     idx[i] = i;
@@ -125,7 +129,7 @@ void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
     if (p <= kSharedMax) {
-      const size_t smem = static_cast<size_t>(p) * (sizeof(compute_t<T>) + sizeof(int32_t));
+      const size_t smem = static_cast<size_t>(keys_bytes(p, sizeof(compute_t<T>)) + p * sizeof(int32_t));
       const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);
       // one block per row: rows beyond the grid's x limit (2^31 - 1) are not expected from a tensor's numel
       argsort_shared_kernel<T>
