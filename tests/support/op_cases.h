@@ -503,16 +503,21 @@ inline void add_indexing(std::vector<OpCase>& cs) {
   auto G = [](int64_t d) { return TensorFn([d](const TV& in) { return gather(in[0], d, in[1]); }); };
   cs.push_back(C("gather_dim1", [] { return TV{rn({3, 4}, 670), idx({3, 0, 1, 1, 2, 0}, {3, 2})}; }, G(1)));
   cs.push_back(C("gather_dim0_index_narrower", [] { return TV{rn({3, 4}, 671), idx({2, 0, 1, 2, 2, 0}, {2, 3})}; }, G(0)));
-  cs.push_back(C("gather_negdim_3d", [] { return TV{rn({2, 3, 4}, 672), idx({0, 2, 1, 1, 2, 0, 0, 1, 2, 2, 1, 0}, {2, 2, 3})}; }, G(-2)));
+  cs.push_back(C("gather_negdim_3d",
+                 [] { return TV{rn({2, 3, 4}, 672), idx({0, 2, 1, 1, 2, 0, 0, 1, 2, 2, 1, 0}, {2, 2, 3})}; }, G(-2)));
   cs.push_back(C("gather_noncontig", [] { return TV{rn({4, 3}, 673).t(), idx({1, 3, 3, 0, 2, 2}, {3, 2})}; }, G(1)));
   cs.push_back(C("gather_method", [] { return TV{rn({3, 4}, 674), idx({1, 1, 0, 2}, {1, 4})}; },
                  [](const TV& in) { return in[0].gather(0, in[1]); }));
 
   auto S = [](int64_t d) { return TensorFn([d](const TV& in) { return scatter_add(in[0], d, in[1], in[2]); }); };
-  cs.push_back(C("scatter_add_dim1", [] { return TV{rn({3, 5}, 680), idx({0, 1, 0, 4, 4, 2}, {2, 3}), rn({2, 3}, 681)}; }, S(1)));
-  cs.push_back(C("scatter_add_dim0_src_larger", [] { return TV{rn({3, 5}, 682), idx({2, 0, 2, 1}, {1, 4}), rn({3, 4}, 683)}; }, S(0)));
-  cs.push_back(C("scatter_add_noncontig", [] { return TV{rn({5, 3}, 684).t(), idx({4, 4, 1, 0, 2, 4}, {2, 3}), rn({3, 2}, 685).t()}; }, S(1)));
-  cs.push_back(C("scatter_add_method_then_mul", [] { return TV{rn({4, 2}, 686), idx({3, 0, 3, 3}, {2, 2}), rn({2, 2}, 687)}; },
+  cs.push_back(C("scatter_add_dim1",
+                 [] { return TV{rn({3, 5}, 680), idx({0, 1, 0, 4, 4, 2}, {2, 3}), rn({2, 3}, 681)}; }, S(1)));
+  cs.push_back(C("scatter_add_dim0_src_larger",
+                 [] { return TV{rn({3, 5}, 682), idx({2, 0, 2, 1}, {1, 4}), rn({3, 4}, 683)}; }, S(0)));
+  cs.push_back(C("scatter_add_noncontig",
+                 [] { return TV{rn({5, 3}, 684).t(), idx({4, 4, 1, 0, 2, 4}, {2, 3}), rn({3, 2}, 685).t()}; }, S(1)));
+  cs.push_back(C("scatter_add_method_then_mul",
+                 [] { return TV{rn({4, 2}, 686), idx({3, 0, 3, 3}, {2, 2}), rn({2, 2}, 687)}; },
                  [](const TV& in) { return in[0].scatter_add(0, in[1], in[2]) * in[0]; }));
 
   auto M = [](const TV& in) { return masked_fill(in[0], in[1], 0.5); };
@@ -550,9 +555,12 @@ inline void add_einsum(std::vector<OpCase>& cs) {
   cs.push_back(C("einsum_dot", [] { return TV{rn({4}, 718), rn({4}, 719)}; }, E("i,i->")));
   cs.push_back(C("einsum_hadamard_batch", [] { return TV{rn({4}, 720), rn({4}, 721)}; }, E("i,i->i")));
   cs.push_back(C("einsum_lone_index_summed", [] { return TV{rn({2, 3}, 722), rn({3, 4}, 723)}; }, E("ij,jk->k")));
-  cs.push_back(C("einsum_ellipsis_bcast", [] { return TV{rn({2, 1, 2, 3}, 724), rn({4, 3, 2}, 725)}; }, E("...ij,...jk->...ik")));
-  cs.push_back(C("einsum_three_operands", [] { return TV{rn({2, 3}, 726), rn({3, 4}, 727), rn({4, 2}, 728)}; }, E("ij,jk,kl->il")));
-  cs.push_back(C("einsum_bilinear", [] { return TV{rn({2, 3}, 729), rn({4, 3, 5}, 730), rn({2, 5}, 731)}; }, E("bn,anm,bm->ba")));
+  cs.push_back(C("einsum_ellipsis_bcast", [] { return TV{rn({2, 1, 2, 3}, 724), rn({4, 3, 2}, 725)}; },
+                 E("...ij,...jk->...ik")));
+  cs.push_back(C("einsum_three_operands", [] { return TV{rn({2, 3}, 726), rn({3, 4}, 727), rn({4, 2}, 728)}; },
+                 E("ij,jk,kl->il")));
+  cs.push_back(C("einsum_bilinear", [] { return TV{rn({2, 3}, 729), rn({4, 3, 5}, 730), rn({2, 5}, 731)}; },
+                 E("bn,anm,bm->ba")));
   cs.push_back(C("einsum_size1_broadcast", [] { return TV{rn({2, 1}, 732), rn({3}, 733)}; }, E("ij,j->i")));
   cs.push_back(C("einsum_implicit_output", [] { return TV{rn({2, 3}, 734), rn({3, 2}, 735)}; }, E("ij,jk")));
   cs.push_back(C("einsum_noncontig", [] { return TV{rn({3, 2}, 736).t(), rn({4, 3}, 737).t()}; }, E("ij,jk->ki")));
@@ -571,7 +579,9 @@ inline void add_losses(std::vector<OpCase>& cs) {
   cs.push_back(C("cross_entropy_opts_smoothing_weight", [=] { return TV{rn({4, 3}, 744), targets(), pos({3}, 745)}; },
                  [](const TV& in) { return cross_entropy(in[0], in[1], {.label_smoothing = 0.2, .weight = in[2]}); }));
   cs.push_back(C("cross_entropy_opts_kdim_sum", [] { return TV{rn({2, 3, 2}, 746), idx({0, 2, -100, 1}, {2, 2})}; },
-                 [](const TV& in) { return cross_entropy(in[0], in[1], {.reduction = Reduction::Sum, .label_smoothing = 0.1}); }));
+                 [](const TV& in) {
+                   return cross_entropy(in[0], in[1], {.reduction = Reduction::Sum, .label_smoothing = 0.1});
+                 }));
   // elementwise losses away from their kinks: pred - target stays away from 0 (l1) and from delta / beta
   cs.push_back(C("l1_loss_mean", [] { return TV{away({2, 3}, 747), rn({2, 3}, 748) * 0.05}; },
                  F2([](const Tensor& p, const Tensor& t) { return l1_loss(p, t); })));
@@ -580,7 +590,9 @@ inline void add_losses(std::vector<OpCase>& cs) {
   cs.push_back(C("huber_loss_delta", [] { return TV{rn({3, 4}, 751) * 2.0, rn({3, 4}, 752)}; },
                  F2([](const Tensor& p, const Tensor& t) { return huber_loss(p, t, {.delta = 0.8}); })));
   cs.push_back(C("smooth_l1_loss_sum", [] { return TV{rn({3, 4}, 753) * 2.0, rn({3, 4}, 754)}; },
-                 F2([](const Tensor& p, const Tensor& t) { return smooth_l1_loss(p, t, {.beta = 0.5, .reduction = Reduction::Sum}); })));
+                 F2([](const Tensor& p, const Tensor& t) {
+                   return smooth_l1_loss(p, t, {.beta = 0.5, .reduction = Reduction::Sum});
+                 })));
 }
 
 inline void add_views(std::vector<OpCase>& cs) {
