@@ -1,6 +1,7 @@
 // defines: the public conv2d, max_pool2d and avg_pool2d of ops.h, recording their backward when an input
-// requires grad.
+// requires grad, and adaptive_avg_pool2d (a composite of two matmuls).
 #include "ember/autograd/ops.h"
+#include "ember/core/factory.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -31,6 +32,44 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> 
     return {raw::avg_pool2d_backward(g[0], sx.get("avg_pool2d"), k, s, p)};
   });
   return y;
+}
+
+namespace {
+// The [out, in] matrix whose row i averages PyTorch's adaptive bin i: inputs floor(i * in / out) to
+// ceil((i + 1) * in / out) - 1 (neighbouring bins overlap when out does not divide in).
+Tensor bin_means(int64_t out, int64_t in, const TensorOptions& opts) {
+  std::vector<double> m(static_cast<size_t>(out * in), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    const int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
+    for (int64_t j = start; j < end; ++j) m[static_cast<size_t>(i * in + j)] = 1.0 / static_cast<double>(end - start);
+  }
+  return tensor(m, {out, in}, opts);
+}
+}  // namespace
+
+// Averaging bins is linear in x: y = Ph x Pw^T with the bin matrices of the rows and the columns, two matmuls that
+// autograd differentiates (twice) and both devices run.
+Tensor adaptive_avg_pool2d(const Tensor& x_in, std::vector<int64_t> output_size) {
+  autograd::check_defined("adaptive_avg_pool2d", x_in, "x");
+  EMBER_CHECK_SHAPE(x_in.dim() == 3 || x_in.dim() == 4,
+                    "adaptive_avg_pool2d: expected x [N, C, H, W] or [C, H, W], got ", x_in.dtype(), x_in.shape());
+  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "adaptive_avg_pool2d: expected a floating-point tensor, got ",
+                    x_in.dtype(), x_in.shape());
+  EMBER_CHECK_VALUE(output_size.size() == 1 || output_size.size() == 2,
+                    "adaptive_avg_pool2d: output_size takes 1 or 2 values, got ", Shape(output_size));
+  const int64_t oh = output_size[0], ow = output_size.back();
+  EMBER_CHECK_VALUE(oh >= 0 && ow >= 0, "adaptive_avg_pool2d: output_size must be non-negative, got ",
+                    Shape(output_size));
+  const int64_t h = x_in.size(-2), w = x_in.size(-1);
+  EMBER_CHECK_SHAPE(h > 0 && w > 0, "adaptive_avg_pool2d: expected a non-empty H and W, got ", x_in.dtype(),
+                    x_in.shape());
+  const Tensor x = autograd::composite_input("adaptive_avg_pool2d", x_in);  // 16-bit floats in float32
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  const Tensor ph = bin_means(oh, h, opts), pw_t = bin_means(ow, w, opts).t();
+  // the cheaper order: rows first costs oh*H*W + oh*W*ow multiply-adds, columns first H*W*ow + oh*H*ow
+  const bool rows_first = oh * w * (h + ow) <= h * ow * (w + oh);
+  const Tensor y = rows_first ? matmul(matmul(ph, x), pw_t) : matmul(ph, matmul(x, pw_t));
+  return autograd::composite_result(y, x_in);
 }
 
 }  // namespace ember

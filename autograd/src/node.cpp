@@ -149,10 +149,11 @@ namespace {
 // a gradgradcheck test (tests/autograd/test_double_backward.cpp). Keep the two lists in step.
 bool double_backward(const char* name) {
   static const char* const ops[] = {
-      "add",     "sub",       "mul",       "div",    "neg",     "pow",    "exp",      "log",     "log1p",     "sin",
-      "cos",     "sqrt",      "square",    "abs",    "sigmoid", "tanh",   "softplus", "relu",    "clamp",     "where",
-      "maximum", "minimum",   "matmul",    "linear", "sum",     "mean",   "cumsum",   "reshape", "view",      "flatten",
-      "squeeze", "unsqueeze", "transpose", "t",      "permute", "expand", "to",       "clone",   "contiguous"};
+      "add",     "sub",   "mul",        "div",          "neg",       "pow",       "exp",  "log",      "log1p",
+      "sin",     "cos",   "sqrt",       "square",       "abs",       "sigmoid",   "tanh", "softplus", "relu",
+      "clamp",   "where", "maximum",    "minimum",      "matmul",    "linear",    "sum",  "mean",     "cumsum",
+      "reshape", "view",  "flatten",    "squeeze",      "unsqueeze", "transpose", "t",    "permute",  "expand",
+      "to",      "clone", "contiguous", "index_select", "index_add", "pad"};
   for (const char* op : ops)
     if (std::strcmp(op, name) == 0) return true;
   return false;

@@ -91,6 +91,17 @@ Tensor Tensor::select(int64_t d, int64_t idx) const {
   });
 }
 Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ember::index_select(*this, d, i); }
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return ember::gather(*this, d, i); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& src) const {
+  return ember::scatter_add(*this, d, i, src);
+}
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar v) const { return ember::masked_fill(*this, mask, v); }
+Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& v) const { return ember::masked_fill(*this, mask, v); }
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const { return ember::chunk(*this, chunks, d); }
+std::vector<Tensor> Tensor::split(int64_t size, int64_t d) const { return ember::split(*this, size, d); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d) const {
+  return ember::split(*this, sizes, d);
+}
 
 // --- copies, dtypes, devices
 Tensor Tensor::contiguous() const {
@@ -261,6 +272,10 @@ Tensor Tensor::norm(double p, const std::vector<int64_t>& dims, bool keepdim) co
   return ember::norm(*this, p, dims, keepdim);
 }
 Tensor Tensor::cumsum(int64_t dim) const { return ember::cumsum(*this, dim); }
+SortResult Tensor::sort(int64_t dim, bool descending) const { return ember::sort(*this, dim, descending); }
+SortResult Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return ember::topk(*this, k, dim, largest, sorted);
+}
 Tensor Tensor::exp() const { return ember::exp(*this); }
 Tensor Tensor::log() const { return ember::log(*this); }
 Tensor Tensor::log1p() const { return ember::log1p(*this); }

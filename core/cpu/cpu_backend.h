@@ -78,6 +78,7 @@ class CpuBackend final : public Backend {
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) override;
   void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) override;  // reduce.cpp
+  void argsort(const Tensor& out, const Tensor& x, bool descending) override;           // sort.cpp
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
   void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;

@@ -28,6 +28,7 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
   void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) override;
+  void argsort(const Tensor& out, const Tensor& x, bool descending) override;
   void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;
   void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                        const Tensor& gb, const Conv2dParams& p) override;

@@ -123,6 +123,15 @@ Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, {k_}, {s_}); }
 std::string AvgPool2d::repr() const {
   return detail::str("AvgPool2d(", k_, s_ != k_ ? detail::str(", stride=", s_) : "", ")");
 }
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(int64_t oh, int64_t ow) : oh_(oh), ow_(ow) {
+  check_positive("AdaptiveAvgPool2d", "output height", oh);
+  check_positive("AdaptiveAvgPool2d", "output width", ow);
+}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, {oh_, ow_}); }
+std::string AdaptiveAvgPool2d::repr() const {
+  return oh_ == ow_ ? detail::str("AdaptiveAvgPool2d(", oh_, ")")
+                    : detail::str("AdaptiveAvgPool2d((", oh_, ", ", ow_, "))");
+}
 
 // --- Dropout
 Dropout::Dropout(double p) : p_(p) { EMBER_CHECK_VALUE(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }

@@ -1,6 +1,8 @@
-// defines: the losses, onehotbatch and clip_grad_norm_. Each loss is a single autograd node whose backward is
-// written out (softmax - target, sigmoid - target, ...), which is both faster and free of the kinks a
-// composition of abs/relu/log would put into the gradient.
+// defines: the losses, onehotbatch and clip_grad_norm_. cross_entropy, logitcrossentropy and
+// binary_cross_entropy_with_logits are each a single autograd node whose backward is written out (softmax - target,
+// sigmoid - target, ...), which is both faster and free of the kinks a composition of abs/relu/log would put into
+// the gradient; PyTorch's option-taking losses (nll_loss, cross_entropy with options, mse / l1 / huber / smooth_l1)
+// are composites of differentiable ops.
 #include "ember/nn/losses.h"
 
 #include <cmath>
@@ -103,14 +105,130 @@ Tensor logitcrossentropy(const Tensor& logits, const Tensor& targets) {
   return soft_cross_entropy("logitcrossentropy", logits, targets, raw::cast(targets.detach(), logits.dtype()));
 }
 
-Tensor mse_loss(const Tensor& pred, const Tensor& target) {
-  EMBER_CHECK(pred.defined() && target.defined(), Error, "mse_loss: undefined argument");
-  EMBER_CHECK_SHAPE(pred.shape() == target.shape(), "mse_loss: prediction ", pred.shape(), " and target ",
-                    target.shape(), " must have the same shape");
-  EMBER_CHECK_DTYPE(is_floating(pred.dtype()), "mse_loss: prediction must be floating point, got ", desc(pred));
-  EMBER_CHECK_DEVICE(target.device() == pred.device(), "mse_loss: expected all tensors on the same device, got ",
+// --- the composite losses: built of differentiable ops (autograd differentiates them, twice where their ops allow)
+
+namespace {
+// The per-element losses `per` reduced; the mean divides by `count` when given (the targets' total weight).
+Tensor reduce(const Tensor& per, Reduction r, const Tensor& count = {}) {
+  if (r == Reduction::None) return per;
+  if (r == Reduction::Sum) return sum(per);
+  return count.defined() ? sum(per) / sum(count) : mean(per);
+}
+
+// pred and target of an elementwise loss: defined, one shape, floating pred, one device.
+void check_pair(const char* op, const Tensor& pred, const Tensor& target) {
+  EMBER_CHECK(pred.defined() && target.defined(), Error, op, ": undefined argument");
+  EMBER_CHECK_SHAPE(pred.shape() == target.shape(), op, ": prediction ", pred.shape(), " and target ", target.shape(),
+                    " must have the same shape");
+  EMBER_CHECK_DTYPE(is_floating(pred.dtype()), op, ": prediction must be floating point, got ", desc(pred));
+  EMBER_CHECK_DEVICE(target.device() == pred.device(), op, ": expected all tensors on the same device, got ",
                      pred.device(), " and ", target.device());
-  return mean(square(pred - target));
+}
+
+// -weight[t] * log_probs[t] for each target t, and weight[t] (0 for an ignored target: it adds nothing and does not
+// count). log_probs [N, C, d...] with targets [N, d...], or [C] with a 0-dim target.
+struct TargetTerms {
+  Tensor loss, weight;
+};
+TargetTerms nll_terms(const char* op, const Tensor& lp, const Tensor& targets, int64_t ignore_index,
+                      const Tensor& class_weight) {
+  EMBER_CHECK(lp.defined() && targets.defined(), Error, op, ": undefined argument");
+  EMBER_CHECK_DTYPE(is_floating(lp.dtype()), op, ": the input must be floating point, got ", desc(lp));
+  EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32, op,
+                    ": targets must be class indices (int64), got ", desc(targets));
+  EMBER_CHECK_SHAPE(lp.dim() >= 1, op, ": expected an input [N, C, ...] or [C], got a 0-dim ", desc(lp));
+  EMBER_CHECK_DEVICE(targets.device() == lp.device(), op, ": expected all tensors on the same device, got ",
+                     lp.device(), " and ", targets.device());
+  const int64_t cdim = lp.dim() == 1 ? 0 : 1, classes = lp.size(cdim);
+  Shape expect = lp.shape();
+  expect.erase(static_cast<size_t>(cdim));
+  EMBER_CHECK_SHAPE(targets.shape() == expect, op, ": input ", lp.shape(), " and targets ", targets.shape(),
+                    " do not match (expected targets ", expect, ")");
+  const TensorOptions like{.dtype = lp.dtype(), .device = lp.device()};
+  Tensor w = class_weight;
+  if (w.defined()) {
+    EMBER_CHECK_SHAPE(w.dim() == 1 && w.size(0) == classes, op, ": weight must be [", classes, "] (one per class of ",
+                      lp.shape(), "), got ", w.shape());
+    EMBER_CHECK_DEVICE(w.device() == lp.device(), op, ": expected all tensors on the same device, got ", lp.device(),
+                       " and ", w.device());
+    w = w.to(lp.dtype());
+  }
+  const Tensor t = targets.to(kInt64);
+  const Tensor keep = ne(t, ignore_index);
+  const Tensor safe = where(keep, t, zeros({}, {.dtype = kInt64, .device = t.device()}));  // a class to read
+  if (t.numel()) {
+    // one deliberate host read (on CUDA: one sync) of both bounds
+    const std::vector<int64_t> range = raw::stack({raw::min(safe), raw::max(safe)}, 0).to_vector<int64_t>();
+    EMBER_CHECK_INDEX(range[0] >= 0 && range[1] < classes, op, ": targets must be class indices in [0, ", classes,
+                      ") or ignore_index ", ignore_index, " for input ", desc(lp), ", got values from ", range[0],
+                      " to ", range[1]);
+  }
+  // classes last, so that each target picks along the last dim
+  std::vector<int64_t> perm = {0};
+  for (int64_t d = 2; d < lp.dim(); ++d) perm.push_back(d);
+  perm.push_back(1);
+  const Tensor rows = lp.dim() <= 2 ? lp : lp.permute(perm);
+  const Tensor picked = gather(rows, -1, safe.unsqueeze(-1)).squeeze(-1);
+  Tensor tw = w.defined() ? index_select(w, 0, safe.reshape({-1})).reshape(t.shape()) : ones(t.shape(), like);
+  tw = where(keep, tw, zeros({}, like));
+  return {-(picked * tw), tw};
+}
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& opts) {
+  const TargetTerms terms = nll_terms("nll_loss", log_probs, targets, opts.ignore_index, opts.weight);
+  return reduce(terms.loss, opts.reduction, terms.weight);
+}
+
+// PyTorch's (1.13) label smoothing: (1 - s) nll + s / C * smooth, where smooth is -sum over the classes of
+// weight[c] * log_probs[c] (0 for an ignored target), reduced as nll is (the mean divides by the same weights).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& opts) {
+  EMBER_CHECK(logits.defined(), Error, "cross_entropy: logits are undefined");
+  EMBER_CHECK_DTYPE(is_floating(logits.dtype()), "cross_entropy: logits must be floating point, got ", desc(logits));
+  EMBER_CHECK_SHAPE(logits.dim() >= 1, "cross_entropy: expected logits [N, C, ...] or [C], got a 0-dim ", desc(logits));
+  const double s = opts.label_smoothing;
+  EMBER_CHECK_VALUE(s >= 0 && s <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ", s);
+  const int64_t cdim = logits.dim() == 1 ? 0 : 1;
+  const Tensor lp = log_softmax(logits, cdim);
+  const TargetTerms terms = nll_terms("cross_entropy", lp, targets, opts.ignore_index, opts.weight);
+  const Tensor nll = reduce(terms.loss, opts.reduction, terms.weight);
+  if (s == 0) return nll;
+  Tensor per_class = lp;
+  if (opts.weight.defined()) {
+    Shape ws(static_cast<size_t>(lp.dim()), 1);
+    ws[static_cast<size_t>(cdim)] = lp.size(cdim);
+    per_class = lp * opts.weight.to(lp.dtype()).reshape(ws);
+  }
+  const Tensor ignored = eq(targets.to(kInt64), opts.ignore_index);
+  const Tensor smooth = masked_fill(-sum(per_class, {cdim}), ignored, 0.0);
+  return nll * (1 - s) + reduce(smooth, opts.reduction, terms.weight) * (s / static_cast<double>(lp.size(cdim)));
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target, const LossOptions& opts) {
+  check_pair("mse_loss", pred, target);
+  return reduce(square(pred - target), opts.reduction);
+}
+
+Tensor l1_loss(const Tensor& pred, const Tensor& target, const LossOptions& opts) {
+  check_pair("l1_loss", pred, target);
+  return reduce(abs(pred - target), opts.reduction);  // the gradient at pred == target is 0, as PyTorch's
+}
+
+Tensor huber_loss(const Tensor& pred, const Tensor& target, const HuberLossOptions& opts) {
+  check_pair("huber_loss", pred, target);
+  const double delta = opts.delta;
+  EMBER_CHECK_VALUE(delta > 0, "huber_loss: delta must be positive, got ", delta);
+  const Tensor d = pred - target, ad = abs(d);
+  return reduce(where(lt(ad, delta), square(d) * 0.5, (ad - 0.5 * delta) * delta), opts.reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& pred, const Tensor& target, const SmoothL1LossOptions& opts) {
+  check_pair("smooth_l1_loss", pred, target);
+  const double beta = opts.beta;
+  EMBER_CHECK_VALUE(beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
+  if (beta == 0) return l1_loss(pred, target, {.reduction = opts.reduction});  // no division by 0, as PyTorch
+  const Tensor d = pred - target, ad = abs(d);
+  return reduce(where(lt(ad, beta), square(d) * (0.5 / beta), ad - 0.5 * beta), opts.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& t) {

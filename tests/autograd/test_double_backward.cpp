@@ -69,12 +69,12 @@ TEST_P(DoubleBackwardOps, SecondDerivativeMatchesNumericOrThrows) {
   if (unsupported(c)) {
     // Only ops outside the supported list may refuse.
     // chain goes through slice; norm_inf / norm_neginf through max / min; methods_refusing through x.max(),
-    // x.var(), x.softmax(), ...
+    // x.var(), x.softmax(), ...; chunk and split through slice; cross_entropy through log_softmax
     static const std::set<std::string> refusing = {
-        "gelu",    "var",     "max",       "min",          "conv2d",   "max_pool2d",  "avg_pool2d",      "slice",
-        "select",  "cat",     "stack",     "index_select", "softmax",  "log_softmax", "batch_norm",      "sign",
-        "inplace", "mlp_nll", "conv_pool", "chain",        "norm_inf", "norm_neginf", "methods_refusing",
-        "sdpa"};
+        "gelu",         "var",       "max",   "min",      "conv2d",      "max_pool2d",       "avg_pool2d", "slice",
+        "select",       "cat",       "stack", "softmax",  "log_softmax", "batch_norm",       "sign",       "inplace",
+        "mlp_nll",      "conv_pool", "chain", "norm_inf", "norm_neginf", "methods_refusing", "chunk",      "split",
+        "cross_entropy", "sdpa"};
     bool known = false;
     for (const std::string& op : refusing) known = known || c.name.rfind(op, 0) == 0;
     EXPECT_TRUE(known) << c.name << " refused double backward but its op is on the supported list";
@@ -107,6 +107,14 @@ TEST(DoubleBackward, SupportedOpsAreCheckedNotSkipped) {
     expect_checked(name);
   for (const char* name : {"norm_p1_dim2", "norm_p3_negdim_keep", "cumsum_squared", "methods_elementwise",
                            "methods_reductions", "methods_matmul"})
+    expect_checked(name);
+  // the index and shape ops of issue 17 (index_select and its adjoint index_add, pad, and the composites over them
+  // and over matmul / where)
+  for (const char* name : {"index_select_dim0_repeat", "gather_dim1", "gather_noncontig", "scatter_add_dim1",
+                           "scatter_add_dim0_src_larger", "masked_fill_plain", "masked_fill_tensor_value",
+                           "sort_values_dim1", "topk_values_k2", "pad_last_dim", "pad_negative_crop", "einsum_matmul",
+                           "einsum_ellipsis_bcast", "einsum_bilinear", "adaptive_avg_pool2d_5x7_to_3x4",
+                           "nll_loss_weight_mean", "l1_loss_mean", "huber_loss_delta", "smooth_l1_loss_sum"})
     expect_checked(name);
 }
 

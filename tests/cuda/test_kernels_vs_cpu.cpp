@@ -3,8 +3,8 @@
 // NaN, comparisons), the vectorised / scalar-broadcast / strided / misaligned elementwise paths, every
 // reduction (incl. prod, argmax ties, the chunked path of large reductions, float16), softmax's row and column
 // kernels, matmul (transposed, batch-broadcast, integer, float16, empty K), conv2d in float64 and float16,
-// max-pool ties, index_select / index_add for every dtype, and Philox random numbers (the same as the CPU's
-// for the same seed). Skipped without a GPU.
+// max-pool ties, index_select / index_add for every dtype, argsort (both kernel paths, every dtype, ties and NaN),
+// and Philox random numbers (the same as the CPU's for the same seed). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -284,6 +284,32 @@ KERNEL_TEST(IndexSelectAndIndexAddEveryDtype) {
       return raw::index_add_zeros({2, 4, 3}, 1, in[1], in[0]);
     });
   }
+}
+
+// argsort: both CUDA paths (a row of up to 2048 in shared memory, longer rows in the global-memory network), every
+// dtype, ties (make() repeats integers; NaNs tie) and both directions. The order is total ((value, index) pairs), so
+// the indices must be equal, not just valid. gather / scatter_add (sort's and topk's values) ride on index_select /
+// index_add.
+KERNEL_TEST(ArgsortEveryDtypeAndRowLength) {
+  for (DType dt : kAll) {
+    for (bool desc : {false, true}) {
+      const std::string w = detail::str("argsort ", tag(dt), desc ? " descending" : "");
+      Tensor x = make(dt, {5, 300}, 80);
+      if (is_floating(dt)) x = where(gt(abs(x), 2.5), full({}, NAN, {.dtype = dt}), x);
+      auto along = [desc](int64_t d) {
+        return [desc, d](const std::vector<Tensor>& in) { return raw::argsort(in[0], d, desc); };
+      };
+      compare(w + " rows", {x}, along(1));
+      compare(w + " columns (strided)", {x.t()}, along(1));
+      compare(w + " long rows", {make(dt, {3, 5000}, 81)}, along(-1));
+      compare(w + " one element per row", {make(dt, {7, 1}, 82)}, along(1));
+    }
+  }
+  compare("sort / topk values", {make(kFloat32, {4, 3000}, 83)}, [](const std::vector<Tensor>& in) {
+    return cat({sort(in[0], 1).values, topk(in[0], 7, 1, false).values}, 1);
+  });
+  compare("gather / scatter_add", {make(kFloat64, {4, 6}, 84), tensor<int64_t>({5, 0, 5, 2, 1, 1}, {2, 3})},
+          [](const std::vector<Tensor>& in) { return scatter_add(in[0], 1, in[1], gather(in[0], 1, in[1])); });
 }
 
 KERNEL_TEST(RandomNumbersMatchTheCpuForTheSameSeed) {

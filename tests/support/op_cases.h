@@ -58,6 +58,7 @@ inline Tensor distinct(const Shape& s, uint64_t seed) {
 // in [-0.7, 0.8): inside log1p's domain (x > -1), on both sides of 0.
 inline Tensor above_m1(const Shape& s, uint64_t seed) { return pos(s, seed) * 1.5 - 1.45; }
 inline Tensor idx(const std::vector<int64_t>& v) { return tensor<int64_t>(v, {static_cast<int64_t>(v.size())}); }
+inline Tensor idx(const std::vector<int64_t>& v, const Shape& s) { return tensor<int64_t>(v, s); }
 
 // A fixed checkerboard-ish boolean pattern.
 inline Tensor pattern(const Shape& s) {
@@ -430,6 +431,14 @@ inline void add_conv_pool(std::vector<OpCase>& cs) {
                  F1([](const Tensor& x) { return avg_pool2d(x, {2, 3}, {1, 2}, {1, 0}); })));
   cs.push_back(C("avg_pool2d_noncontig", [] { return TV{rn({2, 2, 5, 5}, 544).permute({1, 0, 3, 2})}; },
                  F1([](const Tensor& x) { return avg_pool2d(x, {3}, {2}, {1}); })));
+
+  // adaptive_avg_pool2d: bins that overlap (5 -> 3), that repeat inputs (3 -> 5), one global bin, [C, H, W]
+  auto AP = [](int64_t oh, int64_t ow) { return F1([=](const Tensor& x) { return adaptive_avg_pool2d(x, {oh, ow}); }); };
+  cs.push_back(C("adaptive_avg_pool2d_5x7_to_3x4", [] { return TV{rn({2, 2, 5, 7}, 545)}; }, AP(3, 4)));
+  cs.push_back(C("adaptive_avg_pool2d_upsample", [] { return TV{rn({1, 2, 3, 2}, 546)}; }, AP(5, 4)));
+  cs.push_back(C("adaptive_avg_pool2d_global", [] { return TV{rn({2, 3, 4, 3}, 547)}; }, AP(1, 1)));
+  cs.push_back(C("adaptive_avg_pool2d_chw", [] { return TV{rn({2, 5, 5}, 548)}; }, AP(2, 3)));
+  cs.push_back(C("adaptive_avg_pool2d_noncontig", [] { return TV{rn({2, 2, 6, 5}, 549).transpose(2, 3)}; }, AP(4, 4)));
 }
 
 inline void add_shape(std::vector<OpCase>& cs) {
@@ -456,6 +465,134 @@ inline void add_shape(std::vector<OpCase>& cs) {
   cs.push_back(C("index_select_noncontig", [] { return TV{rn({3, 4}, 643).t(), idx({3, 1, 1, 0})}; }, IS(0)));
   cs.push_back(C("index_select_method", [] { return TV{rn({4, 3}, 644), idx({1, 1})}; },
                  [](const TV& in) { return in[0].index_select(1, in[1]); }));
+}
+
+// issue 17's shape ops: chunk / split pieces (views) put back together differently, pad (negative pads crop)
+inline void add_pieces_and_pad(std::vector<OpCase>& cs) {
+  cs.push_back(C("chunk_3_of_5", [] { return TV{rn({5, 3}, 650)}; }, F1([](const Tensor& x) {
+                   std::vector<Tensor> p = chunk(x, 3);  // sizes 2, 2, 1
+                   return cat({p[2] * -2.0, p[0] * 1.5, p[1] * p[1]}, 0);
+                 })));
+  cs.push_back(C("chunk_fewer_pieces_dim1", [] { return TV{rn({2, 6}, 651)}; }, F1([](const Tensor& x) {
+                   std::vector<Tensor> p = chunk(x, 4, 1);  // sizes 2, 2, 2: three pieces
+                   return p[0] * p[2] + p[1];
+                 })));
+  cs.push_back(C("split_size_dim1", [] { return TV{rn({2, 7}, 652)}; }, F1([](const Tensor& x) {
+                   std::vector<Tensor> p = split(x, 3, 1);  // sizes 3, 3, 1
+                   return p[0] * p[1] + p[2];
+                 })));
+  cs.push_back(C("split_sizes_noncontig", [] { return TV{rn({5, 4}, 653).t()}; }, F1([](const Tensor& x) {
+                   std::vector<Tensor> p = split(x, std::vector<int64_t>{1, 0, 4}, 1);  // an empty piece too
+                   return p[2] * p[0] + sum(p[1]);
+                 })));
+  cs.push_back(C("chunk_split_methods", [] { return TV{rn({4, 6}, 654)}; }, F1([](const Tensor& x) {
+                   return x.chunk(2)[1] * x.split({3, 1}, 0)[1] + x.split(2, 0)[0];
+                 })));
+
+  auto P = [](std::vector<int64_t> pads, double value) { return F1([=](const Tensor& x) { return pad(x, pads, value); }); };
+  cs.push_back(C("pad_last_dim", [] { return TV{rn({2, 3}, 660)}; }, P({1, 2}, 0)));
+  cs.push_back(C("pad_two_dims_value", [] { return TV{rn({2, 3, 4}, 661)}; }, P({1, 0, 2, 1}, 0.7)));
+  cs.push_back(C("pad_negative_crop", [] { return TV{rn({3, 5}, 662)}; }, P({-1, 2, 1, -2}, -1.5)));
+  cs.push_back(C("pad_three_dims", [] { return TV{rn({2, 2, 2}, 663)}; }, P({0, 1, 1, 0, 1, 1}, 0)));
+  cs.push_back(C("pad_noncontig", [] { return TV{rn({4, 3}, 664).t()}; }, P({2, -1}, 0)));
+}
+
+// gather / scatter_add / masked_fill, and the values of sort and topk (gathers); index and mask are inputs that
+// carry no gradient
+inline void add_indexing(std::vector<OpCase>& cs) {
+  auto G = [](int64_t d) { return TensorFn([d](const TV& in) { return gather(in[0], d, in[1]); }); };
+  cs.push_back(C("gather_dim1", [] { return TV{rn({3, 4}, 670), idx({3, 0, 1, 1, 2, 0}, {3, 2})}; }, G(1)));
+  cs.push_back(C("gather_dim0_index_narrower", [] { return TV{rn({3, 4}, 671), idx({2, 0, 1, 2, 2, 0}, {2, 3})}; }, G(0)));
+  cs.push_back(C("gather_negdim_3d",
+                 [] { return TV{rn({2, 3, 4}, 672), idx({0, 2, 1, 1, 2, 0, 0, 1, 2, 2, 1, 0}, {2, 2, 3})}; }, G(-2)));
+  cs.push_back(C("gather_noncontig", [] { return TV{rn({4, 3}, 673).t(), idx({1, 3, 3, 0, 2, 2}, {3, 2})}; }, G(1)));
+  cs.push_back(C("gather_method", [] { return TV{rn({3, 4}, 674), idx({1, 1, 0, 2}, {1, 4})}; },
+                 [](const TV& in) { return in[0].gather(0, in[1]); }));
+
+  auto S = [](int64_t d) { return TensorFn([d](const TV& in) { return scatter_add(in[0], d, in[1], in[2]); }); };
+  cs.push_back(C("scatter_add_dim1",
+                 [] { return TV{rn({3, 5}, 680), idx({0, 1, 0, 4, 4, 2}, {2, 3}), rn({2, 3}, 681)}; }, S(1)));
+  cs.push_back(C("scatter_add_dim0_src_larger",
+                 [] { return TV{rn({3, 5}, 682), idx({2, 0, 2, 1}, {1, 4}), rn({3, 4}, 683)}; }, S(0)));
+  cs.push_back(C("scatter_add_noncontig",
+                 [] { return TV{rn({5, 3}, 684).t(), idx({4, 4, 1, 0, 2, 4}, {2, 3}), rn({3, 2}, 685).t()}; }, S(1)));
+  cs.push_back(C("scatter_add_method_then_mul",
+                 [] { return TV{rn({4, 2}, 686), idx({3, 0, 3, 3}, {2, 2}), rn({2, 2}, 687)}; },
+                 [](const TV& in) { return in[0].scatter_add(0, in[1], in[2]) * in[0]; }));
+
+  auto M = [](const TV& in) { return masked_fill(in[0], in[1], 0.5); };
+  cs.push_back(C("masked_fill_plain", [] { return TV{rn({3, 4}, 690), pattern({3, 4})}; }, M));
+  cs.push_back(C("masked_fill_bcast_mask", [] { return TV{rn({2, 3, 4}, 691), pattern({4})}; }, M));
+  cs.push_back(C("masked_fill_bcast_x", [] { return TV{rn({4}, 692), pattern({3, 4})}; }, M));
+  cs.push_back(C("masked_fill_noncontig", [] { return TV{rn({4, 3}, 693).t(), pattern({4, 3}).t()}; }, M));
+  cs.push_back(C("masked_fill_tensor_value", [] { return TV{rn({3, 4}, 694), pattern({3, 4}), rn({}, 695)}; },
+                 [](const TV& in) { return masked_fill(in[0], in[1], in[2]) * in[0]; }));
+  cs.push_back(C("masked_fill_method", [] { return TV{rn({2, 3}, 696), pattern({2, 3})}; },
+                 [](const TV& in) { return in[0].masked_fill(in[1], -2.0); }));
+
+  // distinct values: no ties, whose order would not be differentiable
+  auto D = [](const Shape& s, uint64_t seed) { return [s, seed] { return TV{distinct(s, seed)}; }; };
+  cs.push_back(C("sort_values_dim1", D({3, 5}, 700), F1([](const Tensor& x) { return sort(x, 1).values; })));
+  cs.push_back(C("sort_values_desc_dim0", D({4, 3}, 701), F1([](const Tensor& x) { return sort(x, 0, true).values; })));
+  cs.push_back(C("sort_values_noncontig", [] { return TV{distinct({5, 3}, 702).t()}; },
+                 F1([](const Tensor& x) { return sort(x).values * x; })));
+  cs.push_back(C("topk_values_k2", D({3, 5}, 703), F1([](const Tensor& x) { return topk(x, 2).values; })));
+  cs.push_back(C("topk_smallest_dim0", D({4, 3}, 704), F1([](const Tensor& x) { return topk(x, 3, 0, false).values; })));
+  cs.push_back(C("topk_noncontig", [] { return TV{distinct({2, 6, 3}, 705).transpose(1, 2)}; },
+                 F1([](const Tensor& x) { return square(topk(x, 4).values); })));
+  cs.push_back(C("sort_topk_methods", D({3, 4}, 706),
+                 F1([](const Tensor& x) { return x.sort(0).values + x.topk(4, 1, false).values; })));
+}
+
+// einsum: contractions, batch indices, outer products, lone indices summed, broadcast ellipsis, three operands
+inline void add_einsum(std::vector<OpCase>& cs) {
+  auto E = [](const std::string& eq) { return TensorFn([eq](const TV& in) { return einsum(eq, in); }); };
+  cs.push_back(C("einsum_matmul", [] { return TV{rn({2, 3}, 710), rn({3, 4}, 711)}; }, E("ij,jk->ik")));
+  cs.push_back(C("einsum_batch_matmul", [] { return TV{rn({2, 2, 3}, 712), rn({2, 3, 2}, 713)}; }, E("bij,bjk->bik")));
+  cs.push_back(C("einsum_outer", [] { return TV{rn({3}, 714), rn({2}, 715)}; }, E("i,j->ij")));
+  cs.push_back(C("einsum_transpose", [] { return TV{rn({2, 3}, 716)}; }, E("ij->ji")));
+  cs.push_back(C("einsum_sum_all", [] { return TV{rn({2, 3}, 717)}; }, E("ij->")));
+  cs.push_back(C("einsum_dot", [] { return TV{rn({4}, 718), rn({4}, 719)}; }, E("i,i->")));
+  cs.push_back(C("einsum_hadamard_batch", [] { return TV{rn({4}, 720), rn({4}, 721)}; }, E("i,i->i")));
+  cs.push_back(C("einsum_lone_index_summed", [] { return TV{rn({2, 3}, 722), rn({3, 4}, 723)}; }, E("ij,jk->k")));
+  cs.push_back(C("einsum_ellipsis_bcast", [] { return TV{rn({2, 1, 2, 3}, 724), rn({4, 3, 2}, 725)}; },
+                 E("...ij,...jk->...ik")));
+  cs.push_back(C("einsum_three_operands", [] { return TV{rn({2, 3}, 726), rn({3, 4}, 727), rn({4, 2}, 728)}; },
+                 E("ij,jk,kl->il")));
+  cs.push_back(C("einsum_bilinear", [] { return TV{rn({2, 3}, 729), rn({4, 3, 5}, 730), rn({2, 5}, 731)}; },
+                 E("bn,anm,bm->ba")));
+  cs.push_back(C("einsum_size1_broadcast", [] { return TV{rn({2, 1}, 732), rn({3}, 733)}; }, E("ij,j->i")));
+  cs.push_back(C("einsum_implicit_output", [] { return TV{rn({2, 3}, 734), rn({3, 2}, 735)}; }, E("ij,jk")));
+  cs.push_back(C("einsum_noncontig", [] { return TV{rn({3, 2}, 736).t(), rn({4, 3}, 737).t()}; }, E("ij,jk->ki")));
+}
+
+// nn losses with PyTorch's options: targets, weights and ignored entries (-100) are inputs (weights get a gradient)
+inline void add_losses(std::vector<OpCase>& cs) {
+  using namespace nn;
+  const auto targets = [] { return idx({0, 2, -100, 1}); };
+  cs.push_back(C("nll_loss_mean_ignore", [=] { return TV{rn({4, 3}, 740), targets()}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1]); }));
+  cs.push_back(C("nll_loss_weight_mean", [=] { return TV{rn({4, 3}, 741), targets(), pos({3}, 742)}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1], {.weight = in[2]}); }));
+  cs.push_back(C("nll_loss_kdim_none", [] { return TV{rn({2, 3, 2}, 743), idx({0, 2, -100, 1}, {2, 2})}; },
+                 [](const TV& in) { return nll_loss(in[0], in[1], {.reduction = Reduction::None}); }));
+  cs.push_back(C("cross_entropy_opts_smoothing_weight", [=] { return TV{rn({4, 3}, 744), targets(), pos({3}, 745)}; },
+                 [](const TV& in) { return cross_entropy(in[0], in[1], {.label_smoothing = 0.2, .weight = in[2]}); }));
+  cs.push_back(C("cross_entropy_opts_kdim_sum", [] { return TV{rn({2, 3, 2}, 746), idx({0, 2, -100, 1}, {2, 2})}; },
+                 [](const TV& in) {
+                   return cross_entropy(in[0], in[1], {.reduction = Reduction::Sum, .label_smoothing = 0.1});
+                 }));
+  // elementwise losses away from their kinks: pred - target stays away from 0 (l1) and from delta / beta
+  cs.push_back(C("l1_loss_mean", [] { return TV{away({2, 3}, 747), rn({2, 3}, 748) * 0.05}; },
+                 F2([](const Tensor& p, const Tensor& t) { return l1_loss(p, t); })));
+  cs.push_back(C("mse_loss_none", [] { return TV{rn({2, 3}, 749), rn({2, 3}, 750)}; },
+                 F2([](const Tensor& p, const Tensor& t) { return mse_loss(p, t, {.reduction = Reduction::None}); })));
+  cs.push_back(C("huber_loss_delta", [] { return TV{rn({3, 4}, 751) * 2.0, rn({3, 4}, 752)}; },
+                 F2([](const Tensor& p, const Tensor& t) { return huber_loss(p, t, {.delta = 0.8}); })));
+  cs.push_back(C("smooth_l1_loss_sum", [] { return TV{rn({3, 4}, 753) * 2.0, rn({3, 4}, 754)}; },
+                 F2([](const Tensor& p, const Tensor& t) {
+                   return smooth_l1_loss(p, t, {.beta = 0.5, .reduction = Reduction::Sum});
+                 })));
 }
 
 inline void add_views(std::vector<OpCase>& cs) {
@@ -672,6 +809,10 @@ inline std::vector<OpCase> all_cases() {
   add_conv_pool(cs);
   add_norm(cs);
   add_shape(cs);
+  add_pieces_and_pad(cs);
+  add_indexing(cs);
+  add_einsum(cs);
+  add_losses(cs);
   add_views(cs);
   add_inplace(cs);
   add_methods(cs);

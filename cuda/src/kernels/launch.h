@@ -87,6 +87,13 @@ void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const v
                                const void* k, const void* v, const void* lse, const void* dsum, const void* mask,
                                const AttentionParams& p, CUstream_st* stream);
 
+// --- sort.cu: x contiguous [rows, n] of any type; out (contiguous [rows, n]) = the indices that sort each row,
+// stable, NaN last (first when descending), as the CPU's. Rows longer than 2048 need a workspace of
+// argsort_workspace_bytes(rows, n) bytes on the stream's device (0: none, workspace may be null).
+int64_t argsort_workspace_bytes(int64_t rows, int64_t n);
+void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64_t n, bool descending, void* workspace,
+                    CUstream_st* stream);
+
 // --- index.cu (x, out, src contiguous; idx int64, values in range)
 // out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes.
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,

@@ -6,6 +6,7 @@
 //   Tensor p = ember::softmax(y, -1);
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ember/core/tensor.h"
@@ -121,7 +122,44 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // --- shape
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+// Pieces of x along dim that are views of it, as torch.chunk / torch.split. chunk: pieces of ceil(size / chunks)
+// elements, so possibly fewer than `chunks` (an empty dim gives `chunks` empty pieces). split: pieces of split_size
+// (the last one smaller), or of the given sizes, which must add up to the dim's size. (C++ reads split(x, {n}) as
+// split(x, n): write a one-size list as std::vector<int64_t>{n}.)
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+// Constant padding, as torch.nn.functional.pad: (before, after) pairs from the last dim backwards ({left, right}
+// pads dim -1, {left, right, top, bottom} dims -1 and -2, ...); negative values crop.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value = 0);
+
+// --- indexing (an index is kInt64 with values in [0, x.size(dim)))
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j] = x[index[i][j]][j] (dim 0), x[i][index[i][j]] (dim 1), ...: index has x's rank, may be smaller than x in
+// the other dims, and gives the result its shape (torch.gather).
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src[i][j] added at [index[i][j]][j] (dim 0), [i][index[i][j]] (dim 1), ..., repeated indices adding up: the
+// adjoint of gather (torch.scatter_add). src has x's dtype and is at least index's size in every dim (the part that
+// index covers is used); differentiable in x and src.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// value where mask (kBool, broadcast with x) is true, x elsewhere; value converted to x's dtype. A 0-dim tensor
+// value gets a gradient.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+
+// --- sorting: stable (equal elements keep their order, in both directions) with NaN the largest value, as
+// PyTorch's sort(stable=True). values = gather(x, dim, indices), differentiable in x.
+SortResult sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// The k largest (smallest) elements along dim, largest (smallest) first, ties in their order in x. The result is
+// always sorted (`sorted` is there for PyTorch's signature).
+SortResult topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+
+// --- einsum (torch.einsum): "ij,jk->ik", "bij,bjk->bik", "i,j->ij", "ij->ji", "ij->", "...ij,...jk" (an ellipsis
+// stands for the same broadcast dims everywhere), implicit output (the indices that appear once, in alphabetical
+// order). Any number of operands, contracted left to right, each pair as one batched matmul. An index repeated in
+// one operand (a diagonal, "ii->i") throws ValueError.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // --- convolution family (NCHW); stride/padding/kernel take 1 value (both dims) or 2 (h, w)
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = {}, std::vector<int64_t> stride = {1},
@@ -130,5 +168,8 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
                   std::vector<int64_t> padding = {0});
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0});
+// The average over PyTorch's adaptive bins of x [N, C, H, W] or [C, H, W] (floating): output row i averages input
+// rows floor(i * H / oh) to ceil((i + 1) * H / oh) - 1, columns alike. output_size: {oh, ow} or {s} for both.
+Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size);
 
 }  // namespace ember

@@ -67,6 +67,10 @@ class Backend {
   // out = the running sum of x along dim (reverse: from the end, out[i] = x[i] + ... + x[n - 1]); x is contiguous,
   // of out's shape and dtype, a floating one or kInt64; floating sums accumulate in double, int64 ones wrap.
   virtual void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) = 0;
+  // out (kInt64) = the indices that sort each row of x along its last dim: ascending (descending: largest first),
+  // stable (equal elements keep their order), NaN after every number (first when descending), as PyTorch's
+  // sort(stable=True). x is contiguous, of any dtype, with at least one element; out has x's shape.
+  virtual void argsort(const Tensor& out, const Tensor& x, bool descending) = 0;
   // out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views).
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // softmax or log-softmax of x along dim.

@@ -34,6 +34,9 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 // The running sum along dim (reverse: from the end); integer and bool inputs give kInt64, as PyTorch's cumsum.
 Tensor cumsum(const Tensor& x, int64_t dim, bool reverse = false);
+// The indices (kInt64, x's shape) that sort x along dim: stable, NaN largest (as PyTorch's sort(stable=True));
+// descending puts the largest first and still keeps equal elements in their order.
+Tensor argsort(const Tensor& x, int64_t dim, bool descending = false);
 // Sums a broadcast tensor back to `shape` (the reverse of broadcasting; used by autograd).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

@@ -1,5 +1,5 @@
-// defines: Tensor (a cheap handle: copies share storage), TensorOptions, Scalar, and the Tensor members of
-// API.md. Differentiable members (views, clone, to(DType), index_select, ...) are defined in autograd/.
+// defines: Tensor (a cheap handle: copies share storage), TensorOptions, Scalar, SortResult, and the Tensor members
+// of API.md. Differentiable members (views, clone, to(DType), index_select, ...) are defined in autograd/.
 //
 //   Tensor x = ember::randn({64, 784});
 //   Tensor y = x.reshape({64, 28, 28}).transpose(1, 2).contiguous();
@@ -46,6 +46,8 @@ struct Scalar {
   Scalar(unsigned long v) : value(static_cast<double>(v)), integral(true) {}  // NOLINT
   Scalar(bool v) : value(v), integral(true), boolean(true) {}                 // NOLINT
 };
+
+struct SortResult;  // {values, indices} of sort and topk, defined below Tensor
 
 namespace cuda {
 bool allow_scalar();  // cuda/: whether element access to CUDA memory is allowed
@@ -125,6 +127,13 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
   Tensor squeeze() const;
   Tensor squeeze(int64_t d) const;
   Tensor unsqueeze(int64_t d) const;
@@ -157,6 +166,8 @@ class Tensor {
   Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
   Tensor cumsum(int64_t dim) const;
+  SortResult sort(int64_t dim = -1, bool descending = false) const;
+  SortResult topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor exp() const;
   Tensor log() const;
   Tensor log1p() const;
@@ -204,6 +215,12 @@ class Tensor {
   double item_double_checked(DType want) const;
   void item_checked(DType want, void* out) const;  // the one element, converted to `want`, into *out
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// What sort and topk return, as PyTorch's (values, indices): `auto [values, indices] = x.sort();`.
+struct SortResult {
+  Tensor values;
+  Tensor indices;  // kInt64
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -1,5 +1,5 @@
-// defines: the built-in layers — Dense, Chain, Conv2d, MaxPool2d, AvgPool2d, Flatten, Dropout, BatchNorm1d/2d,
-// LayerNorm, Embedding and Lambda. Default initialisation follows PyTorch (Kaiming-uniform weights with
+// defines: the built-in layers — Dense, Chain, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout,
+// BatchNorm1d/2d, LayerNorm, Embedding and Lambda. Default initialisation follows PyTorch (Kaiming-uniform weights with
 // a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for biases).
 //
 //   nn::Chain model{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
@@ -107,6 +107,19 @@ class AvgPool2d : public Module {
 
  private:
   int64_t k_, s_;
+};
+
+// Averages x [N, C, H, W] (or [C, H, W]) over PyTorch's adaptive bins to [N, C, oh, ow]
+// (adaptive_avg_pool2d; AdaptiveAvgPool2d(1) is global average pooling).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  AdaptiveAvgPool2d(int64_t oh, int64_t ow);
+  explicit AdaptiveAvgPool2d(int64_t size) : AdaptiveAvgPool2d(size, size) {}
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+
+ private:
+  int64_t oh_, ow_;
 };
 
 // Flattens every dim from start_dim on (default 1: keeps the batch dim).

@@ -1,0 +1,92 @@
+// defines: the public chunk, split and pad of ops.h. chunk and split give slices (views, differentiable as slice);
+// pad is one recorded op whose gradient is a pad again (the negated pads crop what it added and add back, as zeros,
+// what it cropped), so it is differentiable to any order.
+#include <algorithm>
+
+#include "ember/autograd/ops.h"
+#include "grad_utils.h"
+
+namespace ember {
+
+namespace {
+// The dim along which x is cut into pieces, normalised; a 0-dim tensor has none.
+int64_t piece_dim(const char* op, const Tensor& x, int64_t dim) {
+  autograd::check_defined(op, x, "x");
+  EMBER_CHECK_SHAPE(x.dim() > 0, op, ": expects a tensor with at least 1 dim, got a 0-dim ", x.dtype(), " tensor");
+  return normalize_dim(dim, x.dim(), op);
+}
+}  // namespace
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  const int64_t d = piece_dim("split", x, dim);
+  const int64_t n = x.size(d);
+  EMBER_CHECK_VALUE(split_size > 0 || (split_size == 0 && n == 0),
+                    "split: split_size must be positive (0 only for an "
+                    "empty dim), got ",
+                    split_size, " for dim ", d, " of ", x.dtype(), x.shape());
+  if (n == 0) return {x.slice(d, 0, 0)};  // one empty piece, as PyTorch
+  std::vector<Tensor> pieces;
+  for (int64_t at = 0; at < n; at += split_size) pieces.push_back(x.slice(d, at, std::min(at + split_size, n)));
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
+  const int64_t d = piece_dim("split", x, dim);
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    EMBER_CHECK_VALUE(s >= 0, "split: split_sizes must be non-negative, got ", Shape(split_sizes));
+    total += s;
+  }
+  EMBER_CHECK_VALUE(total == x.size(d), "split: split_sizes ", Shape(split_sizes), " add up to ", total, " but dim ", d,
+                    " of ", x.dtype(), x.shape(), " has size ", x.size(d));
+  std::vector<Tensor> pieces;
+  int64_t at = 0;
+  for (int64_t s : split_sizes) {
+    pieces.push_back(x.slice(d, at, at + s));
+    at += s;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  const int64_t d = piece_dim("chunk", x, dim);
+  EMBER_CHECK_VALUE(chunks > 0, "chunk: chunks must be positive, got ", chunks);
+  const int64_t n = x.size(d);
+  if (n == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), x.slice(d, 0, 0));  // as PyTorch
+  return split(x, (n + chunks - 1) / chunks, d);
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value) {
+  autograd::check_defined("pad", x, "x");
+  const int64_t pairs = static_cast<int64_t>(pads.size() / 2);
+  EMBER_CHECK_VALUE(pads.size() % 2 == 0, "pad: pads must come in (before, after) pairs, got ", pads.size(), " values ",
+                    Shape(pads));
+  EMBER_CHECK_VALUE(pairs <= x.dim(), "pad: pads ", Shape(pads), " cover ", pairs, " dims but the input ", x.dtype(),
+                    x.shape(), " has ", x.dim());
+  // Pair k pads dim (rank - 1 - k). A negative pad crops, but no more than the dim has.
+  Shape out_shape = x.shape();
+  for (int64_t k = 0; k < pairs; ++k) {
+    const size_t d = static_cast<size_t>(x.dim() - 1 - k);
+    const int64_t lo = pads[static_cast<size_t>(2 * k)], hi = pads[static_cast<size_t>(2 * k + 1)];
+    EMBER_CHECK_VALUE(x.shape()[d] + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0) >= 0, "pad: pads (", lo, ", ",
+                      hi, ") crop more than the ", x.shape()[d], " elements of dim ", d, " of ", x.dtype(), x.shape());
+    out_shape[d] += lo + hi;
+  }
+  Tensor y = full(out_shape, value, {.dtype = x.dtype(), .device = x.device()});
+  // The part of x that stays, and where it lands in y.
+  Tensor src = raw::alias(x), dst = raw::alias(y);
+  for (int64_t k = 0; k < pairs; ++k) {
+    const int64_t d = x.dim() - 1 - k;
+    const int64_t lo = pads[static_cast<size_t>(2 * k)], hi = pads[static_cast<size_t>(2 * k + 1)];
+    src = raw::slice(src, d, std::max<int64_t>(-lo, 0), x.size(d) - std::max<int64_t>(-hi, 0));
+    dst = raw::slice(dst, d, std::max<int64_t>(lo, 0), out_shape[static_cast<size_t>(d)] - std::max<int64_t>(hi, 0));
+  }
+  if (src.numel() > 0) raw::copy_(dst, src);
+  if (!needs_grad({&x})) return y;
+  std::vector<int64_t> back(pads.size());
+  std::transform(pads.begin(), pads.end(), back.begin(), [](int64_t p) { return -p; });
+  record("pad", {x}, {y}, [back](const Grads& g) -> Grads { return {pad(g[0], back, 0)}; });
+  return y;
+}
+
+}  // namespace ember
