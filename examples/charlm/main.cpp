@@ -194,16 +194,13 @@ std::string generate(charlm::GPT& model, const Vocab& vocab, const std::string& 
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(ctx.size()), model.cfg.context);
     std::vector<int64_t> window(ctx.end() - T, ctx.end());
     Tensor logits = model(tensor<int64_t>(window, {1, T}).to(dev)).select(1, T - 1).reshape({-1});
-    std::vector<float> l = (logits / temperature).cpu().to_vector<float>();
-    std::vector<float> sorted = l;
-    const size_t k = top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), l.size()) : l.size();
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(),
-                     std::greater<float>());
-    const float kth = sorted[k - 1], mx = *std::max_element(l.begin(), l.end());
-    std::vector<double> p(l.size());
-    for (size_t j = 0; j < l.size(); ++j) p[j] = l[j] >= kth ? std::exp(static_cast<double>(l[j] - mx)) : 0.0;
+    // the k most likely characters, renormalised
+    const int64_t k = top_k > 0 ? std::min<int64_t>(top_k, logits.size(0)) : logits.size(0);
+    SortResult best = topk(logits / temperature, k);
+    const std::vector<float> p = softmax(best.values, 0).cpu().to_vector<float>();
+    const std::vector<int64_t> idx = best.indices.cpu().to_vector<int64_t>();
     std::discrete_distribution<int64_t> pick(p.begin(), p.end());
-    const int64_t next = pick(rng);
+    const int64_t next = idx[static_cast<size_t>(pick(rng))];
     ctx.push_back(next);
     out.push_back(vocab.chars[static_cast<size_t>(next)]);
   }

@@ -64,8 +64,8 @@ __global__ void attention_fwd_kernel(T* out, void* lse_out, const T* q, const T*
   extern __shared__ unsigned char smem_raw[];
   C* sk = reinterpret_cast<C*>(smem_raw);
   C* sv = sk + BC * DMAX;
-  const int64_t bh = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock, i = i0 + threadIdx.x;
+  const int64_t bh = blockIdx.x;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock, i = i0 + threadIdx.x;
   const bool live = i < p.tq;
   const T* qb = q + bh * p.tq * p.d;
   const T* kb = k + bh * p.tk * p.d;
@@ -135,8 +135,8 @@ __global__ void attention_bwd_kv_kernel(T* gk, T* gv, const T* q, const T* k, co
   extern __shared__ unsigned char smem_raw[];
   C* sq = reinterpret_cast<C*>(smem_raw);
   C* sdo = sq + BR * DMAX;
-  const int64_t bh = blockIdx.y;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock, j = j0 + threadIdx.x;
+  const int64_t bh = blockIdx.x;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock, j = j0 + threadIdx.x;
   const bool live = j < p.tk;
   const T* qb = q + bh * p.tq * p.d;
   const T* gob = gout + bh * p.tq * p.dv;
@@ -192,8 +192,8 @@ __global__ void attention_bwd_q_kernel(T* gq, const T* q, const T* k, const T* v
   extern __shared__ unsigned char smem_raw[];
   C* sk = reinterpret_cast<C*>(smem_raw);
   C* sv = sk + BC * DMAX;
-  const int64_t bh = blockIdx.y;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock, i = i0 + threadIdx.x;
+  const int64_t bh = blockIdx.x;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock, i = i0 + threadIdx.x;
   const bool live = i < p.tq;
   const int64_t mbase = mask_base(p, bh);
 
@@ -246,9 +246,10 @@ size_t smem_bytes() {
   return static_cast<size_t>(2 * kTileLen<compute_t<T>, DMAX> * DMAX) * sizeof(compute_t<T>);
 }
 
+// x: the (batch, head) pairs (up to 2^31 - 1), y: the row blocks (up to 65535, i.e. T up to 4 million).
 dim3 grid_for(int64_t rows, int64_t batch_heads) {
-  return dim3(static_cast<unsigned>(CEIL_DIV(rows, static_cast<int64_t>(kRowsPerBlock))),
-              static_cast<unsigned>(batch_heads));
+  return dim3(static_cast<unsigned>(batch_heads),
+              static_cast<unsigned>(CEIL_DIV(rows, static_cast<int64_t>(kRowsPerBlock))));
 }
 
 }  // namespace
