@@ -27,11 +27,15 @@ for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/
   [ -e "$lib" ] && allocs+=("LD_PRELOAD=$lib")
 done
 
-# one run: "tokens/s rss" of framework $1 (ember | pytorch | libtorch) at $2 threads under the env words after it
+# one run: "tokens/s rss" of framework $1 (ember | pytorch | libtorch) at $2 threads under the env words after it.
+# The word NOPIN runs a one-thread reference unpinned: PyTorch's helper threads can then use the other core (its
+# one-thread runs were ~20% faster so here), so pinning is one of the settings a reference may pick.
 run() {
   local fw=$1 th=$2; shift 2
-  local p=()
+  local p=() e=() w
   [ "$th" = 1 ] && p=("${pin[@]}")
+  for w in "$@"; do if [ "$w" = NOPIN ]; then p=(); else e+=("$w"); fi; done
+  set -- "${e[@]}"
   case $fw in
     ember) env "$@" "${p[@]}" "$ebin" --threads "$th" --steps "$steps" ;;
     pytorch) env "$@" "${p[@]}" /usr/bin/python3 "$py" "$th" "$steps" ;;
@@ -41,6 +45,7 @@ run() {
 best_env() {
   local fw=$1 th=$2 best="" best_rate=0 waits=("")
   [ "$th" != 1 ] && waits=("" "OMP_WAIT_POLICY=PASSIVE")
+  [ "$th" = 1 ] && waits=("" "NOPIN")
   for a in "${allocs[@]}"; do
     for w in "${waits[@]}"; do
       local e="OMP_NUM_THREADS=$th $w $a" rate
@@ -99,7 +104,8 @@ Measured $(date -u +%Y-%m-%d) on $cpu (family $family, model $model; $all cores 
 Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?), PyTorch $torch_v and libtorch (Debian's 1.13) at their
 best setting per row (below). Training tokens/s of the GPT of examples/charlm (4 blocks, d 128, 4 heads, context
 128, batch 32, AdamW; attention in PyTorch/libtorch as the usual composite, 1.13 having no SDPA), medians of $reps
-alternating runs of $steps steps after 3 warm-up steps (one-thread runs pinned to one core); the ratio is Ember
+alternating runs of $steps steps after 3 warm-up steps (Ember's one-thread runs pinned to one core, the references' pinned
+or not (NOPIN), whichever was faster); the ratio is Ember
 against the faster reference; peak RSS in MiB of the whole process.
 
 | threads | Ember tokens/s | PyTorch tokens/s | libtorch tokens/s | Ember / best | Ember RSS | PyTorch RSS | libtorch RSS |
