@@ -61,7 +61,7 @@ __global__ void attention_fwd_kernel(T* out, void* lse_out, const T* q, const T*
                                      AttentionParams p) {
   using C = compute_t<T>;
   constexpr int BC = kTileLen<C, DMAX>;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // read as float or double tiles
   C* sk = reinterpret_cast<C*>(smem_raw);
   C* sv = sk + BC * DMAX;
   const int64_t bh = blockIdx.x;
@@ -132,7 +132,7 @@ __global__ void attention_bwd_kv_kernel(T* gk, T* gv, const T* q, const T* k, co
                                         const void* lse, const void* Dsum, const void* mask, AttentionParams p) {
   using C = compute_t<T>;
   constexpr int BR = kTileLen<C, DMAX>;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // read as float or double tiles
   C* sq = reinterpret_cast<C*>(smem_raw);
   C* sdo = sq + BR * DMAX;
   const int64_t bh = blockIdx.x;
@@ -189,7 +189,7 @@ __global__ void attention_bwd_q_kernel(T* gq, const T* q, const T* k, const T* v
                                        const void* Dsum, const void* mask, AttentionParams p) {
   using C = compute_t<T>;
   constexpr int BC = kTileLen<C, DMAX>;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // read as float or double tiles
   C* sk = reinterpret_cast<C*>(smem_raw);
   C* sv = sk + BC * DMAX;
   const int64_t bh = blockIdx.x;
