@@ -18,14 +18,8 @@ doc=docs/benchmarks.md
 have_lt=0; [ -x "$tbin" ] && have_lt=1
 have_py=0; /usr/bin/python3 -c 'import torch' 2>/dev/null && have_py=1
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+source "$(dirname "$0")/table_lib.sh"  # median, pin, allocs, machine_vars, put_table
 all=$(nproc)
-pin=()
-command -v taskset > /dev/null && pin=(taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')")
-allocs=("" "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456")
-for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
-  [ -e "$lib" ] && allocs+=("LD_PRELOAD=$lib")
-done
 
 # one run: "tokens/s rss" of framework $1 (ember | pytorch | libtorch) at $2 threads under the env words after it.
 # The word NOPIN runs a one-thread reference unpinned: PyTorch's helper threads can then use the other core (its
@@ -95,9 +89,7 @@ for th in 1 "$all"; do
   unset envs rate rss rs ms
 done
 
-cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-isa=$(grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512_bf16|amx_tile)$' | xargs)
-family=$(grep -m1 "cpu family" /proc/cpuinfo | cut -d: -f2 | xargs); model=$(grep -m1 "^model\s" /proc/cpuinfo | cut -d: -f2 | xargs)
+machine_vars
 torch_v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "-")
 table="<!-- charlm-table:begin -->
 Measured $(date -u +%Y-%m-%d) on $cpu (family $family, model $model; $all cores for this process; ISA flags: $isa),
@@ -113,14 +105,4 @@ against the faster reference; peak RSS in MiB of the whole process.
 ${rows}
 Reference settings (the fastest allocator x OpenMP waiting combination, per row):
 ${settings}<!-- charlm-table:end -->"
-if grep -q "charlm-table:begin" "$doc"; then
-  python3 - "$doc" "$table" <<'PY'
-import re, sys
-p, table = sys.argv[1], sys.argv[2]
-s = open(p).read()
-s = re.sub(r"<!-- charlm-table:begin -->.*?<!-- charlm-table:end -->", lambda m: table, s, flags=re.S)
-open(p, "w").write(s)
-PY
-else
-  printf '\n## charlm: a small GPT, Ember vs PyTorch and libtorch\n\n%s\n' "$table" >> "$doc"
-fi
+put_table "$doc" charlm-table "charlm: a small GPT, Ember vs PyTorch and libtorch" "$table"

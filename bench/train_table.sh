@@ -22,19 +22,10 @@ data=/usr/share/datasets/fashion-mnist
 have_torch=1
 [ -x "$tbin" ] || have_torch=0
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+source "$(dirname "$0")/table_lib.sh"  # median, pin, allocs, machine_vars, put_table
 all=$(nproc)  # the cores this process may use (its affinity mask)
 # One-thread runs of both frameworks are pinned to the same core: on a shared VM the cores need not be equally
 # fast, and an unpinned pair may land on different ones.
-pin=()
-command -v taskset > /dev/null && pin=(taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')")
-
-allocs=("")
-tuned="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
-allocs+=("$tuned")
-for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
-  [ -e "$lib" ] && allocs+=("LD_PRELOAD=$lib")
-done
 
 # run BINARY THREADS ENV... -- ARGS...: prints "rate rss"
 run() {
@@ -114,9 +105,7 @@ for cfg in mlp-b64 mlp-b256 mlp-big cnn-b64 cnn-bn-b64; do
   done
 done
 
-cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-isa=$(grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|amx_tile|amx_bf16|avx512_fp16)$' | xargs)
-family=$(grep -m1 "cpu family" /proc/cpuinfo | cut -d: -f2 | xargs); model=$(grep -m1 "^model\s" /proc/cpuinfo | cut -d: -f2 | xargs)
+machine_vars
 torch_v=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo "not installed")
 ember_isa=$("$bin" --isa 2>/dev/null || echo "?")
 table="<!-- train-table:begin -->
@@ -132,15 +121,5 @@ in MiB of the whole process.
 ${rows}
 libtorch's settings (the fastest of the allocator x OpenBLAS threads x OpenMP waiting combinations, per row):
 ${settings}<!-- train-table:end -->"
-if grep -q "train-table:begin" "$doc"; then
-  python3 - "$doc" "$table" <<'PY'
-import re, sys
-p, table = sys.argv[1], sys.argv[2]
-s = open(p).read()
-s = re.sub(r"<!-- train-table:begin -->.*?<!-- train-table:end -->", lambda m: table, s, flags=re.S)
-open(p, "w").write(s)
-PY
-else
-  printf '\n## Training throughput against libtorch (bench/bench_train.cpp, bench/train_table.sh)\n\n%s\n' "$table" >> "$doc"
-fi
+put_table "$doc" train-table "Training throughput against libtorch (bench/bench_train.cpp, bench/train_table.sh)" "$table"
 echo "train_table: wrote the table into $doc"

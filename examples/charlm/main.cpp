@@ -6,7 +6,6 @@
 // fixed windows of the held-out 10%, printed beside the corpus's unigram entropy (what a model that ignores
 // context reaches). Learning rate: linear warmup, then cosine decay to a tenth.
 #include <ember/ember.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/progress.h"
 #include "gpt.h"
 
 using namespace ember;
@@ -208,12 +208,6 @@ std::string generate(charlm::GPT& model, const Vocab& vocab, const std::string& 
   return out;
 }
 
-std::string hms(double s) {
-  char buf[32];
-  const int t = static_cast<int>(s + 0.5);
-  std::snprintf(buf, sizeof buf, "%02d:%02d", t / 60, t % 60);
-  return buf;
-}
 
 }  // namespace
 
@@ -260,7 +254,8 @@ int main(int argc, char** argv) {
               << args.context << " tokens, AdamW lr " << args.lr << (args.checkpoint ? ", activation checkpointing" : "")
               << "\n";
 
-    const bool tty = ::isatty(STDOUT_FILENO);
+    const examples::ProgressBar bar(5);
+    const bool tty = bar.tty();
     std::uniform_int_distribution<int64_t> start_of(0, static_cast<int64_t>(train.size()) - args.context - 1);
     double val_loss = 0;
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
@@ -278,17 +273,10 @@ int main(int argc, char** argv) {
         sched.step();
         running_sum = running_sum + loss.detach();
         // the loss is read back only when printed (reading it each step would make the host wait for a GPU)
-        const bool last = step == args.steps;
-        if ((tty && (step % 5 == 0 || last)) || (!tty && (step % std::max(1, args.steps / 4) == 0 || last))) {
+        if (bar.due(step, args.steps)) {
           const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
           const double tokens = static_cast<double>(step) * static_cast<double>(args.batch_size * args.context);
-          const int width = 30, filled = width * step / args.steps;
-          std::printf("%sepoch %d [%s%s] %d/%d  loss %.4f  %.0f tokens/s  ETA %s%s", tty ? "\r" : "", epoch,
-                      std::string(static_cast<size_t>(filled), '=').c_str(),
-                      std::string(static_cast<size_t>(width - filled), ' ').c_str(), step, args.steps,
-                      running_sum.cpu().item<float>() / step, tokens / secs,
-                      hms(secs / step * (args.steps - step)).c_str(), tty ? "" : "\n");
-          std::fflush(stdout);
+          bar.draw(epoch, step, args.steps, running_sum.cpu().item<float>() / step, tokens / secs, "tokens", secs);
         }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -3,13 +3,14 @@
 //               --save model.safetensors --data /usr/share/datasets/fashion-mnist --workers 1 --seed 0
 // Device-agnostic: one Device is picked once and the model and every batch are moved with .to(dev).
 #include <ember/ember.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <string>
+
+#include "../common/progress.h"
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
@@ -72,12 +73,6 @@ nn::Chain make_model(const std::string& kind) {
                    nn::Dense(128, 10)};
 }
 
-std::string hms(double s) {
-  char buf[32];
-  const int t = static_cast<int>(s + 0.5);
-  std::snprintf(buf, sizeof buf, "%02d:%02d", t / 60, t % 60);
-  return buf;
-}
 
 // Accuracy on a dataset held as whole tensors, in batches, without recording a graph.
 double accuracy(nn::Module& model, const Tensor& images, const Tensor& labels, Device dev) {
@@ -121,7 +116,8 @@ int main(int argc, char** argv) {
               << args.model << " on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size
               << ", Adam lr " << args.lr << ", " << train.size() << " training images\n";
 
-    const bool tty = ::isatty(STDOUT_FILENO);
+    const examples::ProgressBar bar;  // redrawn in place on a terminal, every 25% in a log
+    const bool tty = bar.tty();
     const int64_t nb = static_cast<int64_t>(loader.size());
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       auto t0 = Clock::now();
@@ -138,18 +134,11 @@ int main(int argc, char** argv) {
         running_sum = running_sum + loss.detach();
         ++done;
         seen += x.size(0);
-        // A live progress bar: redrawn in place on a terminal, every 25% in a log.
-        const bool last = done == nb;
-        if ((tty && (done % 10 == 0 || last)) || (!tty && (done % std::max<int64_t>(1, nb / 4) == 0 || last))) {
+        if (bar.due(done, nb)) {
           running = running_sum.cpu().item<float>();
           const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-          const int width = 30, filled = static_cast<int>(width * done / nb);
-          std::printf("%sepoch %d [%s%s] %lld/%lld  %.0f samples/s  loss %.4f  ETA %s%s", tty ? "\r" : "", epoch,
-                      std::string(static_cast<size_t>(filled), '=').c_str(),
-                      std::string(static_cast<size_t>(width - filled), ' ').c_str(), static_cast<long long>(done),
-                      static_cast<long long>(nb), seen / secs, running / static_cast<double>(done),
-                      hms(secs / static_cast<double>(done) * static_cast<double>(nb - done)).c_str(), tty ? "" : "\n");
-          std::fflush(stdout);
+          bar.draw(epoch, done, nb, running / static_cast<double>(done), static_cast<double>(seen) / secs, "samples",
+                   secs);
         }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
