@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
@@ -37,7 +38,14 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& opts) {
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const SdpaOptions& opts_in) {
+  // Autocast: q, k, v (and an additive mask) in the low dtype; the kernel keeps its softmax in float32.
+  const Tensor q = amp::lower(q_in), k = amp::lower(k_in), v = amp::lower(v_in);
+  SdpaOptions opts = opts_in;
+  if (opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.dtype() != q.dtype() &&
+      is_floating(opts.mask.dtype()) && q.dtype() != q_in.dtype())
+    opts.mask = opts.mask.to(q.dtype());
   EMBER_CHECK_VALUE(opts.dropout_p >= 0 && opts.dropout_p < 1, kOp, ": dropout_p must be in [0, 1), got ",
                     opts.dropout_p);
   EMBER_CHECK_VALUE(!(opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.requires_grad()), kOp,

@@ -7,6 +7,7 @@
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/core/factory.h"
+#include "ember/autograd/amp.h"
 #include "ember/core/generator.h"
 #include "ember/core/raw_ops.h"
 
@@ -15,6 +16,7 @@ namespace ember::autograd {
 Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   if (!needs_grad(inputs)) return fn(inputs);
   const PhiloxState rng = current_generator().state();  // the stream fn draws from
+  const amp::AutocastSnapshot autocast = amp::autocast_snapshot();  // the rerun casts as this run does
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -29,7 +31,7 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     saved.emplace_back(t);
     wants.push_back(t.defined() && t.requires_grad());
   }
-  record("checkpoint", inputs, {out}, [fn, saved, wants, rng](const Grads& g) -> Grads {
+  record("checkpoint", inputs, {out}, [fn, saved, wants, rng, autocast](const Grads& g) -> Grads {
     std::vector<Tensor> xs;
     for (size_t i = 0; i < saved.size(); ++i) {
       Tensor x = saved[i].get("checkpoint");
@@ -45,6 +47,7 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
       Generator replay;
       replay.set_state(rng);
       GeneratorScope use(replay);
+      amp::AutocastRestore same_autocast(autocast);
       y = fn(xs);
     }
     // backward() rather than grad(): tensors fn captured instead of taking as inputs (a module's parameters)

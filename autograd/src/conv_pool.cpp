@@ -1,5 +1,6 @@
 // defines: the public conv2d, max_pool2d and avg_pool2d of ops.h, recording their backward when an input
 // requires grad, and adaptive_avg_pool2d (a composite of two matmuls).
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
 #include "grad_utils.h"
@@ -7,7 +8,9 @@
 namespace ember {
 
 // --- convolution family
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> s, std::vector<int64_t> p) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::vector<int64_t> s,
+              std::vector<int64_t> p) {
+  const Tensor x = amp::lower(x_in), w = amp::lower(w_in), b = amp::lower(b_in);  // autocast
   Tensor y = raw::conv2d(x, w, b, s, p);
   if (!needs_grad({&x, &w, &b})) return y;
   const bool nx = x.requires_grad(), nw = w.requires_grad(), nb = b.defined() && b.requires_grad();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
@@ -153,9 +154,11 @@ Labelled contract(Labelled a, Labelled b, const std::vector<int>& keep) {
 
 }  // namespace
 
-Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
-  EMBER_CHECK_VALUE(!operands.empty(), "einsum: expected at least one operand for \"", equation, "\"");
-  for (const Tensor& t : operands) autograd::check_defined("einsum", t, "operands[i]");
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  EMBER_CHECK_VALUE(!operands_in.empty(), "einsum: expected at least one operand for \"", equation, "\"");
+  for (const Tensor& t : operands_in) autograd::check_defined("einsum", t, "operands[i]");
+  std::vector<Tensor> operands;  // autocast: the products in float16 / bfloat16
+  for (const Tensor& t : operands_in) operands.push_back(amp::lower(t));
   std::string eq;
   for (char c : equation)
     if (c != ' ') eq += c;

@@ -1,5 +1,6 @@
 // defines: the public elementwise ops of ops.h (arithmetic, comparisons, where, activations) on top of
 // ember::raw, each recording its backward when an input requires grad.
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 
 #include <cmath>
@@ -130,8 +131,9 @@ Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Add, a
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, a, b); }
-Tensor pow(const Tensor& a, Scalar e) { return scalar_op(BinaryOp::Pow, a, e, false); }
+// pow, exp, log, log1p and softplus are autocast "float32" ops (amp.h): 16-bit inputs computed in float32.
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Pow, amp::fp32(a), amp::fp32(b)); }
+Tensor pow(const Tensor& a, Scalar e) { return scalar_op(BinaryOp::Pow, amp::fp32(a), e, false); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Minimum, a, b); }
 
@@ -191,13 +193,13 @@ Tensor sqrt(const Tensor& x) {
   return unary_op(UnaryOp::Sqrt, "sqrt", x, false, true, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
 }
 Tensor exp(const Tensor& x) {
-  return unary_op(UnaryOp::Exp, "exp", x, false, true, [](const Tensor&, const Tensor& y) { return y; });
+  return unary_op(UnaryOp::Exp, "exp", amp::fp32(x), false, true, [](const Tensor&, const Tensor& y) { return y; });
 }
 Tensor log(const Tensor& x) {
-  return unary_op(UnaryOp::Log, "log", x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
+  return unary_op(UnaryOp::Log, "log", amp::fp32(x), true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
 }
 Tensor log1p(const Tensor& x) {
-  return unary_op(UnaryOp::Log1p, "log1p", x, true, false,
+  return unary_op(UnaryOp::Log1p, "log1p", amp::fp32(x), true, false,
                   [](const Tensor& xv, const Tensor&) { return 1 / (1 + xv); });
 }
 Tensor sin(const Tensor& x) {
@@ -235,7 +237,7 @@ Tensor gelu(const Tensor& x) {
                   [](const Tensor& xv, const Tensor&) { return raw::unary(UnaryOp::GeluGrad, xv); });
 }
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
-  return unary_op(UnaryOp::Softplus, "softplus", x, true, false, [](const Tensor& xv, const Tensor&) {
+  return unary_op(UnaryOp::Softplus, "softplus", amp::fp32(x), true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
     return where(gt(xv, 20.0), one, sigmoid(xv));
   });

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/hooks.h"
 #include "ember/autograd/node.h"
@@ -68,6 +69,9 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
     ~RestoreMode() { GradMode::set_enabled(prev); }
   } restore_mode{prev_mode};
   CreateGraphScope create_scope(create_graph);
+  // Backward ops take the dtypes their forward chose; autocast would cast gradients again (PyTorch's engine too
+  // runs backward without autocast).
+  amp::AutocastSuspend no_autocast;
   if (create_graph) retain_graph = true;  // the new graph refers to this one's nodes and saved tensors
   // Sums of gradients: recorded (differentiable) in a create_graph pass, in place of a raw add otherwise.
   auto sum = [create_graph](const Tensor& a, const Tensor& b) {

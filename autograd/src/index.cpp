@@ -1,5 +1,6 @@
 // defines: the public cat, stack, index_select, gather, scatter_add and masked_fill of ops.h, recording their
 // backward when an input requires grad (gather, scatter_add and masked_fill are composites).
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
@@ -114,7 +115,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return index_select(x.reshape({-1}), 0, pos).reshape(index.shape());
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index, const Tensor& src_in) {
+  // Autocast promotes x and src to the wider of their float dtypes (as PyTorch's autocast "promote" list).
+  const std::vector<Tensor> xs = amp::promote({x_in, src_in});
+  const Tensor &x = xs[0], &src = xs[1];
   const int64_t d = check_index("scatter_add", x, dim, index);
   autograd::check_defined("scatter_add", src, "src");
   EMBER_CHECK_DTYPE(src.dtype() == x.dtype(), "scatter_add: src must have the input's dtype, got ", src.dtype(),

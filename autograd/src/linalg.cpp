@@ -1,11 +1,13 @@
 // defines: the public matmul and linear of ops.h, recording their backward when an input requires grad.
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 // --- linear algebra
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = amp::lower(a_in), b = amp::lower(b_in);  // autocast: the product in float16 / bfloat16
   Tensor y = raw::matmul(a, b);
   if (!needs_grad({&a, &b})) return y;
   InputInfo ia(a), ib(b);
@@ -37,7 +39,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const Tensor x = amp::lower(x_in), w = amp::lower(w_in), b = amp::lower(b_in);
   Tensor y = raw::linear(x, w, b);
   if (!needs_grad({&x, &w, &b})) return y;
   InputInfo ix(x), iw(w);

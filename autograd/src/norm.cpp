@@ -1,12 +1,14 @@
 // defines: the public batch_norm of ops.h: the fused raw op (core/src/norm.cpp) with one backward node whose
 // gradients come from two passes over the data (PyTorch's formulas).
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
 namespace ember {
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  const Tensor x = amp::fp32(x_in);  // autocast: normalisation in float32
   raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
   if (!needs_grad({&x, &weight, &bias})) return r.y;
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
@@ -19,6 +21,31 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
            return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
          });
   return r.y;
+}
+
+// A composite over the last normalized_shape.size() dims (mean and biased variance), differentiable twice and
+// on every device; an autocast "float32" op. 16-bit inputs compute in float32 and round once (composite_input).
+Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const Tensor x_in = amp::fp32(x_arg);
+  autograd::check_defined("layer_norm", x_in, "x");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  EMBER_CHECK_SHAPE(
+      k >= 1 && x_in.dim() >= k && Shape(x_in.shape().end() - k, x_in.shape().end()) == Shape(normalized_shape),
+      "layer_norm: input ", x_in.dtype(), x_in.shape(), " does not end in normalized_shape ", Shape(normalized_shape));
+  for (const Tensor* t : {&weight, &bias})
+    EMBER_CHECK_SHAPE(!t->defined() || t->shape() == Shape(normalized_shape),
+                      "layer_norm: ", t == &weight ? "weight " : "bias ", t->shape(), " must have normalized_shape ",
+                      Shape(normalized_shape));
+  EMBER_CHECK_VALUE(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  const Tensor x = autograd::composite_input("layer_norm", x_in);
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor mu = mean(x, dims, true);
+  Tensor y = (x - mu) / sqrt(var(x, dims, true, 0) + eps);
+  if (weight.defined()) y = y * amp::fp32(weight);
+  if (bias.defined()) y = y + amp::fp32(bias);
+  return autograd::composite_result(y, x_in);
 }
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
 
@@ -83,8 +84,9 @@ Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
 }
 }  // namespace
 
-Tensor sum(const Tensor& x) { return sum_impl(x, {}, false, false); }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(x, d, k, false); }
+// sum, cumsum, logsumexp, norm, softmax and log_softmax are autocast "float32" ops (amp.h).
+Tensor sum(const Tensor& x) { return sum_impl(amp::fp32(x), {}, false, false); }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(amp::fp32(x), d, k, false); }
 Tensor mean(const Tensor& x) { return sum_impl(x, {}, false, true); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(x, d, k, true); }
 Tensor max(const Tensor& x) { return extremum(x, {}, false, true); }
@@ -109,7 +111,8 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int6
 Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k); }
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
 
-Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x_in = amp::fp32(x_arg);
   const Tensor x = autograd::composite_input("logsumexp", x_in);  // integers give float32
   const std::vector<int64_t> d = checked_dims("logsumexp", x, dims);
   // The shift m: the max over dims, a constant to autograd (the result does not depend on it). It is 0 where the
@@ -130,7 +133,8 @@ Tensor logsumexp(const Tensor& x_in, const std::vector<int64_t>& dims, bool keep
   return autograd::composite_result(log(s) + (keepdim ? m : m.reshape(s.shape())), x_in);
 }
 
-Tensor norm(const Tensor& x_in, double p, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor norm(const Tensor& x_arg, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  const Tensor x_in = amp::fp32(x_arg);
   autograd::check_defined("norm", x_in, "x");
   EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "norm: expected a floating-point tensor, got ", x_in.dtype(),
                     x_in.shape(), " (convert with .to(kFloat32))");
@@ -164,10 +168,11 @@ Tensor cumsum_dir(const Tensor& x, int64_t dim, bool reverse) {
 }
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(x, dim, false); }
+Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(amp::fp32(x), dim, false); }
 
 // --- softmax family
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = amp::fp32(x_in);
   Tensor y = raw::softmax(x, dim);
   if (!needs_grad({&x})) return y;
   const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), "softmax");
@@ -178,7 +183,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   });
   return y;
 }
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = amp::fp32(x_in);
   Tensor y = raw::log_softmax(x, dim);
   if (!needs_grad({&x})) return y;
   const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), "log_softmax");

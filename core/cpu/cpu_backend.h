@@ -105,6 +105,7 @@ class CpuBackend final : public Backend {
                                  int64_t count) override;
   void sgd_step(const SgdStepArgs& a) override;  // optim.cpp
   void adam_step(const AdamStepArgs& a) override;
+  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) override;
 };
 
 // This variant's one instance (backend.cpp).

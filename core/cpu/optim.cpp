@@ -3,7 +3,10 @@
 // (llm.c's gpt2_update), so a step is one sweep over memory instead of the ~10 an op-by-op update makes.
 // The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, single-tensor path; written out in
 // ember/internal/scalar_math.h), computed in the param's dtype.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -66,6 +69,70 @@ void adam_kernel(const AdamStepArgs& a) {
   });
 }
 
+// A float16 / bfloat16 parameter with float32 state (mixed precision, amp.h): each thread widens 256 elements of
+// p and g at a time to float32, runs the float32 loop above on them and its slice of the state, and rounds p back.
+constexpr int64_t kWiden = 256;
+template <class P, class Run>
+void widened(const Tensor& param, const Tensor& grad, Run&& run) {
+  P* p = static_cast<P*>(param.data_ptr());
+  const P* gp = static_cast<const P*>(grad.data_ptr());
+  parallel_for(0, param.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+    float pf[kWiden], gf[kWiden];
+    for (int64_t i0 = begin; i0 < end; i0 += kWiden) {
+      const int64_t len = std::min(kWiden, end - i0);
+      for (int64_t k = 0; k < len; ++k) {
+        pf[k] = scalar::ReducedFloat<P>::to_float(p[i0 + k]);
+        gf[k] = scalar::ReducedFloat<P>::to_float(gp[i0 + k]);
+      }
+      run(pf, gf, i0, len);
+      for (int64_t k = 0; k < len; ++k) p[i0 + k] = scalar::ReducedFloat<P>::from_float(pf[k]);
+    }
+  });
+}
+
+template <class P>
+void sgd_kernel_reduced(const SgdStepArgs& a) {
+  float* buf = a.momentum_buf.defined() ? static_cast<float*>(a.momentum_buf.data_ptr()) : nullptr;
+  const scalar::SgdCoeffs<float> c = scalar::sgd_coeffs<float>(a.hyper);
+  const bool use_wd = a.hyper.weight_decay != 0;
+  widened<P>(a.param, a.grad, [&](float* p, const float* g, int64_t at, int64_t n) {
+    float* b = buf ? buf + at : nullptr;
+    if (use_wd && b) sgd_range<float, true, true>(p, g, b, n, c);
+    else if (use_wd) sgd_range<float, true, false>(p, g, b, n, c);
+    else if (b) sgd_range<float, false, true>(p, g, b, n, c);
+    else sgd_range<float, false, false>(p, g, b, n, c);
+  });
+}
+
+template <class P>
+void adam_kernel_reduced(const AdamStepArgs& a) {
+  float* m = static_cast<float*>(a.exp_avg.data_ptr());
+  float* v = static_cast<float*>(a.exp_avg_sq.data_ptr());
+  const scalar::AdamCoeffs<float> c = scalar::adam_coeffs<float>(a.hyper);
+  widened<P>(a.param, a.grad, [&](float* p, const float* g, int64_t at, int64_t n) {
+    if (c.l2) adam_range<float, true, false>(p, g, m + at, v + at, n, c);
+    else if (c.decay) adam_range<float, false, true>(p, g, m + at, v + at, n, c);
+    else adam_range<float, false, false>(p, g, m + at, v + at, n, c);
+  });
+}
+
+// x *= inv_scale over one tensor, counting the elements that were inf or NaN (|x| <= max is false for both;
+// a compare the compiler vectorises, where a branch on std::isfinite would not).
+template <class T, class C>
+[[gnu::noinline]] int64_t unscale_range(T* __restrict x, int64_t n, const C inv) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    C v;
+    if constexpr (is_reduced_v<T>) v = scalar::ReducedFloat<T>::to_float(x[i]);
+    else v = x[i];
+    bad += !(std::fabs(v) <= std::numeric_limits<C>::max());
+    v *= inv;
+    if constexpr (is_reduced_v<T>) x[i] = scalar::ReducedFloat<T>::from_float(v);
+    else x[i] = v;
+  }
+  return bad;
+}
+
 void check_contiguous(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     EMBER_INTERNAL_ASSERT(!t->defined() || t->is_contiguous(), op, " takes contiguous tensors");
@@ -75,12 +142,47 @@ void check_contiguous(const char* op, std::initializer_list<const Tensor*> ts) {
 
 void CpuBackend::sgd_step(const SgdStepArgs& a) {
   check_contiguous("sgd_step", {&a.param, &a.grad, &a.momentum_buf});
+  if (a.param.dtype() == kFloat16) return sgd_kernel_reduced<Half>(a);
+  if (a.param.dtype() == kBFloat16) return sgd_kernel_reduced<BFloat16>(a);
   visit_float("sgd_step", a.param.dtype(), [&]<class T>() { sgd_kernel<T>(a); });
 }
 
 void CpuBackend::adam_step(const AdamStepArgs& a) {
   check_contiguous("adam_step", {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq});
+  if (a.param.dtype() == kFloat16) return adam_kernel_reduced<Half>(a);
+  if (a.param.dtype() == kBFloat16) return adam_kernel_reduced<BFloat16>(a);
   visit_float("adam_step", a.param.dtype(), [&]<class T>() { adam_kernel<T>(a); });
+}
+
+void CpuBackend::amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) {
+  std::atomic<int64_t> bad{0};
+  for (const Tensor& g : grads) {
+    check_contiguous("amp_unscale", {&g});
+    auto run = [&]<class T, class C>() {
+      T* x = static_cast<T*>(g.data_ptr());
+      parallel_for(0, g.numel(), kOptimGrain, [&](int64_t begin, int64_t end) {
+        if (const int64_t b = unscale_range<T, C>(x + begin, end - begin, static_cast<C>(inv_scale)))
+          bad.fetch_add(b, std::memory_order_relaxed);
+      });
+    };
+    switch (g.dtype()) {
+      case kFloat32:
+        run.template operator()<float, float>();
+        break;
+      case kFloat64:
+        run.template operator()<double, double>();
+        break;
+      case kFloat16:
+        run.template operator()<Half, float>();
+        break;
+      case kBFloat16:
+        run.template operator()<BFloat16, float>();
+        break;
+      default:
+        throw InternalError(detail::str("amp_unscale: a gradient of dtype ", g.dtype()));
+    }
+  }
+  if (bad.load() > 0) *static_cast<float*>(found_inf.data_ptr()) = 1.0f;
 }
 
 }  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

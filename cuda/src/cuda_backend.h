@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
                                  int64_t count) override;
   void sgd_step(const SgdStepArgs& a) override;
   void adam_step(const AdamStepArgs& a) override;
+  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) override;
 
  private:
   int device_;

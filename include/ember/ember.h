@@ -5,6 +5,7 @@
 //   auto w = ember::randn({128, 784});
 //   auto y = ember::relu(ember::linear(x, w));
 #pragma once
+#include "ember/autograd/amp.h"
 #include "ember/autograd/anomaly.h"
 #include "ember/autograd/checkpoint.h"
 #include "ember/autograd/engine.h"
@@ -51,6 +52,7 @@
 #include "ember/nn/serialize.h"
 #include "ember/nn/transformer.h"
 #include "ember/optim/adam.h"
+#include "ember/optim/grad_scaler.h"
 #include "ember/optim/lr_scheduler.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/sgd.h"

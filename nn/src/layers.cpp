@@ -187,9 +187,7 @@ LayerNorm::LayerNorm(int64_t n, LayerNormOptions opts) : n_(n), opts_(opts) {
 Tensor LayerNorm::forward(const Tensor& x) {
   EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm(", n_, "): expected last dim ", n_, ", got ",
                     x.shape());
-  Tensor mu = mean(x, {-1}, true);
-  Tensor y = (x - mu) / sqrt(ember::var(x, {-1}, true, 0) + opts_.eps);
-  return opts_.affine ? y * weight_ + bias_ : y;
+  return opts_.affine ? layer_norm(x, {n_}, weight_, bias_, opts_.eps) : layer_norm(x, {n_}, {}, {}, opts_.eps);
 }
 std::string LayerNorm::repr() const { return detail::str("LayerNorm(", n_, ")"); }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/autograd/ops.h"
@@ -71,7 +72,9 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
   return raw::cast(raw::binary(BinaryOp::Eq, raw::unsqueeze(labels, 1), raw::unsqueeze(classes, 0)), kFloat32);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
+  // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32.
+  const Tensor logits = amp::fp32(logits_in);
   check_logits("cross_entropy", logits);
   EMBER_CHECK(targets.defined(), Error, "cross_entropy: targets are undefined");
   EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32,
@@ -94,7 +97,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                             raw::cast(onehotbatch(targets, logits.size(1)), logits.dtype()));
 }
 
-Tensor logitcrossentropy(const Tensor& logits, const Tensor& targets) {
+Tensor logitcrossentropy(const Tensor& logits_in, const Tensor& targets_in) {
+  const Tensor logits = amp::fp32(logits_in), targets = amp::fp32(targets_in);
   check_logits("logitcrossentropy", logits);
   EMBER_CHECK(targets.defined(), Error, "logitcrossentropy: targets are undefined");
   EMBER_CHECK_SHAPE(targets.shape() == logits.shape(), "logitcrossentropy: logits ", logits.shape(), " and targets ",
@@ -175,14 +179,16 @@ TargetTerms nll_terms(const char* op, const Tensor& lp, const Tensor& targets, i
 }
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& opts) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const NllLossOptions& opts) {
+  const Tensor log_probs = amp::fp32(log_probs_in);
   const TargetTerms terms = nll_terms("nll_loss", log_probs, targets, opts.ignore_index, opts.weight);
   return reduce(terms.loss, opts.reduction, terms.weight);
 }
 
 // PyTorch's (1.13) label smoothing: (1 - s) nll + s / C * smooth, where smooth is -sum over the classes of
 // weight[c] * log_probs[c] (0 for an ignored target), reduced as nll is (the mean divides by the same weights).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& opts) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& opts) {
+  const Tensor logits = amp::fp32(logits_in);
   EMBER_CHECK(logits.defined(), Error, "cross_entropy: logits are undefined");
   EMBER_CHECK_DTYPE(is_floating(logits.dtype()), "cross_entropy: logits must be floating point, got ", desc(logits));
   EMBER_CHECK_SHAPE(logits.dim() >= 1, "cross_entropy: expected logits [N, C, ...] or [C], got a 0-dim ", desc(logits));
@@ -204,17 +210,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   return nll * (1 - s) + reduce(smooth, opts.reduction, terms.weight) * (s / static_cast<double>(lp.size(cdim)));
 }
 
-Tensor mse_loss(const Tensor& pred, const Tensor& target, const LossOptions& opts) {
+Tensor mse_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
+  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
   check_pair("mse_loss", pred, target);
   return reduce(square(pred - target), opts.reduction);
 }
 
-Tensor l1_loss(const Tensor& pred, const Tensor& target, const LossOptions& opts) {
+Tensor l1_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
+  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
   check_pair("l1_loss", pred, target);
   return reduce(abs(pred - target), opts.reduction);  // the gradient at pred == target is 0, as PyTorch's
 }
 
-Tensor huber_loss(const Tensor& pred, const Tensor& target, const HuberLossOptions& opts) {
+Tensor huber_loss(const Tensor& pred_in, const Tensor& target_in, const HuberLossOptions& opts) {
+  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
   check_pair("huber_loss", pred, target);
   const double delta = opts.delta;
   EMBER_CHECK_VALUE(delta > 0, "huber_loss: delta must be positive, got ", delta);
@@ -222,7 +231,8 @@ Tensor huber_loss(const Tensor& pred, const Tensor& target, const HuberLossOptio
   return reduce(where(lt(ad, delta), square(d) * 0.5, (ad - 0.5 * delta) * delta), opts.reduction);
 }
 
-Tensor smooth_l1_loss(const Tensor& pred, const Tensor& target, const SmoothL1LossOptions& opts) {
+Tensor smooth_l1_loss(const Tensor& pred_in, const Tensor& target_in, const SmoothL1LossOptions& opts) {
+  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
   check_pair("smooth_l1_loss", pred, target);
   const double beta = opts.beta;
   EMBER_CHECK_VALUE(beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
@@ -231,7 +241,8 @@ Tensor smooth_l1_loss(const Tensor& pred, const Tensor& target, const SmoothL1Lo
   return reduce(where(lt(ad, beta), square(d) * (0.5 / beta), ad - 0.5 * beta), opts.reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& t) {
+Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) {
+  const Tensor x = amp::fp32(x_in), t = amp::fp32(t_in);
   EMBER_CHECK(x.defined() && t.defined(), Error, "binary_cross_entropy_with_logits: undefined argument");
   EMBER_CHECK_SHAPE(x.shape() == t.shape(), "binary_cross_entropy_with_logits: logits ", x.shape(), " and targets ",
                     t.shape(), " must have the same shape");

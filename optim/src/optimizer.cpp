@@ -162,7 +162,7 @@ void Optimizer::zero_grad() {
 }
 
 Tensor Optimizer::zeros_like_param(const Tensor& param) {
-  return zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
+  return zeros(param.shape(), {.dtype = state_dtype(param.dtype()), .device = param.device()});
 }
 
 void Optimizer::update_each(const std::function<void(size_t, const Tensor&, const Tensor&, ParamState&)>& update) {
@@ -174,15 +174,15 @@ void Optimizer::update_each(const std::function<void(size_t, const Tensor&, cons
     if (!p.requires_grad()) continue;
     const Tensor grad = p.grad();
     if (!grad.defined()) continue;
-    EMBER_CHECK_DTYPE(p.dtype() == kFloat32 || p.dtype() == kFloat64, name_, ": parameter ", i, " has dtype ",
-                      p.dtype(), "; the optimisers update float32 and float64 parameters");
+    EMBER_CHECK_DTYPE(is_floating(p.dtype()), name_, ": parameter ", i, " has dtype ", p.dtype(),
+                      "; the optimisers update floating-point parameters");
     EMBER_CHECK_SHAPE(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
                       ": parameter ", i, " is ", p.dtype(), p.shape(), " on ", p.device(), " but its grad is ",
                       grad.dtype(), grad.shape(), " on ", grad.device());
     ParamState& s = state_[i];
     for (Tensor& b : s.buffers) {
-      EMBER_CHECK(b.dtype() == p.dtype() && b.shape() == p.shape(), Error, name_, ": parameter ", i, " is now ",
-                  p.dtype(), p.shape(), " but its state is ", b.dtype(), b.shape(),
+      EMBER_CHECK(b.dtype() == state_dtype(p.dtype()) && b.shape() == p.shape(), Error, name_, ": parameter ", i,
+                  " is now ", p.dtype(), p.shape(), " but its state is ", b.dtype(), b.shape(),
                   "; create the optimiser after converting the model");
       // The state lives with its parameter: a model moved to another device after some steps (model.to)
       // takes its optimiser state along at the next step.
@@ -311,10 +311,11 @@ void Optimizer::load_state_dict(const StateDict& sd) {
           s.step = static_cast<int64_t>(step);
         } else {
           const Tensor& p = params_[i];
-          EMBER_CHECK(t.shape() == p.shape() && t.dtype() == p.dtype(), Error, op, ": entry '", name, "' is ",
-                      t.dtype(), t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape());
+          EMBER_CHECK(t.shape() == p.shape() && t.dtype() == state_dtype(p.dtype()), Error, op, ": entry '", name,
+                      "' is ", t.dtype(), t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape(),
+                      " (its state is ", state_dtype(p.dtype()), ")");
           if (s.buffers.empty()) s.buffers.resize(layout.buffers.size());
-          Tensor buf = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});  // a copy, on the param's device
+          Tensor buf = empty(p.shape(), {.dtype = t.dtype(), .device = p.device()});  // a copy, on the param's device
           raw::copy_(buf, t);
           s.buffers[field - 1] = buf;
         }

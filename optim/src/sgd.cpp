@@ -86,7 +86,8 @@ void SGD::step() {
                             .nesterov = o.nesterov}};
     if (o.momentum != 0) {
       a.hyper.first_step = !s.initialized;
-      if (!s.initialized) s.buffers = {empty(p.shape(), {.dtype = p.dtype(), .device = p.device()})};  // set to g
+      if (!s.initialized)
+        s.buffers = {empty(p.shape(), {.dtype = state_dtype(p.dtype()), .device = p.device()})};  // set to g
       s.initialized = true;
       a.momentum_buf = s.buffers[0];
     }

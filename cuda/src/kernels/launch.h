@@ -134,12 +134,27 @@ void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolSha
 void launch_pool2d_backward(bool max, DType type, void* gx, const void* gy, const void* x, const PoolShape& s,
                             CUstream_st* stream);
 
-// --- optim.cu: one fused update of n contiguous elements (float32 or float64), scalar_math.h's update (the
-// CPU's). momentum_buf may be null (no momentum).
+// --- optim.cu: one fused update of n contiguous elements, scalar_math.h's update (the CPU's): float32 / float64
+// parameters with state of their dtype, float16 / bfloat16 parameters with float32 state. momentum_buf may be
+// null (no momentum).
 void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdParams& a,
                 CUstream_st* stream);
 void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
                  const AdamParams& a, CUstream_st* stream);
+// GradScaler's unscale of up to kUnscaleTensors contiguous tensors of one dtype: block b takes elements
+// [block_chunk[b] * kUnscaleChunk, + kUnscaleChunk) of tensor block_tensor[b]; *found_inf = 1 on inf or NaN.
+// (Passed by value as kernel parameters: 4 KiB at most.)
+constexpr int kUnscaleTensors = 48;
+constexpr int kUnscaleBlocks = 256;
+constexpr int64_t kUnscaleChunk = 65536;
+struct UnscaleBatch {
+  void* ptr[kUnscaleTensors];
+  int64_t numel[kUnscaleTensors];
+  unsigned char block_tensor[kUnscaleBlocks];
+  int32_t block_chunk[kUnscaleBlocks];
+};
+void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale,
+                        CUstream_st* stream);
 
 // --- matmul_int.cu: out[b] = a[b] @ b[b] for integer types (wrapping), any strides (cuBLAS has no integer
 // GEMM that matches); sa/sb are {batch, row, col} strides in elements, out is contiguous.

@@ -1,7 +1,8 @@
 // defines: the fused optimiser kernels and launch_sgd / launch_adam (launch.h): one thread per element reads
 // p, g and the state once and writes p and the state (llm.c's adamw kernel). The update of an element is
-// scalar_math.h's (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the parameter's type
-// (float32 or float64).
+// scalar_math.h's (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the state's type: the
+// parameter's for float32 / float64, float32 for float16 / bfloat16 parameters (mixed precision), whose new value
+// is rounded once. And launch_amp_unscale, GradScaler's multi-tensor unscale with the inf/NaN check.
 #include <cmath>
 #include <cstdint>
 
@@ -11,41 +12,83 @@ namespace ember::cuda::kernels {
 namespace {
 
 // One thread per element; the update is scalar::sgd_update / scalar::adam_update (scalar_math.h), the CPU's,
-// with the options as template flags as on the CPU.
-template <class T, bool WD, bool Momentum>
-__global__ void sgd_kernel(T* p, const T* gp, T* buf, int64_t n, scalar::SgdCoeffs<T> c) {
-  EMBER_KERNEL_LOOP(i, n) scalar::sgd_update<T, WD, Momentum>(p[i], gp[i], Momentum ? buf + i : nullptr, c);
+// with the options as template flags as on the CPU. P: the parameter's (and gradient's) type, S: the state's
+// and the arithmetic's.
+template <class P, class S, bool WD, bool Momentum>
+__global__ void sgd_kernel(P* p, const P* gp, S* buf, int64_t n, scalar::SgdCoeffs<S> c) {
+  EMBER_KERNEL_LOOP(i, n) {
+    S pi = scalar::convert<S>(p[i]);
+    scalar::sgd_update<S, WD, Momentum>(pi, scalar::convert<S>(gp[i]), Momentum ? buf + i : nullptr, c);
+    p[i] = scalar::convert<P>(pi);
+  }
 }
 
-template <class T, bool L2, bool Decay>
-__global__ void adam_kernel(T* p, const T* gp, T* m, T* v, int64_t n, scalar::AdamCoeffs<T> c) {
-  EMBER_KERNEL_LOOP(i, n) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
+template <class P, class S, bool L2, bool Decay>
+__global__ void adam_kernel(P* p, const P* gp, S* m, S* v, int64_t n, scalar::AdamCoeffs<S> c) {
+  EMBER_KERNEL_LOOP(i, n) {
+    S pi = scalar::convert<S>(p[i]);
+    scalar::adam_update<S, L2, Decay>(pi, scalar::convert<S>(gp[i]), m[i], v[i], c);
+    p[i] = scalar::convert<P>(pi);
+  }
 }
 
-template <class T>
+template <class P, class S>
 void sgd_typed(void* param, const void* grad, void* buf_in, int64_t n, const SgdParams& a, CUstream_st* stream) {
-  T* p = static_cast<T*>(param);
-  const T* g = static_cast<const T*>(grad);
-  T* buf = static_cast<T*>(buf_in);
-  const scalar::SgdCoeffs<T> c = scalar::sgd_coeffs<T>(a);
+  P* p = static_cast<P*>(param);
+  const P* g = static_cast<const P*>(grad);
+  S* buf = static_cast<S*>(buf_in);
+  const scalar::SgdCoeffs<S> c = scalar::sgd_coeffs<S>(a);
   const unsigned grid = grid_size(n);
-  if (a.weight_decay != 0 && buf) sgd_kernel<T, true, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else if (a.weight_decay != 0) sgd_kernel<T, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else if (buf) sgd_kernel<T, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else sgd_kernel<T, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
+  if (a.weight_decay != 0 && buf) sgd_kernel<P, S, true, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
+  else if (a.weight_decay != 0) sgd_kernel<P, S, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
+  else if (buf) sgd_kernel<P, S, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
+  else sgd_kernel<P, S, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
 }
 
-template <class T>
+template <class P, class S>
 void adam_typed(void* param, const void* grad, void* m, void* v, int64_t n, const AdamParams& a, CUstream_st* stream) {
-  T* p = static_cast<T*>(param);
-  const T* g = static_cast<const T*>(grad);
-  T* mp = static_cast<T*>(m);
-  T* vp = static_cast<T*>(v);
-  const scalar::AdamCoeffs<T> c = scalar::adam_coeffs<T>(a);
+  P* p = static_cast<P*>(param);
+  const P* g = static_cast<const P*>(grad);
+  S* mp = static_cast<S*>(m);
+  S* vp = static_cast<S*>(v);
+  const scalar::AdamCoeffs<S> c = scalar::adam_coeffs<S>(a);
   const unsigned grid = grid_size(n);
-  if (c.l2) adam_kernel<T, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
-  else if (c.decay) adam_kernel<T, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
-  else adam_kernel<T, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
+  if (c.l2) adam_kernel<P, S, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
+  else if (c.decay) adam_kernel<P, S, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
+  else adam_kernel<P, S, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
+}
+
+// --- GradScaler's unscale: x *= inv_scale over a list of tensors of one dtype, setting *found_inf = 1 when any
+// element was inf or NaN. A launch covers up to kUnscaleTensors tensors; its blocks are spread over them in
+// chunks of kUnscaleChunk elements (PyTorch's multi_tensor_apply): the table saying which block takes which
+// chunk of which tensor travels in the kernel's parameters, so small tensors cost no launch of their own.
+template <class T>
+__global__ void unscale_kernel(UnscaleBatch batch, float* found_inf, float inv_scale) {
+  const int t = batch.block_tensor[blockIdx.x];
+  T* x = static_cast<T*>(batch.ptr[t]);
+  const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kUnscaleChunk;
+  const int64_t end = begin + kUnscaleChunk < batch.numel[t] ? begin + kUnscaleChunk : batch.numel[t];
+  bool bad = false;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float v = scalar::convert<float>(x[i]);
+    bad |= !isfinite(v);
+    x[i] = scalar::convert<T>(v * inv_scale);
+  }
+  if (bad) *found_inf = 1.0f;  // every writer writes the same value
+}
+
+// float64 gradients are unscaled in double.
+__global__ void unscale_kernel_f64(UnscaleBatch batch, float* found_inf, double inv_scale) {
+  const int t = batch.block_tensor[blockIdx.x];
+  double* x = static_cast<double*>(batch.ptr[t]);
+  const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kUnscaleChunk;
+  const int64_t end = begin + kUnscaleChunk < batch.numel[t] ? begin + kUnscaleChunk : batch.numel[t];
+  bool bad = false;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    bad |= !isfinite(x[i]);
+    x[i] *= inv_scale;
+  }
+  if (bad) *found_inf = 1.0f;
 }
 
 }  // namespace
@@ -53,16 +96,43 @@ void adam_typed(void* param, const void* grad, void* m, void* v, int64_t n, cons
 void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdParams& a,
                 CUstream_st* stream) {
   if (n == 0) return;
-  if (type == DType::kFloat64) sgd_typed<double>(param, grad, momentum_buf, n, a, stream);
-  else sgd_typed<float>(param, grad, momentum_buf, n, a, stream);
+  switch (type) {
+    case DType::kFloat64: sgd_typed<double, double>(param, grad, momentum_buf, n, a, stream); break;
+    case DType::kFloat16: sgd_typed<__half, float>(param, grad, momentum_buf, n, a, stream); break;
+    case DType::kBFloat16: sgd_typed<__nv_bfloat16, float>(param, grad, momentum_buf, n, a, stream); break;
+    default: sgd_typed<float, float>(param, grad, momentum_buf, n, a, stream);
+  }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
                  const AdamParams& a, CUstream_st* stream) {
   if (n == 0) return;
-  if (type == DType::kFloat64) adam_typed<double>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
-  else adam_typed<float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+  switch (type) {
+    case DType::kFloat64: adam_typed<double, double>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
+    case DType::kFloat16: adam_typed<__half, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
+    case DType::kBFloat16: adam_typed<__nv_bfloat16, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
+    default: adam_typed<float, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+  }
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale,
+                        CUstream_st* stream) {
+  if (blocks == 0) return;
+  switch (type) {
+    case DType::kFloat64:
+      unscale_kernel_f64<<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, inv_scale);
+      break;
+    case DType::kFloat16:
+      unscale_kernel<__half><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+      break;
+    case DType::kBFloat16:
+      unscale_kernel<__nv_bfloat16><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+      break;
+    default:
+      unscale_kernel<float><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+  }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

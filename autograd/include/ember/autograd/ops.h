@@ -105,6 +105,10 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
                   const Tensor& bias = {}, bool training = true, double momentum = 0.1, double eps = 1e-5);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Layer normalisation over the last dims of x (torch.nn.functional.layer_norm): (x - mean) / sqrt(var + eps), with
+// the biased variance, then * weight + bias (each of normalized_shape, optional).
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
 
 // --- attention (autograd/src/attention.cpp; docs/attention.md)
 struct SdpaOptions {

@@ -126,6 +126,11 @@ class Backend {
   // Fused optimiser steps: one pass over the parameter reads grad and state and writes param and state.
   virtual void sgd_step(const SgdStepArgs& a) = 0;
   virtual void adam_step(const AdamStepArgs& a) = 0;
+  // GradScaler's unscale (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every tensor of `grads`
+  // (floating, contiguous, on found_inf's device; float16 / bfloat16 scaled in float32) *= inv_scale in place, and
+  // found_inf (a float32 scalar) is set to 1 when any element is inf or NaN (else left as it is). One pass over
+  // all of them (on CUDA: multi-tensor launches), no host synchronisation.
+  virtual void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) = 0;
 };
 
 // The backend for a device; throws DeviceError when that device type is not built or not available.

@@ -36,6 +36,10 @@ namespace ember::optim {
 // in PyTorch. The groups' other hyperparameters are not saved: they come from the constructor.
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
+// The dtype of an optimiser's state for a parameter of dtype p: float32 for float16 / bfloat16 parameters (a pure
+// low-precision model keeps its moments in float32, as PyTorch's fused optimisers), else p's.
+inline DType state_dtype(DType p) { return is_reduced_float(p) ? kFloat32 : p; }
+
 // One group of parameters and the options that differ from the optimiser's defaults (SGDGroupOptions,
 // AdamGroupOptions): see SGD::ParamGroup, Adam::ParamGroup.
 template <class GroupOptions>
