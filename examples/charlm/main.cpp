@@ -2,6 +2,7 @@
 // generated text:
 //   ember_charlm --epochs 3 --steps 200 --batch-size 32 --context 128 --d 128 --heads 4 --blocks 4 --lr 2e-3
 //                --device cpu|cuda|auto --checkpoint --temperature 0.8 --top-k 20 --sample 400 --data DIR|FILE
+//                --amp none|bf16|f16   (mixed precision: autocast, with a GradScaler for f16; docs/amp.md)
 // Every epoch is `--steps` AdamW steps on random windows of the training text (the first 90%), then the loss on
 // fixed windows of the held-out 10%, printed beside the corpus's unigram entropy (what a model that ignores
 // context reaches). Learning rate: linear warmup, then cosine decay to a tenth.
@@ -28,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string device = "auto", data = "/usr/share/games/fortunes", prompt = "\n", save;
+  std::string device = "auto", data = "/usr/share/games/fortunes", prompt = "\n", save, amp = "none";
   int epochs = 3, steps = 200, threads = 0, sample = 400, top_k = 20;
   int64_t batch_size = 32, context = 128, d = 128, heads = 4, blocks = 4;
   double lr = 2e-3, dropout = 0, temperature = 0.8, weight_decay = 0.1;
@@ -41,7 +42,8 @@ struct Args {
   std::cerr << "ember_charlm: " << why << "\n"
             << "usage: ember_charlm [--epochs N] [--steps N] [--batch-size N] [--context N] [--d N] [--heads N]\n"
             << "                    [--blocks N] [--lr X] [--dropout X] [--weight-decay X] [--device cpu|cuda|auto]\n"
-            << "                    [--threads N] [--checkpoint] [--amp] [--seed N] [--sample N] [--temperature X]\n"
+            << "                    [--threads N] [--checkpoint] [--amp none|bf16|f16] [--seed N] [--sample N] "
+               "[--temperature X]\n"
             << "                    [--top-k N] [--prompt TEXT] [--save PATH] [--data DIR|FILE] [--max-val-ratio X]\n";
   std::exit(2);
 }
@@ -55,11 +57,11 @@ Args parse(int argc, char** argv) {
       a.checkpoint = true;
       continue;
     }
-    if (k == "--amp") usage("--amp needs mixed precision (amp::AutocastGuard), which Ember does not have yet");
     if (i + 1 >= argc) usage("missing value for " + k);
     const std::string v = argv[++i];
     try {
       if (k == "--epochs") a.epochs = std::stoi(v);
+      else if (k == "--amp") a.amp = v;
       else if (k == "--steps") a.steps = std::stoi(v);
       else if (k == "--batch-size") a.batch_size = std::stoll(v);
       else if (k == "--context") a.context = std::stoll(v);
@@ -88,6 +90,7 @@ Args parse(int argc, char** argv) {
     usage("--epochs, --steps, --batch-size, --d, --blocks and --lr must be positive, --context at least 2");
   if (a.d % a.heads != 0) usage("--d must be a multiple of --heads");
   if (!(a.temperature > 0)) usage("--temperature must be positive");
+  if (a.amp != "none" && a.amp != "bf16" && a.amp != "f16") usage("--amp must be none, bf16 or f16");
   return a;
 }
 
@@ -156,13 +159,21 @@ std::pair<Tensor, Tensor> windows(const std::vector<int64_t>& ids, const std::ve
   return {tensor<int64_t>(x, {B, T}), tensor<int64_t>(y, {B, T})};
 }
 
-Tensor lm_loss(charlm::GPT& model, const Tensor& x, const Tensor& y) {
+// --amp: the forward and the loss under autocast in `low` (the weights stay float32).
+struct Precision {
+  bool autocast = false;
+  DType low = kBFloat16;
+};
+
+Tensor lm_loss(charlm::GPT& model, const Tensor& x, const Tensor& y, Precision prec) {
+  amp::AutocastGuard ac(x.device(), prec.low, prec.autocast);
   Tensor logits = model(x);
   return nn::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
 }
 
 // The mean loss over fixed, evenly spaced windows of the validation text.
-double validation_loss(charlm::GPT& model, const std::vector<int64_t>& val, int64_t T, int64_t batch, Device dev) {
+double validation_loss(charlm::GPT& model, const std::vector<int64_t>& val, int64_t T, int64_t batch, Device dev,
+                       Precision prec) {
   NoGradGuard no_grad;
   model.eval();
   const int64_t n_windows = std::min<int64_t>(256, static_cast<int64_t>(val.size()) - T - 1);
@@ -173,7 +184,7 @@ double validation_loss(charlm::GPT& model, const std::vector<int64_t>& val, int6
     for (int64_t w = w0; w < std::min(n_windows, w0 + batch); ++w)
       starts.push_back(w * (static_cast<int64_t>(val.size()) - T - 1) / n_windows);
     auto [x, y] = windows(val, starts, T);
-    total += lm_loss(model, x.to(dev), y.to(dev)).cpu().item<float>();
+    total += lm_loss(model, x.to(dev), y.to(dev), prec).cpu().item<float>();
     ++batches;
   }
   model.train();
@@ -208,7 +219,6 @@ std::string generate(charlm::GPT& model, const Vocab& vocab, const std::string& 
   return out;
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,19 +241,27 @@ int main(int argc, char** argv) {
         val(ids.begin() + static_cast<std::ptrdiff_t>(split), ids.end());
     const double h_unigram = unigram_entropy(train, vocab.size());
 
-    charlm::GPT model({.vocab = vocab.size(), .context = args.context, .d = args.d, .heads = args.heads,
-                       .blocks = args.blocks, .dropout = args.dropout, .checkpoint = args.checkpoint});
+    charlm::GPT model({.vocab = vocab.size(),
+                       .context = args.context,
+                       .d = args.d,
+                       .heads = args.heads,
+                       .blocks = args.blocks,
+                       .dropout = args.dropout,
+                       .checkpoint = args.checkpoint});
     model.to(dev);
     // AdamW with weight decay on the matrices only (not on biases and LayerNorm gains), as GPT-2 / nanoGPT
     std::vector<Tensor> decay, no_decay;
     for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     optim::AdamW opt({{decay, {.weight_decay = args.weight_decay}}, {no_decay, {.weight_decay = 0.0}}},
                      {.lr = args.lr, .beta2 = 0.99});
+    const Precision prec{.autocast = args.amp != "none", .low = args.amp == "f16" ? kFloat16 : kBFloat16};
+    amp::GradScaler scaler({.enabled = args.amp == "f16"});
     const int64_t total_steps = static_cast<int64_t>(args.epochs) * args.steps;
     const int64_t warmup = std::max<int64_t>(1, total_steps / 20);
     optim::LambdaLR sched(opt, [=](int64_t s) {
       if (s < warmup) return static_cast<double>(s + 1) / static_cast<double>(warmup);
-      const double t = static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total_steps - warmup));
+      const double t =
+          static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total_steps - warmup));
       return 0.1 + 0.45 * (1 + std::cos(M_PI * std::min(1.0, t)));
     });
 
@@ -251,8 +269,9 @@ int main(int argc, char** argv) {
               << "corpus " << args.data << ": " << text.size() << " characters, vocabulary " << vocab.size()
               << ", unigram entropy " << h_unigram << " nats (" << h_unigram / std::log(2.0) << " bits) per char\n"
               << "GPT on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size << " x "
-              << args.context << " tokens, AdamW lr " << args.lr << (args.checkpoint ? ", activation checkpointing" : "")
-              << "\n";
+              << args.context << " tokens, AdamW lr " << args.lr
+              << (args.checkpoint ? ", activation checkpointing" : "")
+              << (prec.autocast ? ", autocast " + args.amp : std::string()) << "\n";
 
     const examples::ProgressBar bar(5);
     const bool tty = bar.tty();
@@ -265,11 +284,13 @@ int main(int argc, char** argv) {
         std::vector<int64_t> starts(static_cast<size_t>(args.batch_size));
         for (auto& s : starts) s = start_of(rng);
         auto [x, y] = windows(train, starts, args.context);
-        Tensor loss = lm_loss(model, x.to(dev), y.to(dev));
+        Tensor loss = lm_loss(model, x.to(dev), y.to(dev), prec);
         opt.zero_grad();
-        loss.backward();
+        scaler.scale(loss).backward();
+        scaler.unscale_(opt);  // clipping sees the true gradients
         nn::clip_grad_norm_(model.parameters(), 1.0);
-        opt.step();
+        scaler.step(opt);  // skipped when (f16) a gradient overflowed
+        scaler.update();
         sched.step();
         running_sum = running_sum + loss.detach();
         // the loss is read back only when printed (reading it each step would make the host wait for a GPU)
@@ -280,7 +301,7 @@ int main(int argc, char** argv) {
         }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      val_loss = validation_loss(model, val, args.context, args.batch_size, dev);
+      val_loss = validation_loss(model, val, args.context, args.batch_size, dev, prec);
       std::printf("%sepoch %d: train loss %.4f, val loss %.4f nats (unigram entropy %.4f), %.0f tokens/s\n",
                   tty ? "\n" : "", epoch, running_sum.cpu().item<float>() / args.steps, val_loss, h_unigram,
                   static_cast<double>(args.steps) * static_cast<double>(args.batch_size * args.context) / secs);

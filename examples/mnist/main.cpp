@@ -1,6 +1,7 @@
 // Trains an MLP or the CNN on (Fashion-)MNIST with Adam, as in the README:
 //   ember_mnist --model mlp|cnn --epochs 3 --batch-size 64 --lr 1e-3 --device cpu|cuda|auto --threads N
 //               --save model.safetensors --data /usr/share/datasets/fashion-mnist --workers 1 --seed 0
+//               --amp none|bf16|f16   (mixed precision: autocast, with a GradScaler for f16; docs/amp.md)
 // Device-agnostic: one Device is picked once and the model and every batch are moved with .to(dev).
 #include <ember/ember.h>
 
@@ -18,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string model = "mlp", device = "auto", save, data = "/usr/share/datasets/fashion-mnist";
+  std::string model = "mlp", device = "auto", save, data = "/usr/share/datasets/fashion-mnist", amp = "none";
   int epochs = 3, threads = 0, workers = 1;
   int64_t batch_size = 64;
   double lr = 1e-3;
@@ -28,7 +29,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "ember_mnist: " << why << "\n"
             << "usage: ember_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--device cpu|cuda|auto]\n"
-            << "                   [--threads N] [--workers N] [--seed N] [--save PATH] [--data DIR]\n";
+            << "                   [--threads N] [--workers N] [--seed N] [--save PATH] [--data DIR]\n"
+            << "                   [--amp none|bf16|f16]\n";
   std::exit(2);
 }
 
@@ -50,12 +52,14 @@ Args parse(int argc, char** argv) {
       else if (k == "--seed") a.seed = std::stoull(v);
       else if (k == "--save") a.save = v;
       else if (k == "--data") a.data = v;
+      else if (k == "--amp") a.amp = v;
       else usage("unknown flag " + k);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + k);
     }
   }
   if (a.model != "mlp" && a.model != "cnn") usage("--model must be mlp or cnn");
+  if (a.amp != "none" && a.amp != "bf16" && a.amp != "f16") usage("--amp must be none, bf16 or f16");
   if (a.epochs < 1 || a.batch_size < 1 || !(a.lr > 0)) usage("--epochs, --batch-size and --lr must be positive");
   return a;
 }
@@ -73,10 +77,10 @@ nn::Chain make_model(const std::string& kind) {
                    nn::Dense(128, 10)};
 }
 
-
 // Accuracy on a dataset held as whole tensors, in batches, without recording a graph.
-double accuracy(nn::Module& model, const Tensor& images, const Tensor& labels, Device dev) {
+double accuracy(nn::Module& model, const Tensor& images, const Tensor& labels, Device dev, const Args& args) {
   NoGradGuard no_grad;
+  amp::AutocastGuard ac(dev, args.amp == "f16" ? kFloat16 : kBFloat16, args.amp != "none");
   model.eval();
   int64_t correct = 0;
   const int64_t n = images.size(0);
@@ -104,6 +108,11 @@ int main(int argc, char** argv) {
     nn::Chain model = make_model(args.model);
     model.to(dev);
     optim::Adam opt(model.parameters(), {.lr = args.lr});
+    // Mixed precision: the forward and the loss under autocast (the model's own weights stay float32), and for
+    // float16 a GradScaler, whose scaled loss keeps small gradients from flushing to zero.
+    const bool use_amp = args.amp != "none";
+    const DType low = args.amp == "f16" ? kFloat16 : kBFloat16;
+    amp::GradScaler scaler({.enabled = args.amp == "f16"});
     // On a GPU: batches built in pinned memory and delivered on the device, the next one's copy overlapping
     // this one's compute (see DataLoader).
     data::DataLoader loader(train, {.batch_size = args.batch_size,
@@ -114,7 +123,10 @@ int main(int argc, char** argv) {
                                     .seed = args.seed});
     std::cout << model << "\n"
               << args.model << " on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size
-              << ", Adam lr " << args.lr << ", " << train.size() << " training images\n";
+              << ", Adam lr " << args.lr << ", " << train.size() << " training images"
+              << (use_amp ? ", autocast " + args.amp : std::string()) << "\n";
+    cpu_reset_peak_memory_stats();
+    if (dev.is_cuda()) cuda::reset_peak_memory_stats(dev.index());
 
     const examples::ProgressBar bar;  // redrawn in place on a terminal, every 25% in a log
     const bool tty = bar.tty();
@@ -127,10 +139,15 @@ int main(int argc, char** argv) {
       double running = 0;
       int64_t done = 0, seen = 0;
       for (auto [x, y] : loader) {
-        Tensor loss = nn::cross_entropy(model(x), y);
+        Tensor loss;
+        {
+          amp::AutocastGuard ac(dev, low, use_amp);
+          loss = nn::cross_entropy(model(x), y);
+        }
         opt.zero_grad();
-        loss.backward();
-        opt.step();
+        scaler.scale(loss).backward();
+        scaler.step(opt);  // opt.step(), unless (f16) a gradient overflowed
+        scaler.update();
         running_sum = running_sum + loss.detach();
         ++done;
         seen += x.size(0);
@@ -142,10 +159,17 @@ int main(int argc, char** argv) {
         }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      const double acc = accuracy(model, test.images(), test.labels(), dev);
+      const double acc = accuracy(model, test.images(), test.labels(), dev, args);
       std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "",
                   epoch, running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
     }
+    // Peak memory of training and evaluation (docs/benchmarks.md compares it with and without --amp).
+    if (dev.is_cuda())
+      std::printf("peak memory: %.1f MiB allocated on %s\n",
+                  static_cast<double>(cuda::max_memory_allocated(dev.index())) / 1048576, dev.to_string().c_str());
+    else
+      std::printf("peak memory: %.1f MiB in use by tensors\n",
+                  static_cast<double>(cpu_memory_stats().peak_bytes_in_use) / 1048576);
     if (dev.is_cuda()) std::cout << cuda::memory_summary(dev);
     if (!args.save.empty()) {
       nn::save(model, args.save);
