@@ -80,22 +80,26 @@ bool GradScaler::step(optim::Optimizer& opt) {
   PerOptimizer& st = state_of(opt);
   EMBER_CHECK(st.stage != Stage::kStepped, Error, "GradScaler.step: already called since the last update()");
   if (st.stage == Stage::kReady) unscale_(opt);
-  double found = 0;
-  for (const Tensor& f : st.found_inf) found += f.to_vector<double>()[0];  // the one host read per device
-  const bool stepped = found == 0;
-  if (stepped) opt.step();
+  st.read = any_set(st.found_inf) ? 1 : 0;  // update() reuses it: one host read per device per iteration
+  if (st.read == 0) opt.step();
   st.stage = Stage::kStepped;
-  return stepped;
+  return st.read == 0;
+}
+
+bool GradScaler::any_set(const std::vector<Tensor>& flags) {
+  bool found = false;
+  for (const Tensor& f : flags) found = found || f.to_vector<double>()[0] != 0;
+  return found;
 }
 
 void GradScaler::update() {
   if (!opts_.enabled) return;
   bool any_check = false, found = false;
-  for (const auto& [opt, st] : per_opt_)
-    for (const Tensor& f : st.found_inf) {
-      any_check = true;
-      found = found || f.to_vector<double>()[0] != 0;
-    }
+  for (const auto& [opt, st] : per_opt_) {
+    if (st.found_inf.empty()) continue;
+    any_check = true;
+    found = found || (st.read >= 0 ? st.read == 1 : any_set(st.found_inf));  // unscale_ without step: read now
+  }
   EMBER_CHECK(any_check, Error,
               "GradScaler.update: no inf/NaN checks were recorded since the last update() (call step(opt) or "
               "unscale_(opt) first)");

@@ -62,33 +62,24 @@ void adam_typed(void* param, const void* grad, void* m, void* v, int64_t n, cons
 // element was inf or NaN. A launch covers up to kUnscaleTensors tensors; its blocks are spread over them in
 // chunks of kUnscaleChunk elements (PyTorch's multi_tensor_apply): the table saying which block takes which
 // chunk of which tensor travels in the kernel's parameters, so small tensors cost no launch of their own.
-template <class T>
-__global__ void unscale_kernel(UnscaleBatch batch, float* found_inf, float inv_scale) {
+template <class T, class C>  // C: the arithmetic, double for float64 gradients, else float
+__global__ void unscale_kernel(UnscaleBatch batch, float* found_inf, C inv_scale) {
   const int t = batch.block_tensor[blockIdx.x];
   T* x = static_cast<T*>(batch.ptr[t]);
   const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kUnscaleChunk;
   const int64_t end = begin + kUnscaleChunk < batch.numel[t] ? begin + kUnscaleChunk : batch.numel[t];
   bool bad = false;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float v = scalar::convert<float>(x[i]);
+    const C v = scalar::convert<C>(x[i]);
     bad |= !isfinite(v);
     x[i] = scalar::convert<T>(v * inv_scale);
   }
   if (bad) *found_inf = 1.0f;  // every writer writes the same value
 }
 
-// float64 gradients are unscaled in double.
-__global__ void unscale_kernel_f64(UnscaleBatch batch, float* found_inf, double inv_scale) {
-  const int t = batch.block_tensor[blockIdx.x];
-  double* x = static_cast<double*>(batch.ptr[t]);
-  const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kUnscaleChunk;
-  const int64_t end = begin + kUnscaleChunk < batch.numel[t] ? begin + kUnscaleChunk : batch.numel[t];
-  bool bad = false;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    bad |= !isfinite(x[i]);
-    x[i] *= inv_scale;
-  }
-  if (bad) *found_inf = 1.0f;
+template <class T, class C>
+void unscale_typed(const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale, CUstream_st* stream) {
+  unscale_kernel<T, C><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<C>(inv_scale));
 }
 
 }  // namespace
@@ -97,10 +88,17 @@ void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, i
                 CUstream_st* stream) {
   if (n == 0) return;
   switch (type) {
-    case DType::kFloat64: sgd_typed<double, double>(param, grad, momentum_buf, n, a, stream); break;
-    case DType::kFloat16: sgd_typed<__half, float>(param, grad, momentum_buf, n, a, stream); break;
-    case DType::kBFloat16: sgd_typed<__nv_bfloat16, float>(param, grad, momentum_buf, n, a, stream); break;
-    default: sgd_typed<float, float>(param, grad, momentum_buf, n, a, stream);
+    case DType::kFloat64:
+      sgd_typed<double, double>(param, grad, momentum_buf, n, a, stream);
+      break;
+    case DType::kFloat16:
+      sgd_typed<__half, float>(param, grad, momentum_buf, n, a, stream);
+      break;
+    case DType::kBFloat16:
+      sgd_typed<__nv_bfloat16, float>(param, grad, momentum_buf, n, a, stream);
+      break;
+    default:
+      sgd_typed<float, float>(param, grad, momentum_buf, n, a, stream);
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -109,10 +107,17 @@ void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void*
                  const AdamParams& a, CUstream_st* stream) {
   if (n == 0) return;
   switch (type) {
-    case DType::kFloat64: adam_typed<double, double>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
-    case DType::kFloat16: adam_typed<__half, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
-    case DType::kBFloat16: adam_typed<__nv_bfloat16, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream); break;
-    default: adam_typed<float, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+    case DType::kFloat64:
+      adam_typed<double, double>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+      break;
+    case DType::kFloat16:
+      adam_typed<__half, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+      break;
+    case DType::kBFloat16:
+      adam_typed<__nv_bfloat16, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
+      break;
+    default:
+      adam_typed<float, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -122,16 +127,16 @@ void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float
   if (blocks == 0) return;
   switch (type) {
     case DType::kFloat64:
-      unscale_kernel_f64<<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, inv_scale);
+      unscale_typed<double, double>(batch, blocks, found_inf, inv_scale, stream);
       break;
     case DType::kFloat16:
-      unscale_kernel<__half><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+      unscale_typed<__half, float>(batch, blocks, found_inf, inv_scale, stream);
       break;
     case DType::kBFloat16:
-      unscale_kernel<__nv_bfloat16><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+      unscale_typed<__nv_bfloat16, float>(batch, blocks, found_inf, inv_scale, stream);
       break;
     default:
-      unscale_kernel<float><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<float>(inv_scale));
+      unscale_typed<float, float>(batch, blocks, found_inf, inv_scale, stream);
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -64,7 +64,9 @@ class GradScaler {
   struct PerOptimizer {
     Stage stage = Stage::kReady;
     std::vector<Tensor> found_inf;  // one float32 flag per device of its gradients
+    int read = -1;                  // the flags as step() read them back (1: an inf/NaN), -1: not read yet
   };
+  static bool any_set(const std::vector<Tensor>& flags);  // reads the flags back (a host sync per device)
   PerOptimizer& state_of(optim::Optimizer& opt);
 
   GradScalerOptions opts_;
