@@ -14,6 +14,7 @@
 #include "ember/autograd/node.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::autograd {
@@ -72,6 +73,7 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
   // Backward ops take the dtypes their forward chose; autocast would cast gradients again (PyTorch's engine too
   // runs backward without autocast).
   amp::AutocastSuspend no_autocast;
+  memory::PhaseScope phase(memory::Phase::kBackward);
   if (create_graph) retain_graph = true;  // the new graph refers to this one's nodes and saved tensors
   // Sums of gradients: recorded (differentiable) in a create_graph pass, in place of a raw add otherwise.
   auto sum = [create_graph](const Tensor& a, const Tensor& b) {
@@ -154,7 +156,11 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
                 "through it would be wrong; ops with double backward: the elementwise arithmetic, exp/log/log1p/",
                 "sqrt/sin/cos/tanh/sigmoid/softplus/relu, matmul, linear, sum/mean/cumsum, the views, and custom ",
                 "Functions");
-    Grads out = n->apply(std::move(grads));
+    Grads out;
+    {
+      memory::OpScope op(n->name);  // an OutOfMemoryError names the backward of this op
+      out = n->apply(std::move(grads));
+    }
     if (!retain_graph) n->release();
     for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {
       const Edge& e = n->next[i];

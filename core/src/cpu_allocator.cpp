@@ -8,6 +8,7 @@
 
 #include "ember/core/allocator.h"
 #include "ember/core/error.h"
+#include "ember/core/memory_context.h"
 
 namespace ember {
 namespace {
@@ -22,6 +23,19 @@ size_t size_class(size_t n) {
   while (p < n) p <<= 1;       // next power of two
   size_t step = (p >> 1) / 8;  // 8 classes between p/2 and p
   return (n + step - 1) / step * step;
+}
+
+// What the phase an OOM happened in suggests, besides a smaller batch.
+const char* phase_hint(memory::Phase p) {
+  switch (p) {
+    case memory::Phase::kForward:
+      return "checkpoint activations (autograd::checkpoint), ";
+    case memory::Phase::kBackward:
+      return "checkpoint activations (autograd::checkpoint) to hold fewer for backward, ";
+    case memory::Phase::kOptimizer:
+      return "the optimiser's state is made at its first step (Adam: twice the parameters), ";
+  }
+  return "";
 }
 
 class CpuCachingAllocator final : public Allocator {
@@ -39,13 +53,18 @@ class CpuCachingAllocator final : public Allocator {
       stats_.bytes_cached -= sz;
       ++stats_.cache_hits;
     } else {
+      // Past the limit (set_memory_limit) the cache goes back to the system first; the request must then fit
+      // beside the tensors in use.
+      if (limit_ && stats_.bytes_in_use + stats_.bytes_cached + sz > limit_) {
+        release_all_locked();
+        if (stats_.bytes_in_use + sz > limit_) throw_oom_locked(sz, true);
+      }
       p = std::aligned_alloc(kAlign, sz);
       if (!p) {  // give the cache back to the system and try once more
         release_all_locked();
         p = std::aligned_alloc(kAlign, sz);
       }
-      EMBER_CHECK(p != nullptr, OutOfMemoryError, "CPU out of memory: tried to allocate ", detail::format_bytes(sz),
-                  " (", detail::format_bytes(stats_.bytes_in_use), " in use by ember)");
+      if (!p) throw_oom_locked(sz, false);
       ++stats_.system_allocs;
     }
     stats_.bytes_in_use += sz;
@@ -74,8 +93,39 @@ class CpuCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
+  void set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+    stats_.limit_bytes = bytes;
+  }
+  size_t limit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limit_;
+  }
 
  private:
+  // What was asked, where (phase, module, backward op), the allocator's state, and what would help, computed
+  // from that state. Nothing has changed but the cache given back: the allocator goes on as before.
+  [[noreturn]] void throw_oom_locked(size_t sz, bool over_limit) {
+    ++stats_.num_ooms;
+    auto fmt = [](size_t b) { return detail::format_bytes(b, 1); };
+    const size_t in_use = stats_.bytes_in_use;
+    std::string advice;
+    if (over_limit) {
+      const size_t short_by = in_use + sz - limit_;
+      const double peak_ratio = static_cast<double>(in_use + sz) / static_cast<double>(limit_);
+      advice = detail::str("; this step needs at least ", fmt(short_by), " more than the limit (", std::fixed,
+                           std::setprecision(2), peak_ratio, "x): ", phase_hint(memory::current_context().phase),
+                           "lower the batch size or raise the limit");
+    } else {
+      advice = "; the system refused the memory: lower the batch size or free tensors you keep";
+    }
+    throw OutOfMemoryError(detail::str(
+        "CPU out of memory: tried to allocate ", detail::format_bytes(sz, 2), memory::describe_context(), " (",
+        fmt(in_use), " in use by ember, ", fmt(stats_.bytes_cached), " cached",
+        limit_ ? detail::str(", limit ", fmt(limit_), " set by set_memory_limit") : std::string(), ")", advice));
+  }
+
   void release_all_locked() {
     for (auto& [sz, list] : free_) {
       for (void* p : list) std::free(p);
@@ -87,6 +137,7 @@ class CpuCachingAllocator final : public Allocator {
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   CpuMemoryStats stats_;
+  size_t limit_ = 0;
 };
 
 // Never destroyed: storages freed during static destruction must still find their allocator.
@@ -101,6 +152,8 @@ Allocator& cpu_allocator() { return instance(); }
 CpuMemoryStats cpu_memory_stats() { return instance().stats(); }
 void cpu_empty_cache() { instance().empty_cache(); }
 void cpu_reset_peak_memory_stats() { instance().reset_peak(); }
+void cpu_set_memory_limit(size_t bytes) { instance().set_limit(bytes); }
+size_t cpu_memory_limit() { return instance().limit(); }
 
 std::string cpu_memory_summary() {
   CpuMemoryStats s = cpu_memory_stats();
@@ -110,7 +163,9 @@ std::string cpu_memory_summary() {
      << "  peak in use:   " << detail::format_bytes(s.peak_bytes_in_use) << "\n"
      << "  cached (free): " << detail::format_bytes(s.bytes_cached) << "\n"
      << "  requests:      " << s.requests << " (" << s.cache_hits << " from the cache)\n"
-     << "  system allocs: " << s.system_allocs << ", system frees: " << s.system_frees << "\n";
+     << "  system allocs: " << s.system_allocs << ", system frees: " << s.system_frees << "\n"
+     << "  limit:         " << (s.limit_bytes ? detail::format_bytes(s.limit_bytes) : std::string("none"))
+     << ", out-of-memory errors: " << s.num_ooms << "\n";
   return os.str();
 }
 

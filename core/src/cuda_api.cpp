@@ -9,6 +9,7 @@
 
 #include "cuda_api_internal.h"
 #include "ember/core/allocator.h"
+#include "ember/core/memory_context.h"
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
 
@@ -103,6 +104,16 @@ std::pair<size_t, size_t> mem_get_info(int device) {
   return h.mem_get_info(d);
 }
 void empty_cache() { usable("cuda::empty_cache").empty_cache(); }
+void set_per_process_memory_fraction(double fraction, int device) {
+  EMBER_CHECK_VALUE(fraction >= 0 && fraction <= 1,
+                    "cuda::set_per_process_memory_fraction: fraction must be in [0, 1], "
+                    "got ",
+                    fraction);
+  auto [h, d] = on_device("cuda::set_per_process_memory_fraction", device);
+  const size_t total = h.mem_get_info(d).second;
+  h.set_memory_limit(
+      d, fraction >= 1 ? 0 : std::max<size_t>(1, static_cast<size_t>(fraction * static_cast<double>(total))));
+}
 HostMemoryStats host_memory_stats() { return usable("cuda::host_memory_stats").host_memory_stats(); }
 void reset_peak_host_memory_stats() { usable("cuda::reset_peak_host_memory_stats").reset_peak_host_memory_stats(); }
 void host_empty_cache() { usable("cuda::host_empty_cache").host_empty_cache(); }
@@ -130,6 +141,11 @@ std::string memory_summary(int device) {
   row("Segments", std::to_string(s.segments), std::to_string(s.peak_segments));
   row("Active blocks", std::to_string(s.active_blocks), "");
   row("Pending frees", std::to_string(s.pending_free_blocks), "");
+  row("Requested memory", bytes(s.requested_bytes), bytes(s.peak_requested_bytes));
+  row("Largest free block", bytes(s.largest_free_block), "");
+  row("Free blocks", std::to_string(s.free_blocks_small) + " small, " + std::to_string(s.free_blocks_large) + " large",
+      "");
+  row("Limit", s.limit_bytes ? bytes(s.limit_bytes) : std::string("none"), "");
   os << rule << "\n"
      << " Allocations:       " << s.num_allocs << " (cache hits: " << s.cache_hits << "), frees: " << s.num_frees
      << "\n"
@@ -141,3 +157,21 @@ std::string memory_summary(int device) {
 }
 
 }  // namespace ember::cuda
+
+namespace ember {
+
+void cpu_set_memory_limit(size_t bytes);  // cpu_allocator.cpp
+size_t cpu_memory_limit();
+
+void set_memory_limit(Device device, size_t bytes) {
+  if (device.is_cpu()) return cpu_set_memory_limit(bytes);
+  auto [h, d] = cuda::detail_api::on_device("set_memory_limit", device.index());
+  h.set_memory_limit(d, bytes);
+}
+size_t memory_limit(Device device) {
+  if (device.is_cpu()) return cpu_memory_limit();
+  auto [h, d] = cuda::detail_api::on_device("memory_limit", device.index());
+  return h.memory_limit(d);
+}
+
+}  // namespace ember

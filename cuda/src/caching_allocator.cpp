@@ -8,6 +8,7 @@
 // each of them and the block waits, "pending", until all events completed (polled at every malloc).
 #include "caching_allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <limits>
@@ -18,6 +19,7 @@
 #include "check.h"
 #include "device_guard.h"
 #include "ember/core/error.h"
+#include "ember/core/memory_context.h"
 #include "ember/cuda/cuda.h"
 #include "runtime_internal.h"
 #include "stream_internal.h"
@@ -50,7 +52,7 @@ void DeviceCachingAllocator::deallocate(void* ptr, size_t /*nbytes*/) { free(ptr
 void* DeviceCachingAllocator::malloc(size_t nbytes, cudaStream_t stream) {
   if (nbytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
-  if (nbytes > kMaxRequest) throw_oom_locked(nbytes);
+  if (nbytes > kMaxRequest) throw_oom_locked(nbytes, false);
   const size_t size = round_size(nbytes);
   BlockPool& pool = size <= kSmallSize ? small_ : large_;
 
@@ -64,8 +66,10 @@ void* DeviceCachingAllocator::malloc(size_t nbytes, cudaStream_t stream) {
   // From here on nothing throws but std::bad_alloc: the allocator state stays consistent.
   split_locked(block, size);
   block->allocated = true;
+  block->requested = nbytes;
   allocated_.emplace(block->ptr, block);
   allocated_bytes_.increase(static_cast<int64_t>(block->size));
+  requested_bytes_.increase(static_cast<int64_t>(nbytes));
   active_blocks_.increase(1);
   ++num_allocs_;
   return block->ptr;
@@ -81,22 +85,34 @@ Block* DeviceCachingAllocator::find_free_block_locked(BlockPool& pool, cudaStrea
   return block;
 }
 
+// A new segment for `size` bytes; or, when memory is short (the limit, or cudaMalloc failing), whatever frees it
+// up: first the pending frees, then the free lists searched again (those frees may have made a fitting block),
+// then the cached segments given back; a block returned from the free lists is one of them, not a new segment.
 Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size) {
   const size_t bytes = segment_size(size);
+  auto over_limit = [&] { return limit_ != 0 && static_cast<size_t>(reserved_bytes_.current) + bytes > limit_; };
+  auto reclaim = [&]() -> Block* {
+    ++num_alloc_retries_;
+    synchronize_and_free_events_locked();
+    if (Block* b = find_free_block_locked(pool, stream, size)) return b;
+    release_cached_locked();
+    return nullptr;
+  };
+  if (over_limit()) {
+    if (Block* b = reclaim()) return b;
+    if (over_limit()) throw_oom_locked(size, true);
+  }
   auto block = std::make_unique<Block>(device_, stream, bytes, &pool, nullptr);  // before cudaMalloc: no leak
   DeviceGuard guard(device_);
   cudaError_t err = cudaMalloc(&block->ptr, bytes);
   if (err == cudaErrorMemoryAllocation) {
-    // Out of memory: give every unused cached segment back to the driver and try once more. (The cache
-    // may hold enough memory, just on other streams or in pieces too small for this request.)
+    // Out of memory: the cache may hold enough, on other streams or in pieces too small for this request.
     (void)cudaGetLastError();  // clear the error slot so later launch checks do not see it
-    ++num_alloc_retries_;
-    synchronize_and_free_events_locked();
-    release_cached_locked();
+    if (Block* b = reclaim()) return b;
     err = cudaMalloc(&block->ptr, bytes);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      throw_oom_locked(size);
+      throw_oom_locked(size, false);
     }
   }
   if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc(&ptr, bytes)", __FILE__, __LINE__);
@@ -106,7 +122,16 @@ Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t 
   return block.release();
 }
 
-void DeviceCachingAllocator::throw_oom_locked(size_t size) {
+size_t DeviceCachingAllocator::largest_free_block_locked() const {
+  size_t m = 0;
+  for (const BlockPool* p : {&small_, &large_})
+    for (const Block* b : p->blocks) m = std::max(m, b->size);
+  return m;
+}
+
+// The message says what was asked, where (phase, module, backward op), the device's state, and what would help,
+// computed from that state (never a fixed sentence).
+void DeviceCachingAllocator::throw_oom_locked(size_t size, bool over_limit) {
   ++num_ooms_;
   size_t free_bytes = 0, total_bytes = 0;
   try {
@@ -114,11 +139,34 @@ void DeviceCachingAllocator::throw_oom_locked(size_t size) {
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
   } catch (const Error&) {  // the message is still useful without the driver's numbers
   }
+  auto fmt = [](size_t b) { return ember::detail::format_bytes(b, 1); };
+  const size_t allocated = static_cast<size_t>(allocated_bytes_.current);
+  const size_t reserved = static_cast<size_t>(reserved_bytes_.current);
+  const size_t cap = over_limit ? limit_ : allocated + free_bytes + (reserved - allocated);
+  const size_t short_by = allocated + size > cap ? allocated + size - cap : 0;
+  std::string advice;
+  if (short_by > 0)
+    advice =
+        ember::detail::str("; live tensors alone exceed the ", over_limit ? "limit" : "device", " by ", fmt(short_by),
+                           ": free tensors you keep, lower the batch size, or checkpoint activations");
+  else
+    advice = ember::detail::str("; the live tensors fit, but no free piece of ", fmt(size),
+                                " was left (fragmentation): cuda::empty_cache() between phases may help");
   throw OutOfMemoryError(ember::detail::str(
-      "CUDA out of memory: tried to allocate ", ember::detail::format_bytes(size, 2), " on cuda:", device_, " (",
-      ember::detail::format_bytes(total_bytes, 1), " total, ", ember::detail::format_bytes(free_bytes, 1), " free, ",
-      ember::detail::format_bytes(static_cast<size_t>(allocated_bytes_.current), 1), " allocated by ember, ",
-      ember::detail::format_bytes(static_cast<size_t>(reserved_bytes_.current), 1), " reserved)"));
+      "CUDA out of memory: tried to allocate ", ember::detail::format_bytes(size, 2), " on cuda:", device_,
+      ember::memory::describe_context(), " (", fmt(total_bytes), " total, ", fmt(free_bytes), " free, ", fmt(allocated),
+      " allocated by ember, ", fmt(reserved), " reserved",
+      limit_ ? ember::detail::str(", limit ", fmt(limit_), " set by set_memory_limit") : std::string(),
+      ", largest free cached block ", fmt(largest_free_block_locked()), ")", advice));
+}
+
+void DeviceCachingAllocator::set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = bytes;
+}
+size_t DeviceCachingAllocator::limit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_;
 }
 
 // Splits `block` into [size | rest] when the rest is worth keeping: any leftover in the small pool; in the
@@ -152,6 +200,7 @@ void DeviceCachingAllocator::free(void* ptr) noexcept {
   allocated_.erase(it);
   block->allocated = false;
   allocated_bytes_.decrease(static_cast<int64_t>(block->size));
+  requested_bytes_.decrease(static_cast<int64_t>(block->requested));
   active_blocks_.decrease(1);
   ++num_frees_;
   if (block->stream_uses.empty()) {
@@ -313,12 +362,19 @@ MemoryStats DeviceCachingAllocator::stats() {
   s.num_cuda_frees = num_cuda_frees_;
   s.num_alloc_retries = num_alloc_retries_;
   s.num_ooms = num_ooms_;
+  s.requested_bytes = static_cast<size_t>(requested_bytes_.current);
+  s.peak_requested_bytes = static_cast<size_t>(requested_bytes_.peak);
+  s.largest_free_block = largest_free_block_locked();
+  s.free_blocks_small = small_.blocks.size();
+  s.free_blocks_large = large_.blocks.size();
+  s.limit_bytes = limit_;
   return s;
 }
 
 void DeviceCachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mu_);
   allocated_bytes_.reset_peak();
+  requested_bytes_.reset_peak();
   reserved_bytes_.reset_peak();
   segments_.reset_peak();
   active_blocks_.reset_peak();

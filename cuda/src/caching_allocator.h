@@ -72,6 +72,7 @@ struct Block {
   int device = 0;
   cudaStream_t stream = nullptr;  // the stream it was allocated on
   size_t size = 0;                // bytes
+  size_t requested = 0;           // the bytes asked for (unrounded), while allocated
   BlockPool* pool = nullptr;
   void* ptr = nullptr;
   bool allocated = false;
@@ -117,11 +118,14 @@ class DeviceCachingAllocator final : public Allocator {
   void empty_cache();  // waits for pending frees, then cudaFrees every segment that is one free block
   MemoryStats stats();
   void reset_peak_stats();
+  void set_limit(size_t bytes);  // a cap on reserved bytes (set_memory_limit); 0: none
+  size_t limit();
 
  private:
   Block* find_free_block_locked(BlockPool& pool, cudaStream_t stream, size_t size);
   Block* new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size);
-  [[noreturn]] void throw_oom_locked(size_t size);
+  [[noreturn]] void throw_oom_locked(size_t size, bool over_limit);
+  size_t largest_free_block_locked() const;
   void split_locked(Block* block, size_t size);
   void free_block_locked(Block* block);  // a freed block (no pending uses) back into its pool
   void merge_locked(Block* dst, Block* src);
@@ -140,7 +144,8 @@ class DeviceCachingAllocator final : public Allocator {
   std::vector<cudaEvent_t> free_events_;                // recycled events
   size_t pending_blocks_ = 0;
 
-  Stat allocated_bytes_, reserved_bytes_, segments_, active_blocks_;
+  Stat allocated_bytes_, requested_bytes_, reserved_bytes_, segments_, active_blocks_;
+  size_t limit_ = 0;
   uint64_t num_allocs_ = 0, num_frees_ = 0, cache_hits_ = 0;
   uint64_t num_cuda_mallocs_ = 0, num_cuda_frees_ = 0, num_alloc_retries_ = 0, num_ooms_ = 0;
 };

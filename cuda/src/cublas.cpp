@@ -19,23 +19,19 @@
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
 #include "ember/cuda/cuda.h"
+#include "handle_pool.h"
 #include "stream_internal.h"
 
 namespace ember::cuda::detail {
 namespace {
 
-// One handle per (thread, device), created on first use. Deliberately never destroyed: a thread_local
-// destructor would run during process teardown, racing the CUDA runtime's own shutdown.
+// One handle per (thread, device), created on first use and pooled when the thread exits (handle_pool.h).
 cublasHandle_t handle_for(int device) {
-  thread_local std::vector<cublasHandle_t> handles;
-  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  cublasHandle_t& h = handles[static_cast<size_t>(device)];
-  if (!h) {
-    EMBER_CUBLAS_CHECK(cublasCreate(&h));
+  return HandlePool<cublasHandle_t>::get(device, [](cublasHandle_t* h) {
+    EMBER_CUBLAS_CHECK(cublasCreate(h));
     // float16/bfloat16 GEMMs accumulate in float throughout (as the CPU backend, which upcasts them).
-    EMBER_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-  }
-  return h;
+    EMBER_CUBLAS_CHECK(cublasSetMathMode(*h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  });
 }
 
 // cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before (asked once per device and thread).

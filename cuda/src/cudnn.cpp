@@ -23,6 +23,7 @@
 #include "device_guard.h"
 #include "ember/core/factory.h"
 #include "ember/cuda/cuda.h"
+#include "handle_pool.h"
 #include "stream_internal.h"
 #endif
 
@@ -48,13 +49,9 @@ namespace {
 
 constexpr size_t kMaxWorkspace = size_t{1} << 30;  // algorithms wanting more are skipped
 
-// One handle per (thread, device); never destroyed (see blas.cpp's handle_for).
+// One handle per (thread, device), pooled when the thread exits (handle_pool.h, as cublas.cpp's).
 cudnnHandle_t handle_for(int device) {
-  thread_local std::vector<cudnnHandle_t> handles;
-  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
-  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
-  if (!h) EMBER_CUDNN_CHECK(cudnnCreate(&h));
-  return h;
+  return HandlePool<cudnnHandle_t>::get(device, [](cudnnHandle_t* h) { EMBER_CUDNN_CHECK(cudnnCreate(h)); });
 }
 
 int as_int(const char* op, int64_t v) {
@@ -145,6 +142,20 @@ void base_math(const Descriptors& d, DType dt) {
       cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 }
 
+// c.workspace: what cuDNN says c.algo needs, asked for the math type the algorithm will run with.
+void query_workspace(Direction dir, cudnnHandle_t h, const Descriptors& d, DType dt, Choice& c) {
+  use_math(d, c, dt);
+  if (dir == Direction::Forward)
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
+  else if (dir == Direction::BackwardData)
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
+  else
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+}
+
 Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d, int device, const Tensor& x,
               const Tensor& w, const Conv2dParams& p) {
   const Key key = key_for(dir, device, x, w, p);
@@ -161,26 +172,18 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
-    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
   } else if (dir == Direction::BackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
                                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
-    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
                                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
     c = pick(op, perf, n);
-    use_math(d, c, x.dtype());  // the workspace size is asked for the math type the algorithm will run with
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
   }
+  query_workspace(dir, h, d, x.dtype(), c);
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_cache.emplace(key, c);
   return c;
@@ -189,6 +192,25 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
 // Scratch from the caching allocator on the current stream (freed back to it after the call is queued).
 Tensor workspace(size_t bytes, Device dev) {
   return empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, {.dtype = kUInt8, .device = dev});
+}
+
+// The workspace of choice c; when memory is too short for it, c becomes the cheapest algorithm instead —
+// algorithm 0 of each direction (implicit GEMM and its backward counterparts), which needs little or no
+// workspace — rather than failing a convolution that can run. Then use_math for whichever algorithm it is.
+Tensor workspace_or_cheaper(Direction dir, cudnnHandle_t h, const Descriptors& d, DType dt, Choice& c, Device dev) {
+  Tensor ws;
+  try {
+    ws = workspace(c.workspace, dev);
+  } catch (const OutOfMemoryError&) {
+    Choice cheap{.algo = 0, .workspace = 0, .math = CUDNN_FMA_MATH};
+    base_math(d, dt);
+    query_workspace(dir, h, d, dt, cheap);
+    if (cheap.workspace >= c.workspace) throw;
+    c = cheap;
+    ws = workspace(c.workspace, dev);
+  }
+  use_math(d, c, dt);
+  return ws;
 }
 
 }  // namespace
@@ -202,9 +224,8 @@ void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Con
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
   Descriptors d("conv2d", x, w, out, p);
-  const Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
-  use_math(d, c, x.dtype());
-  Tensor ws = workspace(c.workspace, out.device());
+  Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
+  Tensor ws = workspace_or_cheaper(Direction::Forward, h, d, x.dtype(), c, out.device());
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
   const bool dbl = x.dtype() == kFloat64;
@@ -229,17 +250,15 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
   if (gx.defined() && gx.numel() > 0) {
-    const Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
-    use_math(d, c, x.dtype());
-    Tensor ws = workspace(c.workspace, gy.device());
+    Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
+    Tensor ws = workspace_or_cheaper(Direction::BackwardData, h, d, x.dtype(), c, gy.device());
     EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, one, d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
                                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
                                                    c.workspace, zero, d.x, gx.data_ptr()));
   }
   if (gw.defined() && gw.numel() > 0) {
-    const Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
-    use_math(d, c, x.dtype());
-    Tensor ws = workspace(c.workspace, gy.device());
+    Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
+    Tensor ws = workspace_or_cheaper(Direction::BackwardFilter, h, d, x.dtype(), c, gy.device());
     EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, one, d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
                                                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
                                                      ws.data_ptr(), c.workspace, zero, d.w, gw.data_ptr()));

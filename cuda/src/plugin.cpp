@@ -37,6 +37,8 @@ class Hooks final : public ember::detail::CudaHooks {
   // --- memory
   MemoryStats memory_stats(int device) override { return caching_allocator(device).stats(); }
   void reset_peak_memory_stats(int device) override { caching_allocator(device).reset_peak_stats(); }
+  void set_memory_limit(int device, size_t bytes) override { caching_allocator(device).set_limit(bytes); }
+  size_t memory_limit(int device) override { return caching_allocator(device).limit(); }
   std::pair<size_t, size_t> mem_get_info(int device) override {
     DeviceGuard guard(device);
     size_t free_bytes = 0, total_bytes = 0;

@@ -22,6 +22,7 @@
 #include "ember/core/error.h"
 #include "ember/core/factory.h"
 #include "ember/core/generator.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/shape.h"
 #include "ember/core/tensor.h"
 #include "ember/cuda/cuda.h"

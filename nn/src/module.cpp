@@ -61,6 +61,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
 }
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(*state_, name, "register_module");
+  m->state_->name = name;
   state_->children.emplace_back(name, std::move(m));
 }
 

@@ -4,6 +4,7 @@
 // the hooks) — so the engine needs no knowledge of modules.
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
 #include "ember/nn/module.h"
 #include "module_state.h"
@@ -49,6 +50,7 @@ HookHandle Module::add_backward_hook(BackwardHook fn) {
 
 // With no hook registered (the common case) this is one test and a virtual call.
 Tensor Module::operator()(const Tensor& x) const {
+  memory::ModuleScope where(&state_->name);  // an OutOfMemoryError names the module path
   const auto& hooks = state_->hooks;
   if (!hooks || hooks->empty()) [[likely]]
     return const_cast<Module*>(this)->forward(x);
@@ -62,8 +64,8 @@ struct BackwardCall {
   // The module, alive until backward: the object itself when a shared_ptr owns it (a container's element), else a
   // Module handle on the same state (the caller's object, on the stack, may be gone by the time backward runs).
   std::shared_ptr<Module> module;
-  std::string who;  // its type name, for messages
-  bool input_tracked = false;    // the input requires grad: the input node calls the hooks
+  std::string who;             // its type name, for messages
+  bool input_tracked = false;  // the input requires grad: the input node calls the hooks
   Shape in_shape;
   DType in_dtype = kFloat32;
   Device in_device = Device::cpu();

@@ -29,6 +29,7 @@ struct Module::State {
   NamedTensors params, buffers;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children;
   bool training = true;
+  std::string name;  // its name in the parent it was last registered in ("" for a root); memory::ModuleScope
   std::shared_ptr<internal::ModuleHooks> hooks;  // null until the first hook is registered
 };
 

@@ -3,6 +3,8 @@
 // state_dict / load_state_dict.
 #include "ember/optim/optimizer.h"
 
+#include "ember/core/memory_context.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -167,6 +169,7 @@ Tensor Optimizer::zeros_like_param(const Tensor& param) {
 
 void Optimizer::update_each(const std::function<void(size_t, const Tensor&, const Tensor&, ParamState&)>& update) {
   NoGradGuard no_grad;  // the update is not part of any graph
+  memory::PhaseScope phase(memory::Phase::kOptimizer);
   size_t g = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     while (i >= group_begin_[g + 1]) ++g;  // empty groups are skipped over

@@ -29,6 +29,8 @@ struct CpuMemoryStats {
   uint64_t cache_hits = 0;       // requests served from the free lists
   uint64_t system_allocs = 0;    // calls to the system allocator (aligned_alloc)
   uint64_t system_frees = 0;     // blocks returned to the system (by cpu_empty_cache)
+  uint64_t num_ooms = 0;         // OutOfMemoryErrors thrown
+  size_t limit_bytes = 0;        // set_memory_limit(Device::cpu(), ...); 0: none
 };
 
 Allocator& cpu_allocator();

@@ -38,8 +38,14 @@ struct MemoryStats {
   uint64_t cache_hits = 0;         // allocations served from cached blocks (no cudaMalloc)
   uint64_t num_cuda_mallocs = 0;   // successful cudaMalloc calls
   uint64_t num_cuda_frees = 0;     // cudaFree calls
-  uint64_t num_alloc_retries = 0;  // cudaMalloc failures followed by freeing the cache and a retry
+  uint64_t num_alloc_retries = 0;  // cudaMalloc failures or limit hits answered by freeing the cache and retrying
   uint64_t num_ooms = 0;           // OutOfMemoryErrors thrown
+  size_t requested_bytes = 0;      // bytes asked for by live allocations, before rounding
+  size_t peak_requested_bytes = 0;
+  size_t largest_free_block = 0;  // the biggest cached free block (what the next request can get without cudaMalloc)
+  size_t free_blocks_small = 0;   // cached free blocks in the small (<= 1 MiB) and large pools
+  size_t free_blocks_large = 0;
+  size_t limit_bytes = 0;  // set_memory_limit / set_per_process_memory_fraction; 0: none
 };
 
 // `device` -1 means the current device.
@@ -48,6 +54,13 @@ size_t max_memory_allocated(int device = -1);
 size_t memory_reserved(int device = -1);
 size_t max_memory_reserved(int device = -1);
 void reset_peak_memory_stats(int device = -1);
+// Caps the bytes this process's allocator reserves on `device` at fraction * its total memory (PyTorch's
+// torch.cuda.set_per_process_memory_fraction); past it, OutOfMemoryError. 1 removes the cap. Same as
+// set_memory_limit(Device::cuda(device), bytes) (ember/core/memory_context.h).
+void set_per_process_memory_fraction(double fraction, int device = -1);
+inline void set_per_process_memory_fraction(double fraction, Device device) {
+  set_per_process_memory_fraction(fraction, device.index());
+}
 MemoryStats memory_stats(int device = -1);
 // A readable table (allocated/reserved current and peak, segments, cudaMalloc calls, cache hits).
 std::string memory_summary(int device = -1);

@@ -29,7 +29,7 @@ struct HostMemoryStats;
 namespace ember::detail {
 
 // Bumped whenever CudaHooks changes; a plugin built against another version is refused with a clear reason.
-inline constexpr int kCudaHooksVersion = 1;
+inline constexpr int kCudaHooksVersion = 2;
 
 class CudaHooks {
  public:
@@ -48,6 +48,8 @@ class CudaHooks {
   // --- memory (Note [CUDA caching allocator] in ember/cuda/memory.h)
   virtual cuda::MemoryStats memory_stats(int device) = 0;
   virtual void reset_peak_memory_stats(int device) = 0;
+  virtual void set_memory_limit(int device, size_t bytes) = 0;  // 0: none (set_memory_limit, memory_context.h)
+  virtual size_t memory_limit(int device) = 0;
   virtual std::pair<size_t, size_t> mem_get_info(int device) = 0;  // (free, total)
   virtual void empty_cache() = 0;                                  // every device
   virtual cuda::HostMemoryStats host_memory_stats() = 0;

@@ -1,0 +1,69 @@
+// defines: where memory is being asked for, so that an OutOfMemoryError can say it (issue 16, docs/memory.md):
+// the training phase (forward, backward, optimizer), the module path ("2.conv", pushed by nn::Module's call
+// operator) and, in backward, the op whose gradient is being computed; and memory limits per device, so that OOM
+// can be met (and tested) anywhere.
+//
+//   ember::set_memory_limit(Device::cpu(), 512 << 20);   // allocations past 512 MiB throw OutOfMemoryError
+//   ember::set_memory_limit(Device::cpu(), 0);           // no limit
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ember/core/device.h"
+
+namespace ember {
+
+// A cap on the bytes a device's caching allocator holds (in use + cached; on CUDA, reserved segments). Past it,
+// the cache is returned first, then OutOfMemoryError. 0 removes the cap. cuda::set_per_process_memory_fraction
+// sets it as a fraction of the GPU's memory.
+void set_memory_limit(Device device, size_t bytes);
+size_t memory_limit(Device device);  // 0: none
+
+namespace memory {
+
+enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
+const char* phase_name(Phase p);
+
+// Scoped setters of this thread's context; each restores what was there.
+class PhaseScope {
+ public:
+  explicit PhaseScope(Phase p);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Phase prev_;
+};
+// `name` (a module's name in its parent; empty for a root) must outlive the scope.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const std::string* name);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+};
+// `op` must be a string literal or otherwise outlive the scope.
+class OpScope {
+ public:
+  explicit OpScope(const char* op);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  const char* prev_;
+};
+
+struct Context {
+  Phase phase = Phase::kForward;
+  std::string module_path;   // "" outside any named module
+  const char* op = nullptr;  // the backward node running (backward only), else null
+};
+Context current_context();
+// " during the backward of linear in module '1.fc'" (empty pieces left out), for error messages.
+std::string describe_context();
+
+}  // namespace memory
+}  // namespace ember

@@ -1,0 +1,55 @@
+// defines: the thread's memory context (memory_context.h). set_memory_limit is in cuda_api.cpp, beside the
+// other functions that route to a device's allocator.
+#include "ember/core/memory_context.h"
+
+#include <vector>
+
+#include "ember/core/error.h"
+
+namespace ember {
+namespace memory {
+namespace {
+thread_local Phase t_phase = Phase::kForward;
+thread_local std::vector<const std::string*> t_modules;
+thread_local const char* t_op = nullptr;
+}  // namespace
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer step";
+  }
+  return "?";
+}
+
+PhaseScope::PhaseScope(Phase p) : prev_(t_phase) { t_phase = p; }
+PhaseScope::~PhaseScope() { t_phase = prev_; }
+ModuleScope::ModuleScope(const std::string* name) { t_modules.push_back(name); }
+ModuleScope::~ModuleScope() { t_modules.pop_back(); }
+OpScope::OpScope(const char* op) : prev_(t_op) { t_op = op; }
+OpScope::~OpScope() { t_op = prev_; }
+
+Context current_context() {
+  Context c{.phase = t_phase, .module_path = {}, .op = t_op};
+  for (const std::string* n : t_modules) {
+    if (!n || n->empty()) continue;
+    if (!c.module_path.empty()) c.module_path += '.';
+    c.module_path += *n;
+  }
+  return c;
+}
+
+std::string describe_context() {
+  const Context c = current_context();
+  std::string s = detail::str(" during the ", phase_name(c.phase));
+  if (c.op) s += detail::str(" of ", c.op);
+  if (!c.module_path.empty()) s += detail::str(" in module '", c.module_path, "'");
+  return s;
+}
+
+}  // namespace memory
+}  // namespace ember
