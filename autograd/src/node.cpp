@@ -9,6 +9,7 @@
 #include "ember/autograd/anomaly.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/hooks.h"
+#include "ember/core/memory_plan.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember {
@@ -73,6 +74,7 @@ Grads AccumulateGrad::apply(Grads&& grad_outputs) {
     // Steal the incoming buffer when nothing else holds it; otherwise keep a private copy, because .grad is
     // later updated in place (accumulation, zero_grad) and must not alias another tensor.
     m->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() ? raw::alias(g) : raw::clone(g);
+    memory::tag(m->grad, memory::Category::kGradients);
   } else {
     raw::binary_(BinaryOp::Add, m->grad, g);
   }
@@ -114,6 +116,7 @@ SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   slot_ = std::make_shared<Slot>();
   slot_->data = raw::alias(t);
+  memory::tag(t, memory::Category::kActivations);  // held until backward (memory::plan's categories)
   slot_->version = t.version();
   slot_->source = t.impl_ptr();
   // No cycle: this node's edges hold the same node already. record() drops it when the tensor is this op's own

@@ -13,13 +13,14 @@ namespace ember::cpu {
 // region the arena belongs to the chunk being run (chunk i of a region always covers the same work, whichever
 // thread runs it: thread_pool.cpp claims chunks dynamically); outside one it belongs to the thread. So after
 // the first step of a steady loop every buffer is big enough and kernels allocate nothing, whatever the
-// timing of the threads.
+// timing of the threads. The arenas are counted apart from tensors (CpuMemoryStats::scratch_bytes), as cuBLAS
+// and cuDNN workspaces are on a GPU, so bytes_in_use is what tensors hold and what memory::plan predicts.
 namespace {
 struct Arena {
   std::vector<std::pair<void*, size_t>> bufs;
   size_t depth = 0;
   ~Arena() {
-    for (auto& [p, n] : bufs) cpu_allocator().deallocate(p, n);
+    for (auto& [p, n] : bufs) detail::cpu_scratch_free(p, n);
   }
 };
 thread_local Arena t_arena;
@@ -39,10 +40,10 @@ Scratch::Scratch(size_t nbytes) : ptr_(nullptr), arena_(nullptr) {
   if (a.bufs.size() <= a.depth) a.bufs.emplace_back(nullptr, 0);
   auto& [p, n] = a.bufs[a.depth];
   if (n < nbytes) {
-    cpu_allocator().deallocate(p, n);
+    detail::cpu_scratch_free(p, n);
     p = nullptr;  // if allocate throws, the slot is left empty rather than dangling
     n = 0;
-    p = cpu_allocator().allocate(nbytes);
+    p = detail::cpu_scratch_allocate(nbytes);
     n = nbytes;
   }
   ptr_ = p;

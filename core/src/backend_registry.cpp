@@ -7,6 +7,7 @@
 #include "ember/core/backend.h"
 #include "ember/cuda/cuda.h"
 #include "ember/internal/cuda_hooks.h"
+#include "memory_plan_internal.h"
 
 namespace ember {
 
@@ -33,6 +34,8 @@ Backend& cuda_backend(Device d) {
 }  // namespace
 
 Backend& backend_for(Device d) {
+  if (Backend* planned = memory::internal::planning_backend(d.type())) [[unlikely]]
+    return *planned;  // inside memory::plan: shape-only (Note [How a plan runs] in memory_plan.cpp)
   if (d.is_cpu()) {
     static Backend& cpu = cpu::active_backend();  // the kernel variant of this CPU (core/cpu/isa.h), chosen once
     return cpu;

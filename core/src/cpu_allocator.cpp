@@ -1,4 +1,5 @@
 // defines: the CPU caching allocator (see Note [CPU caching allocator] in allocator.h) and its stats.
+#include <atomic>
 #include <cstdlib>
 #include <iomanip>
 #include <mutex>
@@ -9,21 +10,16 @@
 #include "ember/core/allocator.h"
 #include "ember/core/error.h"
 #include "ember/core/memory_context.h"
+#include "ember/internal/allocator_sizes.h"
 
 namespace ember {
+namespace detail {
+std::atomic<size_t> g_scratch_bytes{0};  // CpuMemoryStats::scratch_bytes
+}
 namespace {
 
-constexpr size_t kAlign = 64;
-
-// Rounds a request up to its size class: multiples of 64 bytes up to 512, then 8 classes per power of two
-// (at most 12.5% slack), so blocks freed by one step fit the same requests in the next.
-size_t size_class(size_t n) {
-  if (n <= 512) return (n + kAlign - 1) / kAlign * kAlign;
-  size_t p = 1;
-  while (p < n) p <<= 1;       // next power of two
-  size_t step = (p >> 1) / 8;  // 8 classes between p/2 and p
-  return (n + step - 1) / step * step;
-}
+constexpr size_t kAlign = detail::kCpuAlign;
+using detail::cpu_size_class;  // the size classes (ember/internal/allocator_sizes.h, shared with memory::plan)
 
 // What the phase an OOM happened in suggests, besides a smaller batch.
 const char* phase_hint(memory::Phase p) {
@@ -42,7 +38,7 @@ class CpuCachingAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    size_t sz = size_class(nbytes);
+    size_t sz = cpu_size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.requests;
     void* p = nullptr;
@@ -73,7 +69,7 @@ class CpuCachingAllocator final : public Allocator {
   }
   void deallocate(void* p, size_t nbytes) override {
     if (!p) return;
-    size_t sz = size_class(nbytes);
+    size_t sz = cpu_size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
     free_[sz].push_back(p);
     stats_.bytes_in_use -= sz;
@@ -149,7 +145,11 @@ CpuCachingAllocator& instance() {
 }  // namespace
 
 Allocator& cpu_allocator() { return instance(); }
-CpuMemoryStats cpu_memory_stats() { return instance().stats(); }
+CpuMemoryStats cpu_memory_stats() {
+  CpuMemoryStats s = instance().stats();
+  s.scratch_bytes = detail::g_scratch_bytes.load(std::memory_order_relaxed);
+  return s;
+}
 void cpu_empty_cache() { instance().empty_cache(); }
 void cpu_reset_peak_memory_stats() { instance().reset_peak(); }
 void cpu_set_memory_limit(size_t bytes) { instance().set_limit(bytes); }
@@ -164,12 +164,30 @@ std::string cpu_memory_summary() {
      << "  cached (free): " << detail::format_bytes(s.bytes_cached) << "\n"
      << "  requests:      " << s.requests << " (" << s.cache_hits << " from the cache)\n"
      << "  system allocs: " << s.system_allocs << ", system frees: " << s.system_frees << "\n"
+     << "  kernel scratch: " << detail::format_bytes(s.scratch_bytes)
+     << " (packing and column buffers, kept for reuse)\n"
      << "  limit:         " << (s.limit_bytes ? detail::format_bytes(s.limit_bytes) : std::string("none"))
      << ", out-of-memory errors: " << s.num_ooms << "\n";
   return os.str();
 }
 
 namespace detail {
+void* cpu_scratch_allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  void* p = std::aligned_alloc(kAlign, cpu_size_class(nbytes));
+  if (!p)
+    throw OutOfMemoryError(detail::str("CPU out of memory: a kernel's scratch buffer of ", format_bytes(nbytes),
+                                       " could not be had", memory::describe_context(), " (",
+                                       format_bytes(cpu_memory_stats().bytes_in_use, 1), " in use by tensors)"));
+  g_scratch_bytes.fetch_add(cpu_size_class(nbytes), std::memory_order_relaxed);
+  return p;
+}
+void cpu_scratch_free(void* p, size_t nbytes) {
+  if (!p) return;
+  std::free(p);
+  g_scratch_bytes.fetch_sub(cpu_size_class(nbytes), std::memory_order_relaxed);
+}
+
 std::string format_bytes(size_t bytes, int precision) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -14,6 +14,7 @@
 
 #include "../cpu/isa.h"
 #include "../cpu/parallel.h"
+#include "ember/core/memory_plan.h"
 #include "op_utils.h"
 
 namespace ember {
@@ -58,7 +59,11 @@ Tensor arange(double start, double end, double step, const TensorOptions& opts) 
                     "arange: step must be non-zero and bounds finite, got (", start, ", ", end, ", ", step, ")");
   const double n = std::ceil((end - start) / step);
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  Tensor host = empty({count}, {.dtype = kFloat64});
+  Tensor host;
+  {
+    memory::PlanningSuspend real;  // a host buffer filled here, even inside memory::plan
+    host = empty({count}, {.dtype = kFloat64});
+  }
   double* p = host.data<double>();
   for (int64_t i = 0; i < count; ++i) p[i] = start + static_cast<double>(i) * step;
   return raw::to_device(raw::cast(host, opts.dtype), opts.device);
@@ -109,15 +114,19 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
 Tensor randperm(int64_t n, const TensorOptions& opts) {
   EMBER_CHECK_VALUE(n >= 0, "randperm: n must be >= 0, got ", n);
   EMBER_CHECK_DTYPE(opts.dtype == kInt64, "randperm: dtype must be int64, got ", opts.dtype);
-  Tensor keys = rand({n}, {.dtype = kFloat64, .generator = opts.generator});
-  Tensor out = empty({n}, {.dtype = kInt64});
-  int64_t* o = out.data<int64_t>();
-  // Fisher-Yates driven by the uniform draws: deterministic for a seed.
-  const double* k = keys.data<double>();
-  for (int64_t i = 0; i < n; ++i) o[i] = i;
-  for (int64_t i = n - 1; i > 0; --i) {
-    int64_t j = std::min<int64_t>(static_cast<int64_t>(k[i] * static_cast<double>(i + 1)), i);
-    std::swap(o[i], o[j]);
+  Tensor out;
+  {
+    memory::PlanningSuspend real;  // host buffers filled here, even inside memory::plan
+    Tensor keys = rand({n}, {.dtype = kFloat64, .generator = opts.generator});
+    out = empty({n}, {.dtype = kInt64});
+    int64_t* o = out.data<int64_t>();
+    // Fisher-Yates driven by the uniform draws: deterministic for a seed.
+    const double* k = keys.data<double>();
+    for (int64_t i = 0; i < n; ++i) o[i] = i;
+    for (int64_t i = n - 1; i > 0; --i) {
+      int64_t j = std::min<int64_t>(static_cast<int64_t>(k[i] * static_cast<double>(i + 1)), i);
+      std::swap(o[i], o[j]);
+    }
   }
   return raw::to_device(out, opts.device);
 }
@@ -126,7 +135,11 @@ Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& 
   check_sizes("tensor", shape, src);
   EMBER_CHECK_SHAPE(shape.numel() == count, "tensor: ", count, " values do not fill shape ", shape, " (", shape.numel(),
                     " elements)");
-  Tensor host = empty(shape, {.dtype = src});
+  Tensor host;
+  {
+    memory::PlanningSuspend real;  // a host buffer filled here, even inside memory::plan
+    host = empty(shape, {.dtype = src});
+  }
   if (count) std::memcpy(host.data_ptr(), data, static_cast<size_t>(count) * itemsize(src));
   Tensor t = raw::to_device(raw::cast(host, opts.dtype), opts.device);
   if (opts.requires_grad) t.requires_grad_(true);

@@ -7,7 +7,7 @@ namespace ember {
 
 // --- Storage
 StorageImpl::StorageImpl(size_t n, Allocator& alloc)
-    : data(alloc.allocate(n)), nbytes(n), device(alloc.device()), allocator(&alloc) {}
+    : data(alloc.allocate(n)), nbytes(n), device(alloc.device()), allocator(&alloc), meta(alloc.is_meta()) {}
 StorageImpl::StorageImpl(void* d, size_t n, Device dev, std::function<void(void*)> del)
     : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
 StorageImpl::~StorageImpl() {

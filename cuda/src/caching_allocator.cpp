@@ -26,17 +26,6 @@
 
 namespace ember::cuda::detail {
 
-size_t round_size(size_t nbytes) {
-  if (nbytes < kMinBlockSize) return kMinBlockSize;
-  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
-}
-
-size_t segment_size(size_t rounded) {
-  if (rounded <= kSmallSize) return kSmallBuffer;
-  if (rounded < kMinLargeAlloc) return kLargeBuffer;
-  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
-}
-
 // Requests above this are refused without asking the driver: rounding them up would overflow size_t.
 static constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
 
@@ -173,8 +162,7 @@ size_t DeviceCachingAllocator::limit() {
 // large pool only more than 1 MiB (smaller pieces of a large segment would only fragment it).
 void DeviceCachingAllocator::split_locked(Block* block, size_t size) {
   const size_t rest_size = block->size - size;
-  const bool worth = block->pool->is_small ? rest_size >= kMinBlockSize : rest_size > kSmallSize;
-  if (!worth) return;
+  if (!ember::detail::cuda_split_worth(block->pool->is_small, rest_size)) return;
   auto* rest = new Block(device_, block->stream, rest_size, block->pool, static_cast<char*>(block->ptr) + size);
   rest->prev = block;
   rest->next = block->next;

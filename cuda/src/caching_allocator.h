@@ -20,19 +20,16 @@
 
 #include "ember/core/allocator.h"
 #include "ember/cuda/memory.h"
+#include "ember/internal/allocator_sizes.h"
 
 namespace ember::cuda::detail {
 
-// Sizes (see Note [CUDA caching allocator] in memory.h).
-inline constexpr size_t kMinBlockSize = 512;         // every block size is a multiple of this
-inline constexpr size_t kSmallSize = 1u << 20;       // requests <= 1 MiB come from the small pool
-inline constexpr size_t kSmallBuffer = 2u << 20;     // small-pool segments are 2 MiB
-inline constexpr size_t kLargeBuffer = 20u << 20;    // segment for requests in (1 MiB, 10 MiB)
-inline constexpr size_t kMinLargeAlloc = 10u << 20;  // from here on, a request gets its own segment
-inline constexpr size_t kRoundLarge = 2u << 20;      // ... rounded up to 2 MiB
-
-size_t round_size(size_t nbytes);     // up to a multiple of kMinBlockSize
-size_t segment_size(size_t rounded);  // the cudaMalloc size for a request that missed the cache
+// Sizes (see Note [CUDA caching allocator] in memory.h): ember/internal/allocator_sizes.h, shared with
+// memory::plan's simulation of this allocator.
+inline constexpr size_t kMinBlockSize = ember::detail::kCudaMinBlockSize;
+inline constexpr size_t kSmallSize = ember::detail::kCudaSmallSize;
+inline size_t round_size(size_t nbytes) { return ember::detail::cuda_round_size(nbytes); }
+inline size_t segment_size(size_t rounded) { return ember::detail::cuda_segment_size(rounded); }
 
 // A current / peak gauge plus totals of increases and decreases (PyTorch's Stat).
 struct Stat {

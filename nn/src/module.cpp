@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ember/autograd/grad_mode.h"
+#include "ember/core/memory_plan.h"
 #include "ember/core/raw_ops.h"
 #include "module_state.h"
 
@@ -52,11 +53,13 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   check_new_name(*state_, name, "register_parameter");
   if (requires_grad) t.requires_grad_(true);
   state_->params.emplace_back(name, t);
+  memory::tag(t, memory::Category::kParameters);
   return t;
 }
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
   check_new_name(*state_, name, "register_buffer");
   state_->buffers.emplace_back(name, t);
+  memory::tag(t, memory::Category::kParameters);
   return t;
 }
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
@@ -159,6 +162,7 @@ Module& Module::to(Device device) {
     Tensor moved = raw::to_device(t, device);
     if (t.requires_grad()) t.set_grad({});
     t.set_data(moved);
+    memory::tag(t, memory::Category::kParameters);
   }
   return *this;
 }
@@ -169,6 +173,7 @@ Module& Module::to(DType dtype) {
     Tensor conv = raw::cast(t, dtype);
     if (t.requires_grad()) t.set_grad({});
     t.set_data(conv);
+    memory::tag(t, memory::Category::kParameters);
   }
   return *this;
 }

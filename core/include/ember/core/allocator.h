@@ -19,6 +19,8 @@ class Allocator {
   virtual void* allocate(size_t nbytes) = 0;  // nullptr for 0 bytes; throws OutOfMemoryError
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual Device device() const = 0;
+  // True for memory::plan's simulated allocators: their pointers are placeholders with no memory behind them.
+  virtual bool is_meta() const { return false; }
 };
 
 struct CpuMemoryStats {
@@ -31,6 +33,8 @@ struct CpuMemoryStats {
   uint64_t system_frees = 0;     // blocks returned to the system (by cpu_empty_cache)
   uint64_t num_ooms = 0;         // OutOfMemoryErrors thrown
   size_t limit_bytes = 0;        // set_memory_limit(Device::cpu(), ...); 0: none
+  size_t scratch_bytes = 0;      // the CPU kernels' scratch arenas (GEMM packing, conv column buffers): kept for
+                                 // reuse, grow-only, outside bytes_in_use and the limit
 };
 
 Allocator& cpu_allocator();
@@ -42,6 +46,9 @@ std::string cpu_memory_summary();
 namespace detail {
 // "1.50 GiB": bytes in the largest binary unit below 1024 of them, with `precision` decimals ("512 B" for bytes).
 std::string format_bytes(size_t bytes, int precision = 2);
+// The CPU kernels' scratch arenas (core/cpu/scratch.cpp) draw from here: counted in CpuMemoryStats::scratch_bytes.
+void* cpu_scratch_allocate(size_t nbytes);
+void cpu_scratch_free(void* p, size_t nbytes);
 }  // namespace detail
 
 }  // namespace ember

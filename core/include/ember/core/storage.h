@@ -20,6 +20,7 @@ struct StorageImpl {
   Allocator* allocator = nullptr;
   std::function<void(void*)> deleter;
   bool pinned = false;
+  bool meta = false;  // from memory::plan's simulated allocator: `data` is a placeholder with no memory behind it
   std::atomic<uint32_t> version{0};
 
   StorageImpl(size_t nbytes, Allocator& alloc);

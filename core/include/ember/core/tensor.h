@@ -106,6 +106,7 @@ class Tensor {
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor pin_memory() const;  // a copy in pinned host memory (itself when already pinned); needs CUDA
   bool is_pinned() const;
+  bool is_meta() const { return checked()->storage->meta; }  // made by memory::plan: a shape with no values
   // Tells the CUDA caching allocator that work queued on `stream` uses this tensor's memory, so that once
   // freed it is not reused before that work is done (needed when a tensor allocated on one stream is used
   // on another). Throws DeviceError for a CPU tensor or a stream of another device. Defined in cuda/.

@@ -10,6 +10,11 @@
 
 namespace ember {
 
+namespace detail {
+// Thrown when the memory of a tensor made by memory::plan (shape-only) would be read or written.
+[[noreturn]] void throw_planned_access();
+}  // namespace detail
+
 // Autograd hangs its per-tensor state (grad, grad_fn, ...) here; core only asks whether the tensor was computed
 // by an op (requires_grad_ is refused on such a non-leaf).
 struct AutogradMetaBase {
@@ -36,7 +41,12 @@ struct TensorImpl {
   TensorImpl(Storage s, int64_t offset, Shape sizes, Shape strides, DType dtype);
   void refresh();  // recomputes numel and contiguous
   Device device() const { return storage->device; }
-  void* data_ptr() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype)); }
+  // Every kernel takes its pointers here, so a planned tensor (no memory) can never reach one.
+  void* data_ptr() const {
+    if (storage->meta) [[unlikely]]
+      detail::throw_planned_access();
+    return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype));
+  }
   void bump_version() { storage->version.fetch_add(1, std::memory_order_relaxed); }
 };
 

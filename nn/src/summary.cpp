@@ -1,0 +1,122 @@
+// defines: nn::summary (summary.h), from forward hooks inside one memory::plan.
+#include "ember/nn/summary.h"
+
+#include <iomanip>
+#include <sstream>
+#include <vector>
+
+#include "ember/autograd/engine.h"
+#include "ember/autograd/ops.h"
+#include "ember/core/factory.h"
+#include "ember/core/memory_plan.h"
+#include "module_state.h"
+
+namespace ember::nn {
+namespace {
+
+struct Row {
+  std::string path, type;
+  Shape out;
+  int64_t params = 0;
+  size_t activation = 0;
+  int depth = 0;
+  bool called = false;
+};
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+// The bytes a tensor's storage takes in `d`'s caching allocator.
+size_t allocated_size(const Tensor& t, Device d) { return memory::allocated_size(d, t.impl()->storage->nbytes); }
+
+}  // namespace
+
+std::string summary(const Module& model, const Shape& input_shape) {
+  // The input's dtype and device: the model's.
+  DType dtype = kFloat32;
+  Device device = Device::cpu();
+  for (const Tensor& p : model.parameters())
+    if (is_floating(p.dtype())) {
+      dtype = p.dtype();
+      device = p.device();
+      break;
+    }
+
+  const NamedModules modules = model.named_modules();
+  std::vector<Row> rows(modules.size());
+  std::vector<HookHandle> handles;
+  std::vector<size_t> before(modules.size(), 0);
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const auto& [path, m] = modules[i];
+    Row& r = rows[i];
+    r.path = path.empty() ? "(model)" : path;
+    r.type = internal::type_name(*m);
+    r.depth = path.empty() ? 0 : 1 + static_cast<int>(std::count(path.begin(), path.end(), '.'));
+    for (const Tensor& p : m->parameters()) r.params += p.numel();
+    handles.push_back(m->register_forward_pre_hook(
+        [&before, i, device](Module&, const Tensor&) { before[i] = memory::planned_bytes_in_use(device); }));
+    handles.push_back(m->register_forward_hook([&rows, &before, i, device](Module&, const Tensor&, const Tensor& y) {
+      const size_t now = memory::planned_bytes_in_use(device);
+      rows[i].out = y.shape();
+      rows[i].activation = now > before[i] ? now - before[i] : 0;
+      rows[i].called = true;
+    }));
+  }
+  // Gradients land in the real parameters' .grad during the planned backward: keep and restore them.
+  std::vector<Tensor> params = model.parameters();
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  memory::Plan plan;
+  try {
+    plan = memory::plan(device, [&] {
+      Tensor x = zeros(input_shape, {.dtype = dtype, .device = device});
+      Tensor y = const_cast<Module&>(model)(x);
+      if (y.requires_grad()) y.sum().backward();
+    });
+  } catch (...) {
+    for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
+    for (HookHandle& h : handles) h.remove();
+    throw;
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
+  for (HookHandle& h : handles) h.remove();
+
+  int64_t trainable = 0, frozen = 0;
+  size_t param_bytes = 0;
+  for (const Tensor& p : params) {
+    (p.requires_grad() ? trainable : frozen) += p.numel();
+    param_bytes += allocated_size(p, device);
+  }
+  for (const auto& [_, b] : model.named_buffers()) param_bytes += allocated_size(b, device);
+
+  auto fmt = [](size_t b) { return detail::format_bytes(b, 2); };
+  std::ostringstream os;
+  os << std::left << std::setw(28) << "Layer" << std::setw(18) << "Type" << std::setw(22) << "Output shape"
+     << std::right << std::setw(12) << "Params" << std::setw(14) << "Activations"
+     << "\n"
+     << std::string(94, '-') << "\n";
+  for (const Row& r : rows) {
+    std::ostringstream shape;
+    if (r.called) shape << r.out;
+    else shape << "(not called)";
+    std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
+    os << std::left << std::setw(28) << name << std::setw(18) << r.type << std::setw(22) << shape.str() << std::right
+       << std::setw(12) << with_commas(r.params) << std::setw(14) << (r.called ? fmt(r.activation) : "-") << "\n";
+  }
+  os << std::string(94, '-') << "\n"
+     << "Parameters: " << with_commas(trainable + frozen) << " (trainable " << with_commas(trainable) << ", frozen "
+     << with_commas(frozen) << "), " << fmt(param_bytes) << " with buffers on " << device << "\n"
+     << "Input " << input_shape << " " << dtype
+     << "; planned forward + backward peak: " << fmt(param_bytes + plan.peak_bytes) << " (parameters "
+     << fmt(param_bytes) << ", gradients " << fmt(plan.bytes(memory::Category::kGradients)) << ", activations "
+     << fmt(plan.bytes(memory::Category::kActivations)) << ", temporaries "
+     << fmt(plan.bytes(memory::Category::kTemporaries)) << ")\n"
+     << "An optimiser step adds its state: SGD with momentum 1x, Adam/AdamW 2x the trainable parameters ("
+     << fmt(2 * static_cast<size_t>(trainable) * itemsize(dtype)) << " for Adam)\n";
+  return os.str();
+}
+
+}  // namespace ember::nn
