@@ -10,6 +10,7 @@
 #include "ember/core/allocator.h"
 #include "ember/core/error.h"
 #include "ember/core/memory_context.h"
+#include "ember/core/memory_history.h"
 #include "ember/internal/allocator_sizes.h"
 
 namespace ember {
@@ -116,6 +117,10 @@ class CpuCachingAllocator final : public Allocator {
     } else {
       advice = "; the system refused the memory: lower the batch size or free tensors you keep";
     }
+    // What the tensors in use are (memory_history.h), and what would shrink the largest share of them.
+    const std::string advice2 = memory::category_advice(Device::cpu());
+    if (!advice2.empty())
+      advice += detail::str(". In use: ", memory::describe_categories(Device::cpu()), "; ", advice2);
     throw OutOfMemoryError(detail::str(
         "CPU out of memory: tried to allocate ", detail::format_bytes(sz, 2), memory::describe_context(), " (",
         fmt(in_use), " in use by ember, ", fmt(stats_.bytes_cached), " cached",

@@ -424,11 +424,11 @@ size_t planned_bytes_in_use(Device device) {
 }
 
 void tag(const Tensor& t, Category c) {
-  PlanState* s = t_plan;
-  if (!s || !t.defined()) return;
-  const StorageImpl& st = *t.impl()->storage;
-  if (!st.meta || !st.data) return;
-  static_cast<PlannedAllocator*>(st.allocator)->tag(st.data, c);
+  if (!t.defined()) return;
+  StorageImpl& st = *t.impl()->storage;
+  if (!st.data || !st.allocator) return;
+  if (st.meta) static_cast<PlannedAllocator*>(st.allocator)->tag(st.data, c);
+  else internal::retag(st, static_cast<uint8_t>(c));
 }
 
 Plan plan(Device target, const std::function<void()>& fn, const PlanOptions& opts) {

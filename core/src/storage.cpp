@@ -2,15 +2,19 @@
 #include "ember/core/storage.h"
 #include "ember/core/allocator.h"
 #include "ember/core/tensor_impl.h"
+#include "memory_plan_internal.h"
 
 namespace ember {
 
 // --- Storage
 StorageImpl::StorageImpl(size_t n, Allocator& alloc)
-    : data(alloc.allocate(n)), nbytes(n), device(alloc.device()), allocator(&alloc), meta(alloc.is_meta()) {}
+    : data(alloc.allocate(n)), nbytes(n), device(alloc.device()), allocator(&alloc), meta(alloc.is_meta()) {
+  if (data && !meta) memory::internal::on_allocated(*this);
+}
 StorageImpl::StorageImpl(void* d, size_t n, Device dev, std::function<void(void*)> del)
     : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
 StorageImpl::~StorageImpl() {
+  if (data && allocator && !meta) memory::internal::on_freed(*this);
   if (allocator) allocator->deallocate(data, nbytes);
   else if (deleter) deleter(data);
 }

@@ -20,6 +20,7 @@
 #include "device_guard.h"
 #include "ember/core/error.h"
 #include "ember/core/memory_context.h"
+#include "ember/core/memory_history.h"
 #include "ember/cuda/cuda.h"
 #include "runtime_internal.h"
 #include "stream_internal.h"
@@ -141,6 +142,11 @@ void DeviceCachingAllocator::throw_oom_locked(size_t size, bool over_limit) {
   else
     advice = ember::detail::str("; the live tensors fit, but no free piece of ", fmt(size),
                                 " was left (fragmentation): cuda::empty_cache() between phases may help");
+  // What the tensors in use are (memory_history.h), and what would shrink the largest share of them.
+  const std::string by_category = ember::memory::category_advice(Device::cuda(device_));
+  if (!by_category.empty())
+    advice +=
+        ember::detail::str(". In use: ", ember::memory::describe_categories(Device::cuda(device_)), "; ", by_category);
   throw OutOfMemoryError(ember::detail::str(
       "CUDA out of memory: tried to allocate ", ember::detail::format_bytes(size, 2), " on cuda:", device_,
       ember::memory::describe_context(), " (", fmt(total_bytes), " total, ", fmt(free_bytes), " free, ", fmt(allocated),

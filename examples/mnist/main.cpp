@@ -2,6 +2,8 @@
 //   ember_mnist --model mlp|cnn --epochs 3 --batch-size 64 --lr 1e-3 --device cpu|cuda|auto --threads N
 //               --save model.safetensors --data /usr/share/datasets/fashion-mnist --workers 1 --seed 0
 //               --amp none|bf16|f16   (mixed precision: autocast, with a GradScaler for f16; docs/amp.md)
+//               --plan                (nn::summary and a memory plan before training, planned vs measured after)
+//               --memory-timeline out.json   (every allocation, for Perfetto or scripts/plot_memory.py)
 // Device-agnostic: one Device is picked once and the model and every batch are moved with .to(dev).
 #include <ember/ember.h>
 
@@ -20,6 +22,8 @@ namespace {
 
 struct Args {
   std::string model = "mlp", device = "auto", save, data = "/usr/share/datasets/fashion-mnist", amp = "none";
+  std::string timeline;  // --memory-timeline
+  bool plan = false;
   int epochs = 3, threads = 0, workers = 1;
   int64_t batch_size = 64;
   double lr = 1e-3;
@@ -30,7 +34,7 @@ struct Args {
   std::cerr << "ember_mnist: " << why << "\n"
             << "usage: ember_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--device cpu|cuda|auto]\n"
             << "                   [--threads N] [--workers N] [--seed N] [--save PATH] [--data DIR]\n"
-            << "                   [--amp none|bf16|f16]\n";
+            << "                   [--amp none|bf16|f16] [--plan] [--memory-timeline out.json]\n";
   std::exit(2);
 }
 
@@ -39,6 +43,10 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k == "-h" || k == "--help") usage("help");
+    if (k == "--plan") {
+      a.plan = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("missing value for " + k);
     std::string v = argv[++i];
     try {
@@ -53,6 +61,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--save") a.save = v;
       else if (k == "--data") a.data = v;
       else if (k == "--amp") a.amp = v;
+      else if (k == "--memory-timeline") a.timeline = v;
       else usage("unknown flag " + k);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + k);
@@ -76,6 +85,42 @@ nn::Chain make_model(const std::string& kind) {
                    nn::Dense(3136, 128, nn::relu),
                    nn::Dense(128, 10)};
 }
+
+// The training step of main() on a model and optimiser of its own, twice (the second step runs with Adam's
+// state): what memory::plan simulates for --plan. Random batches stand in for the loader's, of the same shapes,
+// and so do the batches its workers have ready meanwhile (DataLoaderOptions::prefetch = 2 per worker).
+void planned_steps(const Args& args, Device dev) {
+  std::vector<Tensor> queued;
+  for (int i = 0; i < 2 * args.workers; ++i) {
+    queued.push_back(empty({args.batch_size, 1, 28, 28}));
+    queued.push_back(empty({args.batch_size}, {.dtype = kInt64}));
+  }
+  nn::Chain model = make_model(args.model);
+  model.to(dev);
+  optim::Adam opt(model.parameters(), {.lr = args.lr});
+  amp::GradScaler scaler({.enabled = args.amp == "f16"});
+  for (int s = 0; s < 2; ++s) {
+    Tensor x = randn({args.batch_size, 1, 28, 28}, {.device = dev});
+    Tensor y = randint(0, 10, {args.batch_size}, {.dtype = kInt64, .device = dev});
+    Tensor loss;
+    {
+      amp::AutocastGuard ac(dev, args.amp == "f16" ? kFloat16 : kBFloat16, args.amp != "none");
+      loss = nn::cross_entropy(model(x), y);
+    }
+    opt.zero_grad();
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+}
+
+size_t bytes_in_use(Device dev) {
+  return dev.is_cuda() ? cuda::memory_allocated(dev.index()) : cpu_memory_stats().bytes_in_use;
+}
+size_t peak_in_use(Device dev) {
+  return dev.is_cuda() ? cuda::max_memory_allocated(dev.index()) : cpu_memory_stats().peak_bytes_in_use;
+}
+std::string mib(size_t b) { return detail::format_bytes(b, 1); }
 
 // Accuracy on a dataset held as whole tensors, in batches, without recording a graph.
 double accuracy(nn::Module& model, const Tensor& images, const Tensor& labels, Device dev, const Args& args) {
@@ -105,6 +150,14 @@ int main(int argc, char** argv) {
     manual_seed(args.seed);
 
     data::MNIST train(args.data, data::Split::Train), test(args.data, data::Split::Test);
+    // --plan: what one training step will take, worked out before anything is allocated for it.
+    memory::Plan plan;
+    if (args.plan) plan = memory::plan(dev, [&] { planned_steps(args, dev); });
+    if (!args.timeline.empty()) memory::record_history(true);
+    // From here on, what training adds to the datasets' memory is measured against the plan.
+    const size_t base = bytes_in_use(dev);
+    cpu_reset_peak_memory_stats();
+    if (dev.is_cuda()) cuda::reset_peak_memory_stats(dev.index());
     nn::Chain model = make_model(args.model);
     model.to(dev);
     optim::Adam opt(model.parameters(), {.lr = args.lr});
@@ -125,8 +178,8 @@ int main(int argc, char** argv) {
               << args.model << " on " << dev << ", " << get_num_threads() << " threads, batch " << args.batch_size
               << ", Adam lr " << args.lr << ", " << train.size() << " training images"
               << (use_amp ? ", autocast " + args.amp : std::string()) << "\n";
-    cpu_reset_peak_memory_stats();
-    if (dev.is_cuda()) cuda::reset_peak_memory_stats(dev.index());
+    if (args.plan) std::cout << nn::summary(model, {args.batch_size, 1, 28, 28}) << "\n" << plan.to_string() << "\n";
+    size_t train_peak = 0;  // measured over the first epoch's training steps, before evaluation
 
     const examples::ProgressBar bar;  // redrawn in place on a terminal, every 25% in a log
     const bool tty = bar.tty();
@@ -159,6 +212,7 @@ int main(int argc, char** argv) {
         }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (epoch == 1) train_peak = peak_in_use(dev) - base;
       const double acc = accuracy(model, test.images(), test.labels(), dev, args);
       std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "",
                   epoch, running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
@@ -170,6 +224,17 @@ int main(int argc, char** argv) {
     else
       std::printf("peak memory: %.1f MiB in use by tensors\n",
                   static_cast<double>(cpu_memory_stats().peak_bytes_in_use) / 1048576);
+    if (args.plan)
+      std::printf("training-step peak: planned %s, measured %s (%+.1f%%)\n", mib(plan.peak_bytes).c_str(),
+                  mib(train_peak).c_str(),
+                  100.0 * (static_cast<double>(train_peak) - static_cast<double>(plan.peak_bytes)) /
+                      static_cast<double>(plan.peak_bytes));
+    if (!args.timeline.empty()) {
+      memory::record_history(false);
+      memory::dump_snapshot(args.timeline);
+      std::cout << "memory timeline: " << args.timeline << " (" << memory::snapshot().allocations.size()
+                << " allocations; python3 scripts/plot_memory.py " << args.timeline << " timeline.png)\n";
+    }
     if (dev.is_cuda()) std::cout << cuda::memory_summary(dev);
     if (!args.save.empty()) {
       nn::save(model, args.save);

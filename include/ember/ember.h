@@ -23,6 +23,7 @@
 #include "ember/core/factory.h"
 #include "ember/core/generator.h"
 #include "ember/core/memory_context.h"
+#include "ember/core/memory_history.h"
 #include "ember/core/memory_plan.h"
 #include "ember/core/shape.h"
 #include "ember/core/tensor.h"

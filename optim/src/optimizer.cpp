@@ -196,8 +196,7 @@ void Optimizer::update_each(const std::function<void(size_t, const Tensor&, cons
     Tensor pc = raw::contiguous(p);
     const Tensor gc = raw::contiguous(grad);
     update(g, pc, gc, s);
-    if (memory::is_planning())
-      for (const Tensor& b : s.buffers) memory::tag(b, memory::Category::kOptimizerState);
+    for (const Tensor& b : s.buffers) memory::tag(b, memory::Category::kOptimizerState);
     if (pc.is_same(p)) p.impl()->bump_version();  // in place: graphs that saved p must see it changed
     else raw::copy_(p, pc);                       // copy_ bumps the version
   }

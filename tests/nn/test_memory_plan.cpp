@@ -261,3 +261,21 @@ TEST(MaxBatchSize, CudaWithoutAGpuNeedsABudget) {
   EXPECT_FALSE(memory::plan(Device::cuda(), [&] { step(b + 1); }, {.limit_bytes = 64u << 20}).fits);
   if (!cuda::is_available()) EXPECT_THROW((void)memory::max_batch_size(Device::cuda(), step), DeviceError);
 }
+
+// A planned forward in training mode touches BatchNorm's running statistics only through kernels that do nothing.
+TEST(Summary, LeavesBuffersAsTheyWere) {
+  manual_seed(2);
+  nn::Chain model{nn::Conv2d(3, 8, 3), nn::BatchNorm2d(8), nn::relu, nn::Flatten(), nn::Dense(8 * 6 * 6, 4)};
+  (void)model(randn({4, 3, 8, 8}));  // one real step moves the running statistics off their start
+  std::vector<std::vector<double>> before;
+  for (const auto& [name, b] : model.named_buffers()) before.push_back(b.to(kFloat64).to_vector<double>());
+  const std::string s = nn::summary(model, {16, 3, 8, 8});
+  EXPECT_NE(s.find("BatchNorm2d"), std::string::npos) << s;
+  EXPECT_NE(s.find("[16, 8, 6, 6]"), std::string::npos) << s;
+  size_t i = 0;
+  for (const auto& [name, b] : model.named_buffers()) {
+    EXPECT_FALSE(b.is_meta()) << name;
+    EXPECT_EQ(b.to(kFloat64).to_vector<double>(), before[i++]) << name;
+  }
+  EXPECT_TRUE(model.is_training());
+}

@@ -35,7 +35,8 @@ const char* category_name(Category c);  // "parameters", "gradients", "optimizer
 struct PlanOptions {
   // The cap to simulate (as set_memory_limit would): past it the simulated cache is given back first, and an
   // allocation that still does not fit marks the plan as not fitting (the plan itself goes on). 0: the target's
-  // current memory_limit(target), which may be none.
+  // current memory_limit(target), which may be none. The plan's allocations alone count against it (a plan starts
+  // from an empty allocator); max_batch_size passes the limit less what is in use.
   size_t limit_bytes = 0;
 };
 
@@ -80,8 +81,9 @@ class PlanningSuspend {
 size_t planned_bytes_in_use(Device device);
 // The bytes a request of `nbytes` takes in `device`'s caching allocator (its size class or block rounding).
 size_t allocated_size(Device device, size_t nbytes);
-// Tags t's memory as category c in the plan running on this thread (no-op when not planning). A stronger tag
-// wins: parameters > gradients > optimizer state > activations > the rest.
+// Tags t's memory as category c: in a plan, for Plan::by_category; in a real run, for the live counters and the
+// timeline (memory_history.h). A stronger tag wins: parameters > gradients > optimizer state > activations >
+// the rest.
 void tag(const Tensor& t, Category c);
 
 // The largest batch in [lo, hi] whose planned training step fits the budget, by bisection over plans (no real
