@@ -6,6 +6,7 @@
 
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -40,6 +41,7 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& opts_in) {
+  memory::OpScope op_scope("scaled_dot_product_attention");  // an OutOfMemoryError names the op
   // Autocast: q, k, v (and an additive mask) in the low dtype; the kernel keeps its softmax in float32.
   const Tensor q = amp::lower(q_in), k = amp::lower(k_in), v = amp::lower(v_in);
   SdpaOptions opts = opts_in;
@@ -58,10 +60,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   if (!needs_grad({&q, &k, &v})) return r.out;
   const InputInfo iq(q), ik(k), iv(v);
   record(kOp, {q, k, v}, {r.out},
-         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, mask = opts.mask,
-          scale = opts.scale, causal = opts.causal, iq, ik, iv](const Grads& g) -> Grads {
-           raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(kOp), sk.get(kOp), sv.get(kOp),
-                                                           so.get(kOp), lse, mask, scale, causal);
+         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, mask = opts.mask, scale = opts.scale,
+          causal = opts.causal, iq, ik, iv](const Grads& g) -> Grads {
+           raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(kOp), sk.get(kOp), sv.get(kOp), so.get(kOp),
+                                                           lse, mask, scale, causal);
            return {iq.wants ? d.q : Tensor{}, ik.wants ? d.k : Tensor{}, iv.wants ? d.v : Tensor{}};
          });
   return r.out;

@@ -3,11 +3,11 @@
 // random-generator state, then runs backward through that rerun.
 #include "ember/autograd/checkpoint.h"
 
+#include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/core/factory.h"
-#include "ember/autograd/amp.h"
 #include "ember/core/generator.h"
 #include "ember/core/raw_ops.h"
 
@@ -15,7 +15,7 @@ namespace ember::autograd {
 
 Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   if (!needs_grad(inputs)) return fn(inputs);
-  const PhiloxState rng = current_generator().state();  // the stream fn draws from
+  const PhiloxState rng = current_generator().state();              // the stream fn draws from
   const amp::AutocastSnapshot autocast = amp::autocast_snapshot();  // the rerun casts as this run does
   Tensor out;
   {

@@ -3,6 +3,7 @@
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -10,6 +11,7 @@ namespace ember {
 // --- convolution family
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::vector<int64_t> s,
               std::vector<int64_t> p) {
+  memory::OpScope op_scope("conv2d");                                             // an OutOfMemoryError names the op
   const Tensor x = amp::lower(x_in), w = amp::lower(w_in), b = amp::lower(b_in);  // autocast
   Tensor y = raw::conv2d(x, w, b, s, p);
   if (!needs_grad({&x, &w, &b})) return y;
@@ -21,6 +23,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::v
   return y;
 }
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
+  memory::OpScope op_scope("max_pool2d");  // an OutOfMemoryError names the op
   Tensor y = raw::max_pool2d(x, k, s, p);
   if (!needs_grad({&x})) return y;
   record("max_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
@@ -29,6 +32,7 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> 
   return y;
 }
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
+  memory::OpScope op_scope("avg_pool2d");  // an OutOfMemoryError names the op
   Tensor y = raw::avg_pool2d(x, k, s, p);
   if (!needs_grad({&x})) return y;
   record("avg_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
@@ -53,6 +57,7 @@ Tensor bin_means(int64_t out, int64_t in, const TensorOptions& opts) {
 // Averaging bins is linear in x: y = Ph x Pw^T with the bin matrices of the rows and the columns, two matmuls that
 // autograd differentiates (twice) and both devices run.
 Tensor adaptive_avg_pool2d(const Tensor& x_in, std::vector<int64_t> output_size) {
+  memory::OpScope op_scope("adaptive_avg_pool2d");  // an OutOfMemoryError names the op
   autograd::check_defined("adaptive_avg_pool2d", x_in, "x");
   EMBER_CHECK_SHAPE(x_in.dim() == 3 || x_in.dim() == 4,
                     "adaptive_avg_pool2d: expected x [N, C, H, W] or [C, H, W], got ", x_in.dtype(), x_in.shape());

@@ -8,6 +8,7 @@
 
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -155,6 +156,7 @@ Labelled contract(Labelled a, Labelled b, const std::vector<int>& keep) {
 }  // namespace
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  memory::OpScope op_scope("einsum");  // an OutOfMemoryError names the op
   EMBER_CHECK_VALUE(!operands_in.empty(), "einsum: expected at least one operand for \"", equation, "\"");
   for (const Tensor& t : operands_in) autograd::check_defined("einsum", t, "operands[i]");
   std::vector<Tensor> operands;  // autocast: the products in float16 / bfloat16

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -14,6 +15,7 @@ namespace {
 Tensor zeros_like_grad(const Tensor& g) { return zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()}); }
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  memory::OpScope op_scope(name(op));  // an OutOfMemoryError names the op
   Tensor y = raw::binary(op, a, b);
   if (is_comparison(op) || !needs_grad({&a, &b})) return y;
   InputInfo ia(a), ib(b);
@@ -72,6 +74,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 // tensor op scalar (scalar_first: scalar op tensor)
 Tensor scalar_op(BinaryOp op, const Tensor& t, Scalar s, bool scalar_first) {
+  memory::OpScope op_scope(name(op));  // an OutOfMemoryError names the op
   Tensor y = scalar_first ? raw::binary(op, s, t) : raw::binary(op, t, s);
   if (is_comparison(op) || !needs_grad({&t})) return y;
   InputInfo it(t);
@@ -117,6 +120,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& t, Scalar s, bool scalar_first) {
 // Unary ops whose backward is g * f'(x, y), with f' built from the saved input and/or output.
 template <class Deriv>
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, bool keep_x, bool keep_y, Deriv deriv) {
+  memory::OpScope op_scope(name);  // an OutOfMemoryError names the op
   Tensor y = raw::unary(op, x);
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
@@ -165,6 +169,7 @@ Tensor gt(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, Scalar b) { return raw::binary(BinaryOp::Ge, a, b); }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  memory::OpScope op_scope("where");  // an OutOfMemoryError names the op
   Tensor y = raw::where(c, a, b);
   if (!needs_grad({&a, &b})) return y;
   InputInfo ia(a), ib(b);
@@ -179,6 +184,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 // --- unary
 Tensor neg(const Tensor& x) {
+  memory::OpScope op_scope("neg");  // an OutOfMemoryError names the op
   Tensor y = raw::unary(UnaryOp::Neg, x);
   if (needs_grad({&x})) {
     InputInfo ix(x);
@@ -196,9 +202,11 @@ Tensor exp(const Tensor& x) {
   return unary_op(UnaryOp::Exp, "exp", amp::fp32(x), false, true, [](const Tensor&, const Tensor& y) { return y; });
 }
 Tensor log(const Tensor& x) {
-  return unary_op(UnaryOp::Log, "log", amp::fp32(x), true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
+  return unary_op(UnaryOp::Log, "log", amp::fp32(x), true, false,
+                  [](const Tensor& xv, const Tensor&) { return 1 / xv; });
 }
 Tensor log1p(const Tensor& x) {
+  memory::OpScope op_scope("log1p");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Log1p, "log1p", amp::fp32(x), true, false,
                   [](const Tensor& xv, const Tensor&) { return 1 / (1 + xv); });
 }
@@ -212,10 +220,12 @@ Tensor square(const Tensor& x) {
   return unary_op(UnaryOp::Square, "square", x, true, false, [](const Tensor& xv, const Tensor&) { return 2 * xv; });
 }
 Tensor sign(const Tensor& x) {
+  memory::OpScope op_scope("sign");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Sign, "sign", x, true, false,
                   [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
 }
 Tensor relu(const Tensor& x) {
+  memory::OpScope op_scope("relu");  // an OutOfMemoryError names the op
   Tensor y = raw::unary(UnaryOp::Relu, x);
   if (!needs_grad({&x})) return y;
   // the gradient where y > 0, else 0: one fused pass, or (create_graph) a product with the mask that records
@@ -226,6 +236,7 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 Tensor sigmoid(const Tensor& x) {
+  memory::OpScope op_scope("sigmoid");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Sigmoid, "sigmoid", x, false, true,
                   [](const Tensor&, const Tensor& y) { return y * (1 - y); });
 }
@@ -233,10 +244,12 @@ Tensor tanh(const Tensor& x) {
   return unary_op(UnaryOp::Tanh, "tanh", x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
 }
 Tensor gelu(const Tensor& x) {
+  memory::OpScope op_scope("gelu");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Gelu, "gelu", x, true, false,
                   [](const Tensor& xv, const Tensor&) { return raw::unary(UnaryOp::GeluGrad, xv); });
 }
-Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
+Tensor softplus(const Tensor& x) {       // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
+  memory::OpScope op_scope("softplus");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Softplus, "softplus", amp::fp32(x), true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
     return where(gt(xv, 20.0), one, sigmoid(xv));
@@ -245,11 +258,13 @@ Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold,
 // --- composite activations: autograd differentiates them (twice too), both devices run them. Integer and bool
 // inputs give float32; float16 / bfloat16 compute in float32 (grad_utils.h, composite_input).
 Tensor silu(const Tensor& x_in) {
+  memory::OpScope op_scope("silu");  // an OutOfMemoryError names the op
   const Tensor x = autograd::composite_input("silu", x_in);
   return autograd::composite_result(x * sigmoid(x), x_in);
 }
 // x * slope where x <= 0: the gradient at 0 is the slope, as PyTorch's
 Tensor leaky_relu(const Tensor& x_in, double negative_slope) {
+  memory::OpScope op_scope("leaky_relu");  // an OutOfMemoryError names the op
   const Tensor x = autograd::composite_input("leaky_relu", x_in);
   return autograd::composite_result(where(gt(x, 0.0), x, x * negative_slope), x_in);
 }
@@ -257,12 +272,14 @@ Tensor leaky_relu(const Tensor& x_in, double negative_slope) {
 // exp(x) - 1 would cancel) and free of overflow. The branch not taken gets x clamped to <= 0, so that its
 // gradient (0 there) never meets an infinity; clamp passes the gradient at 0, which is alpha, as PyTorch's.
 Tensor elu(const Tensor& x_in, double alpha) {
+  memory::OpScope op_scope("elu");  // an OutOfMemoryError names the op
   const Tensor x = autograd::composite_input("elu", x_in);
   const Tensor t = tanh(clamp(x, -std::numeric_limits<double>::infinity(), 0.0) * 0.5);
   return autograd::composite_result(where(gt(x, 0.0), x, (2 * t / (1 - t)) * alpha), x_in);
 }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
+  memory::OpScope op_scope("clamp");  // an OutOfMemoryError names the op
   Tensor y = raw::clamp(x, lo, hi);
   if (needs_grad({&x})) {
     InputInfo ix(x);

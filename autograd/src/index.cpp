@@ -2,12 +2,14 @@
 // backward when an input requires grad (gather, scatter_add and masked_fill are composites).
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 // --- shape
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  memory::OpScope op_scope("cat");  // an OutOfMemoryError names the op
   Tensor y = raw::cat(xs, dim);
   if (!needs_grad(xs)) return y;
   const int64_t d = normalize_dim(dim, xs[0].dim(), "cat");
@@ -26,6 +28,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   return y;
 }
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  memory::OpScope op_scope("stack");  // an OutOfMemoryError names the op
   Tensor y = raw::stack(xs, dim);
   if (!needs_grad(xs)) return y;
   const int64_t d = normalize_dim(dim, xs[0].dim() + 1, "stack");
@@ -56,6 +59,7 @@ Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, con
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  memory::OpScope op_scope("index_select");  // an OutOfMemoryError names the op
   Tensor y = raw::index_select(x, dim, index);
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
@@ -110,12 +114,14 @@ Tensor flat_positions(const Shape& shape, int64_t dim, const Tensor& index) {
 
 // Composites of index_select / index_add on flattened tensors: differentiable (twice) on every device.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  memory::OpScope op_scope("gather");  // an OutOfMemoryError names the op
   const int64_t d = check_index("gather", x, dim, index);
   const Tensor pos = x.dim() == 0 ? index.reshape({-1}) : flat_positions(x.shape(), d, index);
   return index_select(x.reshape({-1}), 0, pos).reshape(index.shape());
 }
 
 Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index, const Tensor& src_in) {
+  memory::OpScope op_scope("scatter_add");  // an OutOfMemoryError names the op
   // Autocast promotes x and src to the wider of their float dtypes (as PyTorch's autocast "promote" list).
   const std::vector<Tensor> xs = amp::promote({x_in, src_in});
   const Tensor &x = xs[0], &src = xs[1];
@@ -141,6 +147,7 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index, const T
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  memory::OpScope op_scope("masked_fill");  // an OutOfMemoryError names the op
   autograd::check_defined("masked_fill", x, "x");
   autograd::check_defined("masked_fill", mask, "mask");
   autograd::check_defined("masked_fill", value, "value");
@@ -152,6 +159,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   return where(mask, value.to(x.dtype()).to(x.device()), x);
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  memory::OpScope op_scope("masked_fill");  // an OutOfMemoryError names the op
   autograd::check_defined("masked_fill", x, "x");
   return masked_fill(x, mask, full({}, value, {.dtype = x.dtype(), .device = x.device()}));
 }

@@ -1,12 +1,14 @@
 // defines: the public matmul and linear of ops.h, recording their backward when an input requires grad.
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 // --- linear algebra
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  memory::OpScope op_scope("matmul");                       // an OutOfMemoryError names the op
   const Tensor a = amp::lower(a_in), b = amp::lower(b_in);  // autocast: the product in float16 / bfloat16
   Tensor y = raw::matmul(a, b);
   if (!needs_grad({&a, &b})) return y;
@@ -40,6 +42,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  memory::OpScope op_scope("linear");  // an OutOfMemoryError names the op
   const Tensor x = amp::lower(x_in), w = amp::lower(w_in), b = amp::lower(b_in);
   Tensor y = raw::linear(x, w, b);
   if (!needs_grad({&x, &w, &b})) return y;

@@ -2,13 +2,15 @@
 // gradients come from two passes over the data (PyTorch's formulas).
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  const Tensor x = amp::fp32(x_in);  // autocast: normalisation in float32
+  memory::OpScope op_scope("batch_norm");  // an OutOfMemoryError names the op
+  const Tensor x = amp::fp32(x_in);        // autocast: normalisation in float32
   raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
   if (!needs_grad({&x, &weight, &bias})) return r.y;
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
@@ -27,6 +29,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
 // on every device; an autocast "float32" op. 16-bit inputs compute in float32 and round once (composite_input).
 Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  memory::OpScope op_scope("layer_norm");  // an OutOfMemoryError names the op
   const Tensor x_in = amp::fp32(x_arg);
   autograd::check_defined("layer_norm", x_in, "x");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

@@ -7,6 +7,7 @@
 
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -52,6 +53,7 @@ std::vector<int64_t> checked_dims(const char* op, const Tensor& x, const std::ve
 }
 
 Tensor sum_impl(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
+  memory::OpScope op_scope(is_mean ? "mean" : "sum");  // an OutOfMemoryError names the op
   Tensor y = is_mean ? raw::mean(x, dims, keepdim) : raw::sum(x, dims, keepdim);
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
@@ -95,6 +97,7 @@ Tensor min(const Tensor& x) { return extremum(x, {}, false, false); }
 Tensor min(const Tensor& x, const std::vector<int64_t>& d, bool k) { return extremum(x, d, k, false); }
 Tensor var(const Tensor& x) { return var(x, {}, false, 1); }
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
+  memory::OpScope op_scope("var");  // an OutOfMemoryError names the op
   Tensor y = raw::var(x, dims, keepdim, correction);
   if (!needs_grad({&x})) return y;
   InputInfo ix(x);
@@ -112,6 +115,7 @@ Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k);
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
 
 Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool keepdim) {
+  memory::OpScope op_scope("logsumexp");  // an OutOfMemoryError names the op
   const Tensor x_in = amp::fp32(x_arg);
   const Tensor x = autograd::composite_input("logsumexp", x_in);  // integers give float32
   const std::vector<int64_t> d = checked_dims("logsumexp", x, dims);
@@ -134,6 +138,7 @@ Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool kee
 }
 
 Tensor norm(const Tensor& x_arg, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  memory::OpScope op_scope("norm");  // an OutOfMemoryError names the op
   const Tensor x_in = amp::fp32(x_arg);
   autograd::check_defined("norm", x_in, "x");
   EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "norm: expected a floating-point tensor, got ", x_in.dtype(),
@@ -172,6 +177,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(amp::fp32(x), di
 
 // --- softmax family
 Tensor softmax(const Tensor& x_in, int64_t dim) {
+  memory::OpScope op_scope("softmax");  // an OutOfMemoryError names the op
   const Tensor x = amp::fp32(x_in);
   Tensor y = raw::softmax(x, dim);
   if (!needs_grad({&x})) return y;
@@ -184,6 +190,7 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
   return y;
 }
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  memory::OpScope op_scope("log_softmax");  // an OutOfMemoryError names the op
   const Tensor x = amp::fp32(x_in);
   Tensor y = raw::log_softmax(x, dim);
   if (!needs_grad({&x})) return y;

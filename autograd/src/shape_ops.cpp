@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ember/autograd/ops.h"
+#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -57,6 +58,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value) {
+  memory::OpScope op_scope("pad");  // an OutOfMemoryError names the op
   autograd::check_defined("pad", x, "x");
   const int64_t pairs = static_cast<int64_t>(pads.size() / 2);
   EMBER_CHECK_VALUE(pads.size() % 2 == 0, "pad: pads must come in (before, after) pairs, got ", pads.size(), " values ",

@@ -30,7 +30,11 @@ PhaseScope::PhaseScope(Phase p) : prev_(t_phase) { t_phase = p; }
 PhaseScope::~PhaseScope() { t_phase = prev_; }
 ModuleScope::ModuleScope(const std::string* name) { t_modules.push_back(name); }
 ModuleScope::~ModuleScope() { t_modules.pop_back(); }
-OpScope::OpScope(const char* op) : prev_(t_op) { t_op = op; }
+// The outermost op names the place: a composite (layer_norm) is named, not the sum inside it, and in backward the
+// node the engine runs, not the ops its gradient is made of.
+OpScope::OpScope(const char* op) : prev_(t_op) {
+  if (!t_op) t_op = op;
+}
 OpScope::~OpScope() { t_op = prev_; }
 
 Context current_context() {

@@ -13,6 +13,7 @@
 #include "ember/autograd/node.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::nn {
@@ -73,6 +74,7 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
+  memory::OpScope op_scope("cross_entropy");  // an OutOfMemoryError names the op
   // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32.
   const Tensor logits = amp::fp32(logits_in);
   check_logits("cross_entropy", logits);
@@ -188,6 +190,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const NllLoss
 // PyTorch's (1.13) label smoothing: (1 - s) nll + s / C * smooth, where smooth is -sum over the classes of
 // weight[c] * log_probs[c] (0 for an ignored target), reduced as nll is (the mean divides by the same weights).
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& opts) {
+  memory::OpScope op_scope("cross_entropy");  // an OutOfMemoryError names the op
   const Tensor logits = amp::fp32(logits_in);
   EMBER_CHECK(logits.defined(), Error, "cross_entropy: logits are undefined");
   EMBER_CHECK_DTYPE(is_floating(logits.dtype()), "cross_entropy: logits must be floating point, got ", desc(logits));
@@ -211,6 +214,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
 }
 
 Tensor mse_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
+  memory::OpScope op_scope("mse_loss");  // an OutOfMemoryError names the op
   const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
   check_pair("mse_loss", pred, target);
   return reduce(square(pred - target), opts.reduction);

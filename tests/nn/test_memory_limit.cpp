@@ -65,7 +65,7 @@ TEST(MemoryLimit, MessageNamesPhaseModuleAndOp) {
     LimitGuard limit(in_use() + (4 << 20));
     const std::string msg = oom_message([&] { (void)model(x); });
     std::cout << msg << "\n";  // docs/memory.md quotes it
-    EXPECT_NE(msg.find("during the forward in module '1.0'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("during the forward of linear in module '1.0'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("checkpoint activations"), std::string::npos) << msg;
   }
   // backward: the forward fits, the gradients do not

@@ -44,7 +44,9 @@ class ModuleScope {
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;
 };
-// `op` must be a string literal or otherwise outlive the scope.
+// `op` must be a string literal or otherwise outlive the scope. The outermost scope wins: a composite op is named
+// rather than the ops it is made of, and in backward the engine's node. The public autograd ops (ops.h) and the
+// losses open one, so an OutOfMemoryError in the forward names the op too.
 class OpScope {
  public:
   explicit OpScope(const char* op);
@@ -59,7 +61,7 @@ class OpScope {
 struct Context {
   Phase phase = Phase::kForward;
   std::string module_path;   // "" outside any named module
-  const char* op = nullptr;  // the backward node running (backward only), else null
+  const char* op = nullptr;  // the op running (forward: the outermost public op; backward: the engine's node)
 };
 Context current_context();
 // " during the backward of linear in module '1.fc'" (empty pieces left out), for error messages.
