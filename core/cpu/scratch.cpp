@@ -13,8 +13,8 @@ namespace ember::cpu {
 // region the arena belongs to the chunk being run (chunk i of a region always covers the same work, whichever
 // thread runs it: thread_pool.cpp claims chunks dynamically); outside one it belongs to the thread. So after
 // the first step of a steady loop every buffer is big enough and kernels allocate nothing, whatever the
-// timing of the threads. The arenas are counted apart from tensors (CpuMemoryStats::scratch_bytes), as cuBLAS
-// and cuDNN workspaces are on a GPU, so bytes_in_use is what tensors hold and what memory::plan predicts.
+// timing of the threads. The arenas come from the system and are counted apart from tensors
+// (CpuMemoryStats::scratch_bytes): bytes_in_use is what tensors hold, and what memory::plan predicts.
 namespace {
 struct Arena {
   std::vector<std::pair<void*, size_t>> bufs;

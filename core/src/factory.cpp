@@ -30,6 +30,15 @@ void check_sizes(const char* op, const Shape& shape, DType dtype) {
   }
 }
 
+namespace {
+// Inside memory::plan, a factory that filled a real host buffer (PlanningSuspend) hands out a planned tensor, as
+// every other op does, even when no cast or move made a new one.
+Tensor planned_if_planning(Tensor t) {
+  if (memory::is_planning() && !t.is_meta()) return raw::clone(t);
+  return t;
+}
+}  // namespace
+
 Tensor empty(const Shape& shape, const TensorOptions& opts) {
   check_sizes("empty", shape, opts.dtype);
   if (opts.requires_grad)
@@ -66,7 +75,7 @@ Tensor arange(double start, double end, double step, const TensorOptions& opts) 
   }
   double* p = host.data<double>();
   for (int64_t i = 0; i < count; ++i) p[i] = start + static_cast<double>(i) * step;
-  return raw::to_device(raw::cast(host, opts.dtype), opts.device);
+  return planned_if_planning(raw::to_device(raw::cast(host, opts.dtype), opts.device));
 }
 Tensor arange(int64_t n, const TensorOptions& opts) { return arange(0, static_cast<double>(n), 1, opts); }
 
@@ -128,7 +137,7 @@ Tensor randperm(int64_t n, const TensorOptions& opts) {
       std::swap(o[i], o[j]);
     }
   }
-  return raw::to_device(out, opts.device);
+  return planned_if_planning(raw::to_device(out, opts.device));
 }
 
 Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& shape, const TensorOptions& opts) {
@@ -141,7 +150,7 @@ Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& 
     host = empty(shape, {.dtype = src});
   }
   if (count) std::memcpy(host.data_ptr(), data, static_cast<size_t>(count) * itemsize(src));
-  Tensor t = raw::to_device(raw::cast(host, opts.dtype), opts.device);
+  Tensor t = planned_if_planning(raw::to_device(raw::cast(host, opts.dtype), opts.device));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }

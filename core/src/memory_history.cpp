@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -49,19 +50,24 @@ double now_us(const History& h) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h.start).count();
 }
 
+
+// Counted: storages of the device's caching allocator (not pinned host memory, whose device is the CPU too).
+bool counted(const StorageImpl& s) { return !s.device.is_cpu() || s.allocator == &cpu_allocator(); }
+
 }  // namespace
 
 namespace internal {
 void on_allocated(StorageImpl& s) noexcept {
+  if (!counted(s)) return;
   if (auto* c = counters(s.device))
-    c[s.category].fetch_add(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
+    c[s.category.load(std::memory_order_relaxed)].fetch_add(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
   if (!g_recording.load(std::memory_order_relaxed)) [[likely]]
     return;
   try {
     AllocationRecord r;
     r.bytes = allocated_size(s.device, s.nbytes);
     r.device = s.device;
-    r.category = static_cast<Category>(s.category);
+    r.category = static_cast<Category>(s.category.load(std::memory_order_relaxed));
     const Context ctx = current_context();
     r.phase = ctx.phase;
     r.module = ctx.module_path;
@@ -81,8 +87,9 @@ void on_allocated(StorageImpl& s) noexcept {
 }
 
 void on_freed(StorageImpl& s) noexcept {
+  if (!counted(s)) return;
   if (auto* c = counters(s.device))
-    c[s.category].fetch_sub(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
+    c[s.category.load(std::memory_order_relaxed)].fetch_sub(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
   if (!s.history_id) return;
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
@@ -91,13 +98,17 @@ void on_freed(StorageImpl& s) noexcept {
 }
 
 void retag(StorageImpl& s, uint8_t category) noexcept {
-  if (category >= s.category) return;  // a stronger tag is there already
+  // Threads may tag one storage at once: the one whose exchange succeeds moves the bytes.
+  uint8_t cur = s.category.load(std::memory_order_relaxed);
+  do {
+    if (!stronger(static_cast<Category>(category), static_cast<Category>(cur))) return;  // as strong a tag is there
+  } while (!s.category.compare_exchange_weak(cur, category, std::memory_order_relaxed));
+  if (!counted(s)) return;
   if (auto* c = counters(s.device)) {
     const auto bytes = static_cast<int64_t>(allocated_size(s.device, s.nbytes));
-    c[s.category].fetch_sub(bytes, std::memory_order_relaxed);
+    c[cur].fetch_sub(bytes, std::memory_order_relaxed);
     c[category].fetch_add(bytes, std::memory_order_relaxed);
   }
-  s.category = category;
   if (!s.history_id) return;
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
@@ -192,7 +203,12 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
+    if (static_cast<unsigned char>(c) < 0x20) {  // control characters as \u00XX
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+      continue;
+    }
     out += c;
   }
   return out + "\"";

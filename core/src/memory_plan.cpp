@@ -21,6 +21,7 @@
 
 #include "ember/core/backend.h"
 #include "ember/core/error.h"
+#include "ember/core/raw_ops.h"
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/allocator_sizes.h"
@@ -39,6 +40,28 @@ void throw_planned_access() {
 
 namespace memory {
 
+bool stronger(Category a, Category b) {
+  // parameters > gradients > optimizer state > activations > workspace > temporaries
+  auto rank = [](Category c) {
+    switch (c) {
+      case Category::kParameters:
+        return 5;
+      case Category::kGradients:
+        return 4;
+      case Category::kOptimizerState:
+        return 3;
+      case Category::kActivations:
+        return 2;
+      case Category::kWorkspace:
+        return 1;
+      case Category::kTemporaries:
+        return 0;
+    }
+    return 0;
+  };
+  return rank(a) > rank(b);
+}
+
 const char* category_name(Category c) {
   switch (c) {
     case Category::kParameters:
@@ -46,7 +69,7 @@ const char* category_name(Category c) {
     case Category::kGradients:
       return "gradients";
     case Category::kOptimizerState:
-      return "optimizer state";
+      return "optimizer_state";
     case Category::kActivations:
       return "activations";
     case Category::kTemporaries:
@@ -59,12 +82,13 @@ const char* category_name(Category c) {
 
 namespace {
 
-// --- accounting common to both simulations: one record per allocation, the live set, the peak.
+// --- accounting common to both simulations: one record per allocation with the sequence numbers (one count
+// over allocations and frees) of its life, so the set live at the peak is found once, at the end.
 struct Record {
   size_t bytes = 0;  // as the simulated allocator counts them (size class; CUDA block size)
   Category cat = Category::kTemporaries;
   std::string module;  // the module path it was allocated in
-  size_t pos = 0;      // index in live_ while live
+  uint64_t born = 0, died = UINT64_MAX;
 };
 
 class PlannedAllocator : public Allocator {
@@ -83,15 +107,14 @@ class PlannedAllocator : public Allocator {
       first_oom_ = detail::str(detail::format_bytes(bytes, 1), describe_context());
     }
     const Context ctx = current_context();
-    const uint32_t id = static_cast<uint32_t>(records_.size());
-    records_.push_back({bytes, Category::kTemporaries, ctx.module_path, live_.size()});
-    live_.push_back(id);
-    id_of_.emplace(ptr, id);
+    const uint64_t seq = ++seq_;
+    id_of_.emplace(ptr, records_.size());
+    records_.push_back({bytes, Category::kTemporaries, ctx.module_path, seq});
     allocated_ += bytes;
     ++allocations_;
-    if (allocated_ > peak_) {  // a new high-water mark: remember who was live
+    if (allocated_ > peak_) {  // a new high-water mark: what is live now is what report() will list
       peak_ = allocated_;
-      peak_live_ = live_;
+      peak_seq_ = seq;
       peak_phase_ = ctx.phase;
       peak_where_ = describe_context();
     }
@@ -99,7 +122,8 @@ class PlannedAllocator : public Allocator {
     return ptr;
   }
 
-  void deallocate(void* p, size_t /*nbytes*/) override {
+  // Runs in ~StorageImpl: never throws.
+  void deallocate(void* p, size_t /*nbytes*/) noexcept override {
     if (!p) return;
     bool last = false;
     {
@@ -107,12 +131,12 @@ class PlannedAllocator : public Allocator {
       auto it = id_of_.find(p);
       if (it == id_of_.end()) return;
       Record& r = records_[it->second];
-      const uint32_t moved = live_.back();  // swap-remove from the live set
-      live_[r.pos] = moved;
-      records_[moved].pos = r.pos;
-      live_.pop_back();
+      r.died = ++seq_;
       allocated_ -= r.bytes;
-      give(p, r.bytes);
+      try {
+        give(p, r.bytes);
+      } catch (...) {  // only bad_alloc can come here: the simulation is then off, never the process
+      }
       id_of_.erase(it);
       last = orphaned_ && id_of_.empty();
     }
@@ -124,7 +148,7 @@ class PlannedAllocator : public Allocator {
     auto it = id_of_.find(p);
     if (it == id_of_.end()) return;
     Category& cur = records_[it->second].cat;
-    if (static_cast<int>(c) < static_cast<int>(cur)) cur = c;
+    if (stronger(c, cur)) cur = c;
   }
 
   size_t in_use() {
@@ -144,15 +168,12 @@ class PlannedAllocator : public Allocator {
     out.allocations = allocations_;
     out.peak_phase = peak_phase_;
     out.peak_where = peak_where_;
-    std::map<std::string, size_t> modules;
-    for (uint32_t id : peak_live_) {
-      const Record& r = records_[id];
-      out.by_category[static_cast<size_t>(r.cat)] += r.bytes;
-      modules[r.module.empty() ? std::string("(no module)") : r.module] += r.bytes;
+    for (int c = 0; c < kNumCategories; ++c) out.by_category[category_name(static_cast<Category>(c))] = 0;
+    for (const Record& r : records_) {
+      if (r.born > peak_seq_ || r.died <= peak_seq_) continue;  // not live at the peak
+      out.by_category[category_name(r.cat)] += r.bytes;
+      out.by_module[r.module.empty() ? std::string("(no module)") : r.module] += r.bytes;
     }
-    out.by_module.assign(modules.begin(), modules.end());
-    std::stable_sort(out.by_module.begin(), out.by_module.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
   }
 
   // Called when the plan ends: deletes itself now, or when the last tensor still using it is freed.
@@ -183,8 +204,8 @@ class PlannedAllocator : public Allocator {
  private:
   std::mutex mu_;  // a plan runs on one thread, but a planned tensor may be freed on another
   std::vector<Record> records_;
-  std::vector<uint32_t> live_, peak_live_;
-  std::unordered_map<void*, uint32_t> id_of_;
+  std::unordered_map<void*, size_t> id_of_;  // live blocks -> their record
+  uint64_t seq_ = 0, peak_seq_ = 0;
   size_t peak_ = 0, peak_reserved_ = 0;
   uint64_t allocations_ = 0;
   bool fits_ = true, orphaned_ = false;
@@ -340,7 +361,7 @@ class MetaBackend final : public Backend {
   void reduce(ReduceOp, const Tensor&, const Tensor&, const std::vector<int64_t>&) override {}
   void cumsum(const Tensor&, const Tensor&, int64_t, bool) override {}
   void argsort(const Tensor&, const Tensor&, bool) override {}
-  void matmul(const Tensor&, const Tensor&, const Tensor&) override {}
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void softmax(const Tensor&, const Tensor&, int64_t, bool) override {}
   void conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) override {}
   void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
@@ -376,6 +397,7 @@ class MetaBackend final : public Backend {
 struct PlanState {
   Device target;
   size_t limit;
+  size_t gemm_workspace = 0;
   MetaBackend cpu{DeviceType::CPU, *this}, cuda{DeviceType::CUDA, *this};
   std::unordered_map<Device, PlannedAllocator*> allocators;
 
@@ -395,6 +417,25 @@ struct PlanState {
 };
 
 Allocator& MetaBackend::allocator(int index) { return state_.allocator_for(Device(type_, index)); }
+
+// What a CUDA matmul takes besides its output (cuda/src/cublas.cpp): a contiguous copy of an operand cuBLAS cannot
+// read as it is, and the cuBLAS workspace for the call. The CPU backend takes scratch outside the caching allocator.
+void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (type_ != DeviceType::CUDA || out.numel() == 0) return;
+  const int64_t M = out.size(1), N = out.size(2), K = a.size(2);
+  // cuBLAS reads a row-major rows x cols operand directly when one of its strides is 1 and the other spans a row.
+  auto readable = [](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    const int64_t need_n = cols > 1 ? cols : 1, need_t = rows > 1 ? rows : 1;
+    return ((cs == 1 || cols == 1) && (rows == 1 || rs >= need_n)) ||
+           ((rs == 1 || rows == 1) && (cols == 1 || cs >= need_t));
+  };
+  Tensor bc = readable(K, N, b.stride(1), b.stride(2)) ? Tensor() : raw::contiguous(b);
+  Tensor ac = readable(M, K, a.stride(1), a.stride(2)) ? Tensor() : raw::contiguous(a);
+  if (state_.gemm_workspace) {
+    Tensor ws = empty({static_cast<int64_t>(state_.gemm_workspace)}, {.dtype = kUInt8, .device = out.device()});
+    tag(ws, Category::kWorkspace);
+  }
+}
 
 namespace {
 thread_local PlanState* t_plan = nullptr;
@@ -439,10 +480,16 @@ Plan plan(Device target, const std::function<void()>& fn, const PlanOptions& opt
   size_t limit = opts.limit_bytes;
   if (limit == 0 && (target.is_cpu() || cuda::is_available())) limit = memory_limit(target);
   PlanState state(target, limit);
+  state.gemm_workspace = opts.cuda_gemm_workspace_bytes;
   state.allocator_for(target);  // the target is reported even when fn allocates nothing there
   t_plan = &state;
+  // The plan draws random numbers (factories, dropout) from the same stream as the real run: put it back after.
   struct Restore {
-    ~Restore() { t_plan = nullptr; }
+    PhiloxState rng = get_rng_state();
+    ~Restore() {
+      t_plan = nullptr;
+      set_rng_state(rng);
+    }
   } restore;
   fn();
   Plan out;
@@ -467,18 +514,21 @@ std::string Plan::to_string() const {
     os << "  limit           " << std::setw(12) << fmt(limit_bytes) << "   "
        << (fits ? std::string("fits") : "does NOT fit: first refused " + first_oom) << "\n";
   os << "  at the peak, by category:\n";
-  for (int c = 0; c < kNumCategories; ++c)
+  for (int c = 0; c < kNumCategories; ++c) {
+    const size_t b = bytes(static_cast<Category>(c));
     os << "    " << std::left << std::setw(16) << category_name(static_cast<Category>(c)) << std::right << std::setw(12)
-       << fmt(by_category[static_cast<size_t>(c)]) << std::setw(8) << pct(by_category[static_cast<size_t>(c)]) << "\n";
-  os << "  at the peak, by module (where allocated):\n";
-  size_t shown = 0;
-  for (const auto& [m, b] : by_module) {
-    if (++shown > 12) {
-      os << "    ... " << by_module.size() - 12 << " more\n";
+       << fmt(b) << std::setw(8) << pct(b) << "\n";
+  }
+  os << "  at the peak, by module (where allocated), largest first:\n";
+  std::vector<std::pair<std::string, size_t>> modules(by_module.begin(), by_module.end());
+  std::stable_sort(modules.begin(), modules.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t k = 0; k < modules.size(); ++k) {
+    if (k == 12) {
+      os << "    ... " << modules.size() - 12 << " more\n";
       break;
     }
-    os << "    " << std::left << std::setw(16) << m << std::right << std::setw(12) << fmt(b) << std::setw(8) << pct(b)
-       << "\n";
+    os << "    " << std::left << std::setw(16) << modules[k].first << std::right << std::setw(12)
+       << fmt(modules[k].second) << std::setw(8) << pct(modules[k].second) << "\n";
   }
   return os.str();
 }
@@ -506,10 +556,11 @@ size_t default_budget(Device target) {
   EMBER_CHECK_DEVICE(cuda::is_available(), "memory::max_batch_size: no budget_bytes given and ", target,
                      " cannot be asked for its free memory (", cuda::unavailable_reason(),
                      "); pass BatchSearch::budget_bytes to plan for a device that is not here");
-  const size_t allocated = cuda::memory_allocated(target.index());
-  if (limit) return limit > allocated ? limit - allocated : 0;
-  const auto [free_bytes, total] = cuda::mem_get_info(target.index());
-  return free_bytes + (cuda::memory_reserved(target.index()) - allocated);
+  // The limit caps reserved segments, and only wholly free ones can be given back: count every reserved byte as
+  // taken (cuda::empty_cache() first gives the most room). Without a limit: what the driver has free.
+  const size_t reserved = cuda::memory_reserved(target.index());
+  if (limit) return limit > reserved ? limit - reserved : 0;
+  return cuda::mem_get_info(target.index()).first;
 }
 }  // namespace
 

@@ -1,9 +1,12 @@
 // defines: the seam between memory::plan (memory_plan.cpp) and backend_for (backend_registry.cpp). Private to core/.
 #pragma once
 #include "ember/core/backend.h"
+#include "ember/core/memory_plan.h"
 
 namespace ember::memory {
 struct PlanState;
+// Whether tag a overrides tag b: parameters > gradients > optimizer state > activations > workspace > temporaries.
+bool stronger(Category a, Category b);
 namespace internal {
 // The backend planning hands out on this thread (computes nothing, allocates from the simulation), or null
 // when this thread is not planning: backend_for asks it first.

@@ -17,6 +17,7 @@
 #include "compute_internal.h"
 #include "device_guard.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_plan.h"
 #include "ember/core/raw_ops.h"
 #include "ember/cuda/cuda.h"
 #include "handle_pool.h"
@@ -114,6 +115,7 @@ void cublas_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   // the GEMM is queued, and stream order keeps its next user behind the GEMM.
   const size_t ws_bytes = workspace_bytes(device);
   Tensor ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = kUInt8, .device = out.device()});
+  memory::tag(ws, memory::Category::kWorkspace);  // memory_history.h's counters and timeline
   EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), ws_bytes));
 
   const Types t = types_for(out.dtype());

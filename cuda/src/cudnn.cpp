@@ -22,6 +22,7 @@
 #include "check.h"
 #include "device_guard.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_plan.h"
 #include "ember/cuda/cuda.h"
 #include "handle_pool.h"
 #include "stream_internal.h"
@@ -191,7 +192,9 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
 
 // Scratch from the caching allocator on the current stream (freed back to it after the call is queued).
 Tensor workspace(size_t bytes, Device dev) {
-  return empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, {.dtype = kUInt8, .device = dev});
+  Tensor t = empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, {.dtype = kUInt8, .device = dev});
+  memory::tag(t, memory::Category::kWorkspace);  // memory_history.h's counters and timeline
+  return t;
 }
 
 // The workspace of choice c; when memory is too short for it, c becomes the cheapest algorithm instead —

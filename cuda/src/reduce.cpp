@@ -4,6 +4,7 @@
 // current stream of its tensors' device).
 #include "cuda_backend.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_plan.h"
 #include "ember/core/raw_ops.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
@@ -16,7 +17,11 @@ using detail::KernelArgs;
 using detail::OnDevice;
 
 // Scratch memory from the caching allocator on the current stream of `dev` (kept until the Tensor dies).
-Tensor scratch(int64_t bytes, Device dev) { return empty({bytes}, {.dtype = kUInt8, .device = dev}); }
+Tensor scratch(int64_t bytes, Device dev) {
+  Tensor t = empty({bytes}, {.dtype = kUInt8, .device = dev});
+  memory::tag(t, memory::Category::kWorkspace);  // memory_history.h's counters and timeline
+  return t;
+}
 
 // Adds dim (size, stride) to a reduction walk (dim_walk.h, as the CPU backend's); throws past kMaxDims.
 void walk_add(kernels::Walk& w, int64_t size, int64_t stride) {

@@ -3,6 +3,7 @@
 // of its tensors' device).
 #include "cuda_backend.h"
 #include "ember/core/factory.h"
+#include "ember/core/memory_plan.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
 
@@ -15,6 +16,7 @@ void CudaBackend::argsort(const Tensor& out, const Tensor& x, bool descending) {
   // Long rows sort in a scratch buffer from the caching allocator on this stream (freed with the Tensor).
   const int64_t ws_bytes = kernels::argsort_workspace_bytes(rows, n);
   const Tensor ws = ws_bytes ? empty({ws_bytes}, {.dtype = kUInt8, .device = out.device()}) : Tensor();
+  memory::tag(ws, memory::Category::kWorkspace);  // memory_history.h's counters and timeline (no-op if undefined)
   kernels::launch_argsort(x.dtype(), static_cast<int64_t*>(out.data_ptr()), x.data_ptr(), rows, n, descending,
                           ws_bytes ? ws.data_ptr() : nullptr, on.stream);
 }

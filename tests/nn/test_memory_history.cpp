@@ -37,12 +37,21 @@ TEST(MemoryCategories, FollowTheTensorsOfATrainingStep) {
     EXPECT_EQ(cat(Category::kGradients) - grads0, pb);
     opt.step();
     EXPECT_EQ(cat(Category::kOptimizerState) - state0, 2 * pb);
-    EXPECT_NE(memory::describe_categories(Device::cpu()).find("optimizer state"), std::string::npos);
+    EXPECT_NE(memory::describe_categories(Device::cpu()).find("optimizer_state"), std::string::npos);
     opt.zero_grad();
     EXPECT_EQ(cat(Category::kGradients), grads0);
   }
   EXPECT_EQ(cat(Category::kParameters), params0);
   EXPECT_EQ(cat(Category::kOptimizerState), state0);
+  // Workspace outranks temporaries, never a stronger tag.
+  const size_t ws0 = cat(Category::kWorkspace);
+  Tensor w = empty({1000});
+  memory::tag(w, Category::kWorkspace);
+  EXPECT_EQ(cat(Category::kWorkspace) - ws0, memory::allocated_size(Device::cpu(), 4000));
+  Tensor p = zeros({10});
+  memory::tag(p, Category::kParameters);
+  memory::tag(p, Category::kWorkspace);
+  EXPECT_EQ(cat(Category::kWorkspace) - ws0, memory::allocated_size(Device::cpu(), 4000));
 }
 
 // The message lists the top categories in use and advice computed from the largest one.
@@ -129,7 +138,7 @@ TEST(MemoryHistory, DumpsChromeTraceJson) {
     if (e["ph"] != "C") continue;
     ++counters;
     if (e["name"] == "by category")
-      for (const char* c : {"parameters", "gradients", "optimizer state", "activations", "temporaries", "workspace"})
+      for (const char* c : {"parameters", "gradients", "optimizer_state", "activations", "temporaries", "workspace"})
         EXPECT_TRUE(e["args"].contains(c)) << c;
   }
   EXPECT_TRUE(named);

@@ -85,7 +85,9 @@ TEST(MemoryPlan, PeakMatchesTheMeasuredPeak) {
 TEST(MemoryPlan, CategoriesAndModulesAddUpToThePeak) {
   const memory::Plan plan = memory::plan(Device::cpu(), [] { train("mlp-big", 256, 2); });
   size_t sum = 0;
-  for (size_t b : plan.by_category) sum += b;
+  for (const char* key : {"parameters", "gradients", "optimizer_state", "activations", "temporaries", "workspace"})
+    sum += plan.by_category.at(key);  // API.md's keys, all present
+  EXPECT_EQ(plan.by_category.size(), 6u);
   EXPECT_EQ(sum, plan.peak_bytes);
   size_t by_module = 0;
   for (const auto& [m, b] : plan.by_module) by_module += b;
@@ -98,7 +100,7 @@ TEST(MemoryPlan, CategoriesAndModulesAddUpToThePeak) {
   // The model and the optimiser were fn's locals: nothing stays.
   EXPECT_EQ(plan.end_bytes, 0u);
   const std::string table = plan.to_string();
-  for (const char* s : {"memory plan for cpu", "peak allocated", "optimizer state", "activations", "by module"})
+  for (const char* s : {"memory plan for cpu", "peak allocated", "optimizer_state", "activations", "by module"})
     EXPECT_NE(table.find(s), std::string::npos) << s << "\n" << table;
 }
 
@@ -109,13 +111,8 @@ TEST(MemoryPlan, ActivationsAreAttributedToModules) {
     Tensor loss = (*model)(randn({512, 1, 28, 28})).sum();
     loss.backward();  // the peak is in here, with every activation live
   });
-  bool found = false;
-  for (const auto& [m, b] : plan.by_module)
-    if (m == "1") {
-      found = true;
-      EXPECT_GE(b, size_t{512} * 1024 * 4) << "module 1 (Dense 784 => 1024)";
-    }
-  EXPECT_TRUE(found) << plan.to_string();
+  ASSERT_TRUE(plan.by_module.count("1")) << plan.to_string();
+  EXPECT_GE(plan.by_module.at("1"), size_t{512} * 1024 * 4) << "module 1 (Dense 784 => 1024)";
   EXPECT_EQ(plan.peak_phase, memory::Phase::kBackward);
 }
 
@@ -182,10 +179,13 @@ TEST(MemoryPlan, PlannedTensorsHoldNoValues) {
     EXPECT_EQ(x.shape(), Shape({4, 4}));
     EXPECT_THROW_MSG((void)x.data<float>(), Error, "memory::plan", "holds no values");
     EXPECT_THROW((void)memory::plan(Device::cpu(), [] {}), ValueError);  // plans do not nest
-    Tensor r = arange(5);  // host buffers inside factories are real, the result planned
+    Tensor r = arange(5, {.dtype = kFloat64});  // host buffers inside factories are real, the result planned
     EXPECT_EQ(r.numel(), 5);
+    EXPECT_TRUE(r.is_meta());
     Tensor perm = randperm(6);
     EXPECT_EQ(perm.numel(), 6);
+    EXPECT_TRUE(perm.is_meta());
+    EXPECT_TRUE(tensor(std::vector<double>{1.0, 2.0}).is_meta());
     kept = x + 1;
   });
   EXPECT_FALSE(memory::is_planning());
@@ -193,6 +193,11 @@ TEST(MemoryPlan, PlannedTensorsHoldNoValues) {
   ASSERT_TRUE(kept.is_meta());
   EXPECT_THROW_MSG((void)(kept * 2).sum().item<float>(), Error, "made by memory::plan");
   kept = Tensor();  // the retired simulation goes with its last tensor (ASan checks this)
+  // A planned tensor of no bytes was never the simulation's, which has retired already.
+  Tensor none;
+  (void)memory::plan(Device::cpu(), [&] { none = empty({0, 3}); });
+  EXPECT_TRUE(none.is_meta());
+  none = Tensor();
   EXPECT_THROW((void)memory::plan(Device::cpu(), nullptr), ValueError);
 }
 
@@ -278,4 +283,46 @@ TEST(Summary, LeavesBuffersAsTheyWere) {
     EXPECT_EQ(b.to(kFloat64).to_vector<double>(), before[i++]) << name;
   }
   EXPECT_TRUE(model.is_training());
+}
+
+// A plan draws random numbers as the real run does, and puts the stream back.
+TEST(MemoryPlan, LeavesTheRandomStreamAsItWas) {
+  manual_seed(5);
+  const std::vector<float> want = randn({4}).to_vector<float>();
+  manual_seed(5);
+  (void)memory::plan(Device::cpu(), [] {
+    (void)randn({1000});
+    nn::Dropout drop(0.5);
+    (void)drop(ones({100}));  // training mode: a random mask
+  });
+  EXPECT_EQ(randn({4}).to_vector<float>(), want);
+}
+
+// A CUDA matmul holds the cuBLAS workspace for its duration (32 MiB by default, as on Hopper; 4 MiB before), and
+// a copy of an operand cuBLAS cannot read in place.
+TEST(MemoryPlan, CudaMatmulTakesItsWorkspace) {
+  auto step = [] {
+    const TensorOptions on = {.device = Device::cuda()};
+    Tensor a = randn({64, 64}, on), b = randn({64, 64}, on);
+    Tensor c = matmul(a, b);
+  };
+  const memory::Plan hopper = memory::plan(Device::cuda(), step);
+  EXPECT_EQ(hopper.peak_bytes, 3u * 16384 + (32u << 20));
+  EXPECT_EQ(hopper.bytes(memory::Category::kWorkspace), 32u << 20);
+  const memory::Plan ampere = memory::plan(Device::cuda(), step, {.cuda_gemm_workspace_bytes = 4 << 20});
+  EXPECT_EQ(ampere.peak_bytes, 3u * 16384 + (4u << 20));
+  // A [64, 64] view with strides (128, 2): cuBLAS reads neither it nor its transpose, so it is copied first.
+  const memory::Plan strided = memory::plan(
+      Device::cuda(),
+      [] {
+        const TensorOptions on = {.device = Device::cuda()};
+        Tensor big = randn({128, 128}, on);
+        Tensor a = big.slice(0, 0, 64).slice(1, 0, 128, 2);
+        Tensor c = matmul(a, randn({64, 64}, on));
+      },
+      {.cuda_gemm_workspace_bytes = 0});
+  EXPECT_EQ(strided.peak_bytes, 65536u + 3 * 16384u) << strided.to_string();  // big, b, the output, the copy
+  // On the CPU the GEMM's scratch is outside the caching allocator (CpuMemoryStats::scratch_bytes).
+  const memory::Plan cpu = memory::plan(Device::cpu(), [] { Tensor c = matmul(randn({64, 64}), randn({64, 64})); });
+  EXPECT_EQ(cpu.bytes(memory::Category::kWorkspace), 0u);
 }

@@ -40,7 +40,7 @@ struct AllocationRecord {
   Category category = Category::kTemporaries;  // the last tag it got
   Phase phase = Phase::kForward;
   std::string module;   // module path when allocated ("" outside modules)
-  std::string op;       // the backward op running, if any
+  std::string op;       // the op running, if any (memory_context.h)
   uint64_t stream = 0;  // CUDA stream handle (0: the default stream, and always on the CPU)
 };
 struct Snapshot {

@@ -8,13 +8,16 @@
 //
 // While planning (on the calling thread only): every op checks its arguments and allocates its outputs as usual,
 // but computes nothing; reading values gives zeros (item() is 0), so code that branches on them takes the zero
-// branch; Tensor::data<T>() and data_ptr() of a planned tensor throw, and ops whose output shape depends on the
-// values (nonzero, masked_select) throw. Other threads (DataLoader workers) are not planned.
+// branch; Tensor::data<T>() and data_ptr() of a planned tensor throw (so does a DataLoader iterated on the planning
+// thread: its transforms read sample values). Other threads (DataLoader workers) are not planned. The random
+// stream is left as it was. Build what the step needs inside fn: a model or optimiser made outside it and
+// trained inside gets planned gradients and state, which a later real step refuses.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +33,8 @@ namespace ember::memory {
 // everything else is a temporary.
 enum class Category : uint8_t { kParameters, kGradients, kOptimizerState, kActivations, kTemporaries, kWorkspace };
 inline constexpr int kNumCategories = 6;
-const char* category_name(Category c);  // "parameters", "gradients", "optimizer state", ...
+// "parameters", "gradients", "optimizer_state", "activations", "temporaries", "workspace": Plan::by_category's keys.
+const char* category_name(Category c);
 
 struct PlanOptions {
   // The cap to simulate (as set_memory_limit would): past it the simulated cache is given back first, and an
@@ -38,6 +42,9 @@ struct PlanOptions {
   // current memory_limit(target), which may be none. The plan's allocations alone count against it (a plan starts
   // from an empty allocator); max_batch_size passes the limit less what is in use.
   size_t limit_bytes = 0;
+  // The cuBLAS workspace every CUDA matmul draws from the caching allocator for its duration (cuda/src/cublas.cpp):
+  // 32 MiB on Hopper and later (compute capability 9+), 4 MiB before. The default plans for Hopper.
+  size_t cuda_gemm_workspace_bytes = size_t{32} << 20;
 };
 
 struct Plan {
@@ -49,12 +56,15 @@ struct Plan {
   bool fits = true;                // false when an allocation went past limit_bytes even with the cache given back
   std::string first_oom;           // where the first such allocation was ("forward in module '2.conv'"), if any
   uint64_t allocations = 0;        // allocations on the target device
-  std::array<size_t, kNumCategories> by_category{};       // bytes live at the peak, by Category
-  std::vector<std::pair<std::string, size_t>> by_module;  // bytes live at the peak by module path, largest first
+  std::map<std::string, size_t> by_category;  // bytes live at the peak, by category_name (all six keys)
+  std::map<std::string, size_t> by_module;    // bytes live at the peak by module path ("(no module)" outside any)
   Phase peak_phase = Phase::kForward;                     // where the peak was reached
   std::string peak_where;                                 // " during the backward of conv2d in module '1'" style
 
-  size_t bytes(Category c) const { return by_category[static_cast<size_t>(c)]; }
+  size_t bytes(Category c) const {
+    auto it = by_category.find(category_name(c));
+    return it == by_category.end() ? 0 : it->second;
+  }
   std::string to_string() const;  // a table
 };
 

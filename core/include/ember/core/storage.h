@@ -21,7 +21,7 @@ struct StorageImpl {
   std::function<void(void*)> deleter;
   bool pinned = false;
   bool meta = false;        // from memory::plan's simulated allocator: `data` is a placeholder with no memory behind it
-  uint8_t category = 4;     // memory::Category (memory_plan.h; 4: temporaries until tagged), for its byte counters
+  std::atomic<uint8_t> category{4};  // memory::Category (memory_plan.h; 4: temporaries until tagged), for the counters
   uint64_t history_id = 0;  // its record in the memory timeline (memory_history.h); 0: not recorded
   std::atomic<uint32_t> version{0};
 
