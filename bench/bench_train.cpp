@@ -2,6 +2,7 @@
 // and libtorch's twin (torch_train.cpp, a process with nothing of Ember in it) alternately and writes the table
 // into docs/benchmarks.md.
 //   ember_bench_train --framework ember --config mlp-b64|mlp-b256|mlp-big|cnn-b64|cnn-bn-b64 --threads N
+//                     [--amp bf16]   (forward and loss under autocast, as torch_train.cpp's --amp bf16)
 // Prints one line: framework config threads samples_per_s peak_rss_mib
 // Batches are real Fashion-MNIST images held in memory (data loading excluded); Adam 1e-3; cross-entropy.
 #include <ember/ember.h>
@@ -23,7 +24,7 @@ struct Config {
   std::string model;  // bench::model's name
 };
 
-double run_ember(const Config& c, const ember::Tensor& images, const ember::Tensor& labels) {
+double run_ember(const Config& c, const ember::Tensor& images, const ember::Tensor& labels, bool bf16) {
   using namespace ember;
   nn::Chain model = bench::model(c.model);
   optim::Adam opt(model.parameters(), {.lr = 1e-3});
@@ -34,7 +35,11 @@ double run_ember(const Config& c, const ember::Tensor& images, const ember::Tens
     ys.push_back(labels.slice(0, i * c.batch, (i + 1) * c.batch).contiguous());
   }
   return bench::throughput(c.batch, nb, [&](int64_t i) {
-    Tensor loss = nn::cross_entropy(model(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(kBFloat16, bf16);
+      loss = nn::cross_entropy(model(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -44,7 +49,7 @@ double run_ember(const Config& c, const ember::Tensor& images, const ember::Tens
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string framework = "ember", config = "mlp-b64", data = "/usr/share/datasets/fashion-mnist";
+  std::string framework = "ember", config = "mlp-b64", data = "/usr/share/datasets/fashion-mnist", amp = "none";
   int threads = 1;
   if (argc == 2 && !std::strcmp(argv[1], "--isa")) {  // the CPU kernel variant this machine uses
     std::printf("%s\n", ember::cpu_isa().c_str());
@@ -55,6 +60,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--config")) config = argv[i + 1];
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--data")) data = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--amp")) amp = argv[i + 1];
+  }
+  if (amp != "none" && amp != "bf16") {
+    std::fprintf(stderr, "--amp must be none or bf16\n");
+    return 2;
   }
   const std::vector<Config> configs = {{"mlp-b64", 64, "mlp"},
                                        {"mlp-b256", 256, "mlp"},
@@ -80,12 +90,13 @@ int main(int argc, char** argv) {
     double rate = 0;
     if (framework == "ember") {
       ember::set_num_threads(threads);
-      rate = run_ember(*it, images, labels);
+      rate = run_ember(*it, images, labels, amp == "bf16");
     } else {
       std::fprintf(stderr, "unknown framework %s\n", framework.c_str());
       return 2;
     }
-    std::printf("%s %s %d %.0f %.1f\n", framework.c_str(), config.c_str(), threads, rate, bench::peak_rss_mib());
+    std::printf("%s %s%s %d %.0f %.1f\n", framework.c_str(), config.c_str(), amp == "bf16" ? "+bf16" : "", threads,
+                rate, bench::peak_rss_mib());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember_bench_train: %s\n", e.what());
     return 1;

@@ -1,10 +1,13 @@
 // The libtorch side of the training table (bench/train_table.sh): the same models, batches, data and timing as
 // bench_train.cpp's Ember side, in a process that links libtorch and zlib only — nothing of Ember's (no second
 // copy of any runtime, no CUDA libraries mapped, no Ember thread pool), so libtorch runs as fast as it can.
-//   ember_torch_train --config mlp-b64|mlp-b256|mlp-big|cnn-b64|cnn-bn-b64 --threads N [--flat]
+//   ember_torch_train --config mlp-b64|mlp-b256|mlp-big|cnn-b64|cnn-bn-b64 --threads N [--flat] [--amp bf16]
+// --amp bf16: forward and loss under CPU autocast to bfloat16 (libtorch's at::autocast, what torch.autocast("cpu")
+// does), as bench_train.cpp's --amp bf16.
 // Prints one line: torch config threads samples_per_s peak_rss_mib. --flat feeds the MLPs [N, 784] batches
 // instead of [N, 1, 28, 28] + Flatten (a check that the 4-D input costs libtorch nothing).
 // Batches are real Fashion-MNIST images held in memory (data loading excluded); Adam 1e-3; cross-entropy.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -63,9 +66,10 @@ torch::nn::Sequential make_model(const std::string& config, bool flat) {
 int main(int argc, char** argv) {
   std::string config = "mlp-b64", data = "/usr/share/datasets/fashion-mnist";
   int threads = 1;
-  bool flat = false;
+  bool flat = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--flat")) flat = true;
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--amp")) bf16 = !std::strcmp(argv[++i], "bf16");
     else if (i + 1 < argc && !std::strcmp(argv[i], "--config")) config = argv[++i];
     else if (i + 1 < argc && !std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
     else if (i + 1 < argc && !std::strcmp(argv[i], "--data")) data = argv[++i];
@@ -96,13 +100,22 @@ int main(int argc, char** argv) {
       ys.push_back(Y.slice(0, i * batch, (i + 1) * batch).contiguous());
     }
     const double rate = bench::throughput(batch, nb, [&](int64_t i) {
+      if (bf16) {  // the C++ side of torch.autocast("cpu", torch.bfloat16): enable, nest, and clear the cast cache on exit
+        at::autocast::set_cpu_enabled(true);
+        at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        at::autocast::increment_nesting();
+      }
       torch::Tensor loss =
           torch::nn::functional::cross_entropy(model->forward(xs[static_cast<size_t>(i)]), ys[static_cast<size_t>(i)]);
+      if (bf16) {
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_cpu_enabled(false);
+      }
       opt.zero_grad();
       loss.backward();
       opt.step();
     });
-    std::printf("torch %s %d %.0f %.1f\n", config.c_str(), threads, rate, bench::peak_rss_mib());
+    std::printf("torch %s%s %d %.0f %.1f\n", config.c_str(), bf16 ? "+bf16" : "", threads, rate, bench::peak_rss_mib());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember_torch_train: %s\n", e.what());
     return 1;
