@@ -15,8 +15,8 @@ StorageImpl::StorageImpl(void* d, size_t n, Device dev, std::function<void(void*
     : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
 StorageImpl::~StorageImpl() {
   if (data && allocator && !meta) memory::internal::on_freed(*this);
-  // A planned storage of 0 bytes was never the simulation's: that may be gone already (memory_plan.cpp, retire).
-  if (allocator && !(meta && !data)) allocator->deallocate(data, nbytes);
+  // No data, nothing to give back; and the allocator of a 0-byte planned storage may be gone (memory_plan.cpp).
+  if (allocator && data) allocator->deallocate(data, nbytes);
   else if (deleter) deleter(data);
 }
 

@@ -43,17 +43,14 @@ std::string indent(std::string s) {
 }
 }  // namespace internal
 
-namespace {
-// 101770 -> "101_770", as Flux prints counts.
-std::string group_digits(int64_t n) {
+std::string internal::group_digits(int64_t n, char sep) {
   std::string d = std::to_string(n), out;
   for (size_t i = 0; i < d.size(); ++i) {
-    if (i > 0 && (d.size() - i) % 3 == 0) out += '_';
+    if (i > 0 && d[i - 1] != '-' && (d.size() - i) % 3 == 0) out += sep;
     out += d[i];
   }
   return out;
 }
-}  // namespace
 
 // Only what is registered appears: that is what parameters(), to() and save() see too.
 std::string Module::repr() const {
@@ -73,9 +70,9 @@ std::string Module::to_string() const {
   std::string s = repr();
   const int64_t all = num_parameters();
   if (all == 0) return s;
-  s += "  # " + group_digits(all) + (all == 1 ? " parameter" : " parameters");
+  s += "  # " + internal::group_digits(all) + (all == 1 ? " parameter" : " parameters");
   const int64_t trainable = num_parameters(true);
-  if (trainable != all) s += ", " + group_digits(trainable) + " trainable";
+  if (trainable != all) s += ", " + internal::group_digits(trainable) + " trainable";
   return s;
 }
 

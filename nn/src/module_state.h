@@ -19,6 +19,8 @@ struct ModuleHooks {
   bool empty() const { return pre.empty() && post.empty() && backward.empty(); }
 };
 
+// 101770 -> "101_770" (Flux's way, in repr) or with another separator ("101,770" in nn::summary's table).
+std::string group_digits(int64_t n, char sep = '_');
 // The dynamic type of m without namespaces: "Net", "Dense", "Block<Dense>".
 std::string type_name(const Module& m);
 // s with every line after the first indented by two spaces (a child's repr inside its parent's).

@@ -23,12 +23,6 @@ struct Row {
   bool called = false;
 };
 
-std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 // The bytes a tensor's storage takes in `d`'s caching allocator.
 size_t allocated_size(const Tensor& t, Device d) { return memory::allocated_size(d, t.impl()->storage->nbytes); }
 
@@ -104,11 +98,13 @@ std::string summary(const Module& model, const Shape& input_shape) {
     else shape << "(not called)";
     std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
     os << std::left << std::setw(28) << name << std::setw(18) << r.type << std::setw(22) << shape.str() << std::right
-       << std::setw(12) << with_commas(r.params) << std::setw(14) << (r.called ? fmt(r.activation) : "-") << "\n";
+       << std::setw(12) << internal::group_digits(r.params, ',') << std::setw(14)
+       << (r.called ? fmt(r.activation) : "-") << "\n";
   }
   os << std::string(94, '-') << "\n"
-     << "Parameters: " << with_commas(trainable + frozen) << " (trainable " << with_commas(trainable) << ", frozen "
-     << with_commas(frozen) << "), " << fmt(param_bytes) << " with buffers on " << device << "\n"
+     << "Parameters: " << internal::group_digits(trainable + frozen, ',') << " (trainable "
+     << internal::group_digits(trainable, ',') << ", frozen " << internal::group_digits(frozen, ',') << "), "
+     << fmt(param_bytes) << " with buffers on " << device << "\n"
      << "Input " << input_shape << " " << dtype
      << "; planned forward + backward peak: " << fmt(param_bytes + plan.peak_bytes) << " (parameters "
      << fmt(param_bytes) << ", gradients " << fmt(plan.bytes(memory::Category::kGradients)) << ", activations "
