@@ -245,8 +245,15 @@ Tensor tanh(const Tensor& x) {
 }
 Tensor gelu(const Tensor& x) {
   memory::OpScope op_scope("gelu");  // an OutOfMemoryError names the op
-  return unary_op(UnaryOp::Gelu, "gelu", x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return raw::unary(UnaryOp::GeluGrad, xv); });
+  Tensor y = raw::unary(UnaryOp::Gelu, x);
+  if (!needs_grad({&x})) return y;
+  // g * gelu'(x) in one fused pass, or (create_graph) a product that records its use of g
+  record("gelu", {x}, {y}, [sx = save(x)](const Grads& g) -> Grads {
+    const Tensor& xv = sx.get("gelu");
+    if (autograd::create_graph_enabled()) return {g[0] * raw::unary(UnaryOp::GeluGrad, xv)};
+    return {raw::binary(BinaryOp::GeluBackward, g[0], xv)};
+  });
+  return y;
 }
 Tensor softplus(const Tensor& x) {       // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   memory::OpScope op_scope("softplus");  // an OutOfMemoryError names the op

@@ -17,7 +17,7 @@ using detail::describe;
 namespace {
 // The dtype a binary op computes in.
 DType compute_dtype(BinaryOp op, DType dt) {
-  if ((op == BinaryOp::Div) && !is_floating(dt)) return kFloat32;  // true division, as PyTorch
+  if (is_float_op(op) && !is_floating(dt)) return kFloat32;  // true division, as PyTorch
   return dt;
 }
 

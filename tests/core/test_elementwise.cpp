@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include <ember/core/raw_ops.h>
+
 #include "test_util.h"
 
 using namespace ember;
@@ -624,9 +626,9 @@ TEST(Unary, Float32ExpWithinTwoUlp) {
   EXPECT_TENSOR_NEAR(sum(sm, {1}), Shape({3}), std::vector<double>(3, 1.0), 1e-5, 0);
 }
 
-// float32 GELU takes a branch-free erf (scalar_math.h erf_f32) so that it vectorises: on a dense sweep of [-12, 12]
-// its value and its derivative (the backward's GeluGrad) stay within 2e-7 absolute + 2 float32 ulp of the float64
-// reference, and the tails are exact (gelu(x) = x far right, 0 far left).
+// float32 GELU takes a branch-free normal CDF (scalar_math.h normal_cdf_pdf_f32) so that it vectorises: on a dense
+// sweep of [-12, 12] its value and its derivative (the backward's fused GeluBackward) stay within 2e-7 absolute + 2
+// float32 ulp of the float64 reference, and the tails are exact (gelu(x) = x far right, 0 far left).
 TEST(Unary, Float32GeluAccurateOnASweep) {
   std::vector<float> xs;
   for (int i = -120000; i <= 120000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
@@ -646,4 +648,24 @@ TEST(Unary, Float32GeluAccurateOnASweep) {
   EXPECT_LE(worst, 1.0);
   EXPECT_LE(dworst, 1.0);
   EXPECT_EQ(values(gelu(tensor<float>({30.f, -30.f, 0.f}))), (std::vector<double>{30.0, -0.0, 0.0}));
+}
+
+// gelu's backward is one fused pass, GeluBackward(g, x) = g * gelu'(x): equal to the two-pass product in float32
+// and float64, through broadcast and transposed operands; integer inputs compute in float32 (a float-only op).
+TEST(Unary, GeluBackwardIsTheProductOfTheGradientAndGeluGrad) {
+  manual_seed(3);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = (randn({7, 5}) * 3.0).to(dt), g = randn({7, 5}).to(dt);
+    EXPECT_TENSOR_NEAR(raw::binary(BinaryOp::GeluBackward, g, x), x.shape(),
+                       values(g * raw::unary(UnaryOp::GeluGrad, x)), 1e-7, 0);
+    Tensor row = randn({5}).to(dt);  // broadcast gradient, transposed input
+    EXPECT_TENSOR_NEAR(raw::binary(BinaryOp::GeluBackward, row, x.t().t()), x.shape(),
+                       values(row * raw::unary(UnaryOp::GeluGrad, x)), 1e-7, 0);
+    Tensor xl = x.detach().requires_grad_(true);
+    gelu(xl).backward(g);
+    EXPECT_TENSOR_NEAR(xl.grad(), x.shape(), values(g * raw::unary(UnaryOp::GeluGrad, x)), 1e-7, 0);
+  }
+  const Tensor gi = raw::binary(BinaryOp::GeluBackward, tensor<int64_t>({1, 2}), tensor<int64_t>({0, -1}));
+  EXPECT_EQ(gi.dtype(), kFloat32);
+  EXPECT_TENSOR_NEAR(gi, Shape({2}), (std::vector<double>{0.5, 2 * (0.158655253931457 - 0.241970724519143)}), 1e-6, 0);
 }

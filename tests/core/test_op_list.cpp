@@ -31,6 +31,8 @@ TEST(OpList, NamesAreUniqueAndKnown) {
   expect_unique_names(kAllReduceOps, "reduction");
   EXPECT_STREQ(name(UnaryOp::GeluGrad), "gelu_grad");
   EXPECT_STREQ(name(BinaryOp::ReluBackward), "relu_backward");
+  EXPECT_STREQ(name(BinaryOp::GeluBackward), "gelu_backward");
+  EXPECT_TRUE(is_float_op(BinaryOp::Div) && is_float_op(BinaryOp::GeluBackward) && !is_float_op(BinaryOp::Add));
   EXPECT_STREQ(name(kBFloat16), "bfloat16");
 }
 
@@ -60,8 +62,8 @@ TEST(OpList, EveryUnaryOpRunsWithThePromisedDtype) {
   }
 }
 
-// Every binary op on every dtype: comparisons give bool; integer division gives float32; sub and pow of bools
-// are refused.
+// Every binary op on every dtype: comparisons give bool; float-only ops (div, gelu_backward) of integers give
+// float32; sub and pow of bools are refused.
 TEST(OpList, EveryBinaryOpRunsWithThePromisedDtype) {
   for (DType dt : kAllDTypes) {
     const Tensor a = tensor<double>({1.0, 2.0, 3.0}, {3}).to(dt), b = tensor<double>({1.0, 1.0, 2.0}, {3}).to(dt);
@@ -71,7 +73,7 @@ TEST(OpList, EveryBinaryOpRunsWithThePromisedDtype) {
         continue;
       }
       const Tensor y = raw::binary(op, a, b);
-      const DType want = is_comparison(op) ? kBool : (op == BinaryOp::Div && !is_floating(dt) ? kFloat32 : dt);
+      const DType want = is_comparison(op) ? kBool : (is_float_op(op) && !is_floating(dt) ? kFloat32 : dt);
       EXPECT_EQ(y.dtype(), want) << name(op) << " of " << name(dt);
     }
   }

@@ -48,17 +48,20 @@
   X(Sin, "sin", true, Transcendental) \
   X(Cos, "cos", true, Transcendental)
 
-// --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type) or Compare (result bool).
-// ReluBackward(g, y) is y > 0 ? g : 0 (relu's backward in one pass, for autograd).
+// --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type), FloatArith (the same for
+// floating types; integer inputs compute in float32, as true division) or Compare (result bool).
+// ReluBackward(g, y) is y > 0 ? g : 0 and GeluBackward(g, x) is g * gelu'(x): the backward of relu and gelu in
+// one pass each, for autograd.
 #define EMBER_BINARY_OPS(X) \
   X(Add, "add", Arith) \
   X(Sub, "sub", Arith) \
   X(Mul, "mul", Arith) \
-  X(Div, "div", Arith) \
+  X(Div, "div", FloatArith) \
   X(Pow, "pow", Arith) \
   X(Maximum, "maximum", Arith) \
   X(Minimum, "minimum", Arith) \
   X(ReluBackward, "relu_backward", Arith) \
+  X(GeluBackward, "gelu_backward", FloatArith) \
   X(Eq, "eq", Compare) \
   X(Ne, "ne", Compare) \
   X(Lt, "lt", Compare) \
@@ -173,9 +176,10 @@ EMBER_OP_HD constexpr const char* name(BinaryOp op) {
   }
   return "?";
 }
-// True for the comparisons (their result is bool).
-EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) {
-  constexpr bool Arith = false, Compare = true;
+// The kind column of EMBER_BINARY_OPS.
+enum class BinaryKind : uint8_t { Arith, FloatArith, Compare };
+EMBER_OP_HD constexpr BinaryKind binary_kind(BinaryOp op) {
+  constexpr BinaryKind Arith = BinaryKind::Arith, FloatArith = BinaryKind::FloatArith, Compare = BinaryKind::Compare;
   switch (op) {
 #define EMBER_X(Name, str, kind) \
   case BinaryOp::Name: \
@@ -183,8 +187,12 @@ EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) {
     EMBER_BINARY_OPS(EMBER_X)
 #undef EMBER_X
   }
-  return false;
+  return Arith;
 }
+// True for the comparisons (their result is bool).
+EMBER_OP_HD constexpr bool is_comparison(BinaryOp op) { return binary_kind(op) == BinaryKind::Compare; }
+// True for ops defined on floating types only (div, gelu_backward): integer inputs compute in float32.
+EMBER_OP_HD constexpr bool is_float_op(BinaryOp op) { return binary_kind(op) == BinaryKind::FloatArith; }
 
 EMBER_OP_HD constexpr const char* name(ReduceOp op) {
   switch (op) {

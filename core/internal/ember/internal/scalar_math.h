@@ -208,31 +208,69 @@ EMBER_HD float exp_f32(float x) {
   const float y = e * s1 * s2;
   return x != x ? x : y;
 }
-// A float32 erf built on exp_f32, branch-free so that GELU's loops vectorise (erff is a scalar libm call, and was
-// a fifth of a small Transformer's step). erfc(|x|) = t exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2), the Chebyshev fit
-// of Numerical Recipes (erfcc: relative error of erfc below 1.2e-7 for every x), then erf = 1 - erfc with the sign
-// of x. Absolute error about 1.2e-7 (one float32 ulp at 1), so x * Phi(x) keeps float32 precision.
-EMBER_HD float erf_f32(float x) {
-  const float z = x < 0.f ? -x : x;
-  const float t = 1.f / (1.f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  const float r = 1.f - t * exp_f32(-z * z + p);
-  return x < 0.f ? -r : r;
+// exp(a) for a <= 0 in float32, for GELU: exp_f32's reduction and polynomial with one power of two (results
+// below 2^-126 are 0 instead of subnormal, which GELU cannot tell from 0). Arguments above 0 are not expected.
+EMBER_HD float exp_nonpositive_f32(float a) {
+  const float v = a < -87.f ? -87.f : a;
+  const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
+  float r = v - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = r * r * p + r + 1.f;
+  const float y = e * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
+  return a < -87.f ? 0.f : y;
 }
-// erf for GELU in the compute type: erf_f32 for float, the math library's for double.
+
+// GELU's Phi(x) (the normal CDF) and phi(x) (its density) in float32, branch-free so that CPU loops vectorise.
+// With z = |x| / sqrt(2): erfc(z) = exp(-z^2) R(z), R a (3, 4) rational fitted to erfc(z) exp(z^2) on [0, 4]
+// (relative error 5e-8; z is clamped to 4 inside R, where erfc is below 2e-8). Phi(x) = erfc(z) / 2 for x < 0,
+// else 1 - erfc(z) / 2: relative accuracy in the left tail, where 1 + erf(x / sqrt(2)) would cancel, and one
+// exp serves both Phi and phi = exp(-x^2 / 2) / sqrt(2 pi). About 20 vector operations: GELU takes 2.5x less
+// time than with an erf built on a full exp, at the same accuracy (tests/core/test_elementwise.cpp sweeps it).
+struct NormalCdfPdf {
+  float cdf, pdf;
+};
+EMBER_HD NormalCdfPdf normal_cdf_pdf_f32(float x) {
+  const float z = (x < 0.f ? -x : x) * 0.70710678118654752f;
+  const float zc = z > 4.f ? 4.f : z;
+  float p = 0.07546200603f;
+  p = p * zc + 0.41252467036f;
+  p = p * zc + 0.93910908699f;
+  p = p * zc + 0.99999994040f;
+  float q = 0.13384459913f;
+  q = q * zc + 0.72949087620f;
+  q = q * zc + 1.74548780918f;
+  q = q * zc + 2.06748414040f;
+  q = q * zc + 1.f;
+  const float e = exp_nonpositive_f32(-z * z);
+  const float half_erfc = 0.5f * e * p / q;
+  return {x < 0.f ? half_erfc : 1.f - half_erfc, e * 0.39894228040143268f};  // 1 / sqrt(2 pi)
+}
+
+// GELU (exact form, as PyTorch's default: x Phi(x)) and its derivative Phi(x) + x phi(x), in the compute type:
+// normal_cdf_pdf_f32 for float, the math library's erf for double.
 template <class C>
-EMBER_HD C gelu_erf(C v) {
-  if constexpr (std::is_same<C, float>::value) return erf_f32(v);
-  else return m_erf(v);
+EMBER_HD C gelu(C v) {
+  if constexpr (std::is_same<C, float>::value) {
+    return v * normal_cdf_pdf_f32(v).cdf;
+  } else {
+    return static_cast<C>(0.5) * v * (C(1) + m_erf(v * static_cast<C>(0.70710678118654752440)));
+  }
+}
+template <class C>
+EMBER_HD C gelu_grad(C v) {
+  if constexpr (std::is_same<C, float>::value) {
+    const NormalCdfPdf n = normal_cdf_pdf_f32(v);
+    return n.cdf + v * n.pdf;
+  } else {
+    const C cdf = static_cast<C>(0.5) * (C(1) + m_erf(v * static_cast<C>(0.70710678118654752440)));
+    return cdf + v * m_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.39894228040143268);
+  }
 }
 
 // exp in the compute type: exp_f32 for float, the math library's for double.
@@ -248,7 +286,6 @@ inline constexpr bool kMissingMath = false;
 // --- unary ops: unary<Op>(v) in the compute type C. A float-only op (op_list.h) is called with float or double.
 template <UnaryOp Op, class C>
 EMBER_HD C unary(C v) {
-  constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
   if constexpr (Op == UnaryOp::Neg) return wrap_neg(v);
   else if constexpr (Op == UnaryOp::Abs) return is_neg(v) ? wrap_neg(v) : v;
   // written so that NaN passes through, as PyTorch's relu (a NaN must not turn into a silent 0)
@@ -261,16 +298,10 @@ EMBER_HD C unary(C v) {
   else if constexpr (Op == UnaryOp::Reciprocal) return C(1) / v;
   else if constexpr (Op == UnaryOp::Sigmoid) return C(1) / (C(1) + fast_exp(-v));
   else if constexpr (Op == UnaryOp::Tanh) return m_tanh(v);
-  // exact form, as PyTorch's default: x * Phi(x)
-  else if constexpr (Op == UnaryOp::Gelu) return static_cast<C>(0.5) * v * (C(1) + gelu_erf(v * kSqrt1_2));
-  else if constexpr (Op == UnaryOp::GeluGrad) {  // Phi(x) + x * phi(x)
-    const C cdf = static_cast<C>(0.5) * (C(1) + gelu_erf(v * kSqrt1_2));
-    const C pdf = fast_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.3989422804014327);  // 1/sqrt(2 pi)
-    return cdf + v * pdf;
-  }
+  else if constexpr (Op == UnaryOp::Gelu) return gelu(v);
+  else if constexpr (Op == UnaryOp::GeluGrad) return gelu_grad(v);
   // log(1 + e^x), as PyTorch's softplus (beta 1, threshold 20: x itself above it, where they agree in float64)
-  else if constexpr (Op == UnaryOp::Softplus)
-    return v > C(20) ? v : m_log1p(m_exp(v));
+  else if constexpr (Op == UnaryOp::Softplus) return v > C(20) ? v : m_log1p(m_exp(v));
   // the math library's log1p: exact for small x, where log(1 + x) would round 1 + x first
   else if constexpr (Op == UnaryOp::Log1p) return m_log1p(v);
   else if constexpr (Op == UnaryOp::Sin) return m_sin(v);
@@ -285,10 +316,10 @@ EMBER_HD C unary(C v) {
 template <UnaryOp Op, class C>
 inline constexpr bool kUnaryDefined = !is_float_op(Op) || std::is_floating_point<C>::value;
 
-// True when binary<Op> is defined for C: integer division never reaches a kernel (raw::binary computes it in
-// float32, as PyTorch's true division).
+// True when binary<Op> is defined for C: float-only ops (integer division, gelu_backward) never reach a kernel
+// with integers (raw::binary computes them in float32, as PyTorch's true division).
 template <BinaryOp Op, class C>
-inline constexpr bool kBinaryDefined = Op != BinaryOp::Div || std::is_floating_point<C>::value;
+inline constexpr bool kBinaryDefined = !is_float_op(Op) || std::is_floating_point<C>::value;
 
 // --- binary ops: binary<Op>(x, y) in the compute type C; C for arithmetic, bool for comparisons.
 template <BinaryOp Op, class C>
@@ -309,7 +340,11 @@ EMBER_HD auto binary(C x, C y) {
   else if constexpr (Op == BinaryOp::Minimum) return is_nan(x) || is_nan(y) ? static_cast<C>(x + y) : (x < y ? x : y);
   // x: the gradient, y: relu's output (>= 0, or NaN, which gets no gradient, as y > 0 is false)
   else if constexpr (Op == BinaryOp::ReluBackward) return y > C(0) ? x : C(0);
-  else if constexpr (Op == BinaryOp::Eq) return x == y;
+  // x: the gradient, y: gelu's input
+  else if constexpr (Op == BinaryOp::GeluBackward) {
+    static_assert(kBinaryDefined<Op, C>, "gelu_backward of integers is computed in float32 (raw::binary)");
+    return x * gelu_grad(y);
+  } else if constexpr (Op == BinaryOp::Eq) return x == y;
   else if constexpr (Op == BinaryOp::Ne) return x != y;
   else if constexpr (Op == BinaryOp::Lt) return x < y;
   else if constexpr (Op == BinaryOp::Le) return x <= y;
