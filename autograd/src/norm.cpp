@@ -1,5 +1,5 @@
-// defines: the public batch_norm of ops.h: the fused raw op (core/src/norm.cpp) with one backward node whose
-// gradients come from two passes over the data (PyTorch's formulas).
+// defines: the public batch_norm and layer_norm of ops.h: fused raw ops (core/src/norm.cpp), each with one
+// backward node whose gradients come from a few passes over the data (PyTorch's formulas).
 #include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/memory_context.h"
@@ -25,8 +25,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   return r.y;
 }
 
-// A composite over the last normalized_shape.size() dims (mean and biased variance), differentiable twice and
-// on every device; an autocast "float32" op. 16-bit inputs compute in float32 and round once (composite_input).
+// One fused kernel forward and one backward (raw::layer_norm); an autocast "float32" op. 16-bit inputs compute
+// in float32 and round once. Like batch_norm, not twice differentiable (autograd::grad with create_graph says so).
 Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   memory::OpScope op_scope("layer_norm");  // an OutOfMemoryError names the op
@@ -42,12 +42,22 @@ Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_sh
                       Shape(normalized_shape));
   EMBER_CHECK_VALUE(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
   const Tensor x = autograd::composite_input("layer_norm", x_in);
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  const Tensor mu = mean(x, dims, true);
-  Tensor y = (x - mu) / sqrt(var(x, dims, true, 0) + eps);
-  if (weight.defined()) y = y * amp::fp32(weight);
-  if (bias.defined()) y = y + amp::fp32(bias);
+  const Tensor w = weight.defined() ? amp::fp32(weight) : weight, b = bias.defined() ? amp::fp32(bias) : bias;
+  raw::LayerNormResult r = raw::layer_norm(x, k, w, b, eps);
+  Tensor y = r.y;
+  if (needs_grad({&x, &w, &b})) {
+    const bool x_wants = x.requires_grad(), w_wants = w.defined() && w.requires_grad(),
+               b_wants = b.defined() && b.requires_grad();
+    const DType wdt = w.defined() ? w.dtype() : x.dtype(), bdt = b.defined() ? b.dtype() : x.dtype();
+    record(
+        "layer_norm", {x, w, b}, {y},
+        [=, sx = save(x), sw = save(w), mean = r.mean, rstd = r.rstd](const Grads& g) -> Grads {
+          const Tensor& xv = sx.get("layer_norm");
+          const Tensor& wv = sw.get("layer_norm");
+          raw::LayerNormGrads gr = raw::layer_norm_backward(g[0], xv, k, mean, rstd, wv, x_wants, w_wants, b_wants);
+          return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
+        });
+  }
   return autograd::composite_result(y, x_in);
 }
 

@@ -94,6 +94,10 @@ class CpuBackend final : public Backend {
                           const AttentionParams& p) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
+  void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                  const Tensor& b, double eps) override;  // layer_norm.cpp
+  void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+                           const Tensor& mean, const Tensor& rstd, const Tensor& w) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
   void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;  // norm.cpp
   void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,

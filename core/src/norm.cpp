@@ -1,5 +1,6 @@
 // defines: the normalisation raw ops: batch_norm and its backward (PyTorch's formulas), each a few passes of the
-// backend's batch-norm kernels (backend.h) after the argument checks.
+// backend's batch-norm kernels (backend.h) after the argument checks; layer_norm and its backward, one fused
+// kernel each over the rows.
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -99,6 +100,62 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   }
   if (need_weight) g.weight = binary(BinaryOp::Mul, sum_dy_xmu, invstd);
   if (need_bias) g.bias = sum_dy;
+  return g;
+}
+
+namespace {
+// x viewed as [N, D] rows of the last k dims, contiguous in the compute dtype.
+Tensor as_rows(const Tensor& x, int64_t k, DType cd) {
+  int64_t N = 1, D = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < x.dim() - k ? N : D) *= x.size(d);
+  return reshape(contiguous(cast(x, cd)), {N, D});
+}
+// weight / bias flattened to [D], contiguous in the compute dtype (undefined stays undefined)
+Tensor as_row_param(const Tensor& t, DType cd) { return t.defined() ? reshape(contiguous(cast(t, cd)), {-1}) : t; }
+}  // namespace
+
+LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  detail::check_defined(op, x, "input");
+  detail::check_floating(op, x);
+  EMBER_CHECK_SHAPE(k >= 1 && k <= x.dim(), op, ": cannot normalise the last ", k, " dims of ", describe(x));
+  const Shape tail(x.shape().end() - k, x.shape().end());
+  for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    detail::check_same_device(op, x, *t);
+    EMBER_CHECK_DTYPE(is_floating(t->dtype()), op, ": ", t == &weight ? "weight" : "bias",
+                      " must be a floating-point tensor, got ", describe(*t));
+    EMBER_CHECK_SHAPE(t->shape() == tail, op, ": ", t == &weight ? "weight " : "bias ", t->shape(),
+                      " must have the normalised shape ", tail, " of the input ", x.shape());
+  }
+  EMBER_CHECK_VALUE(eps >= 0, op, ": eps must be >= 0, got ", eps);
+  const DType cd = compute_dtype(x);
+  const Tensor xr = as_rows(x, k, cd);
+  const int64_t N = xr.size(0), D = xr.size(1);
+  Tensor y = detail::new_tensor({N, D}, cd, x.device());
+  Tensor mean = detail::new_tensor({N}, cd, x.device()), rstd = detail::new_tensor({N}, cd, x.device());
+  backend_for(x.device()).layer_norm(y, mean, rstd, xr, as_row_param(weight, cd), as_row_param(bias, cd), eps);
+  return {cast(reshape(y, x.shape()), x.dtype()), mean, rstd};
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t k, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight, bool need_x, bool need_weight,
+                                   bool need_bias) {
+  const char* op = "layer_norm_backward";
+  detail::check_same_device(op, grad_out, x);
+  EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
+                    x.shape());
+  const DType cd = compute_dtype(x);
+  const Tensor xr = as_rows(x, k, cd), dy = as_rows(grad_out, k, cd);
+  const Shape tail(x.shape().end() - k, x.shape().end());
+  LayerNormGrads g;
+  Tensor dx = need_x ? detail::new_tensor(xr.shape(), cd, x.device()) : Tensor();
+  if (need_weight) g.weight = detail::new_tensor(tail, cd, x.device());
+  if (need_bias) g.bias = detail::new_tensor(tail, cd, x.device());
+  backend_for(x.device())
+      .layer_norm_backward(dx, need_weight ? reshape(g.weight, {-1}) : Tensor(),
+                           need_bias ? reshape(g.bias, {-1}) : Tensor(), dy, xr, mean, rstd, as_row_param(weight, cd));
+  if (need_x) g.x = cast(reshape(dx, x.shape()), x.dtype());
   return g;
 }
 

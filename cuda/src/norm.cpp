@@ -1,6 +1,6 @@
-// defines: CudaBackend's batch-norm passes, on kernels/norm.cu (contracts in core/include/ember/core/backend.h;
-// the raw op has made every tensor contiguous and of one float type; each runs on the current stream of x's
-// device).
+// defines: CudaBackend's batch-norm passes and layer norm, on kernels/norm.cu and kernels/layer_norm.cu (contracts in
+// core/include/ember/core/backend.h; the raw op has made every tensor contiguous and of one float type; each runs on
+// the current stream of x's device).
 #include "cuda_backend.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
@@ -51,6 +51,22 @@ void CudaBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, 
   kernels::launch_batch_norm_backward_elemt(x.dtype(), dx.data_ptr(), dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
                                             invstd.data_ptr(), ptr(w), ptr(sum_dy), ptr(sum_dy_xmu), count, ncs(x),
                                             on.stream);
+}
+
+void CudaBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                             const Tensor& b, double eps) {
+  if (x.size(0) == 0) return;
+  OnDevice on(x);
+  kernels::launch_layer_norm(x.dtype(), y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), x.data_ptr(), ptr(w), ptr(b),
+                             x.size(0), x.size(1), eps, on.stream);
+}
+
+void CudaBackend::layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
+                                      const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  OnDevice on(x);
+  auto out = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+  kernels::launch_layer_norm_backward(x.dtype(), out(dx), out(dw), out(db), dy.data_ptr(), x.data_ptr(),
+                                      mean.data_ptr(), rstd.data_ptr(), ptr(w), x.size(0), x.size(1), on.stream);
 }
 
 }  // namespace ember::cuda

@@ -478,6 +478,35 @@ TEST(LayerNorm, Gradcheck) {
   EXPECT_TRUE(param_grads_match(ln, [&] { return sum(ln(x) * r); }));
 }
 
+// The fused float32 kernels against float64 on rows far from 0 (mean 100, std 0.5: a one-pass variance in float32,
+// E[x^2] - E[x]^2, would be off by 0.2%), on enough rows to split across threads; forward and the three gradients.
+TEST(LayerNorm, Float32MatchesFloat64FarFromZero) {
+  manual_seed(62);
+  Tensor x64 = randn({300, 96}, f64) * 0.5 + 100.0, w64 = randn({96}, f64), b64 = randn({96}, f64);
+  Tensor g64 = randn({300, 96}, f64);
+  auto run = [&](DType dt) {
+    Tensor x = x64.to(dt).requires_grad_(true), w = w64.to(dt).requires_grad_(true),
+           b = b64.to(dt).requires_grad_(true);
+    Tensor y = layer_norm(x, {96}, w, b, 1e-5);
+    y.backward(g64.to(dt));
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  };
+  // the float32 input is x64 rounded to float32 (ulp 8e-6 at 100): the reference is computed from those values
+  x64 = x64.to(kFloat32).to(kFloat64);
+  const std::vector<Tensor> f32 = run(kFloat32), f64r = run(kFloat64);
+  const char* what[] = {"y", "dx", "dw", "db"};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_TENSOR_NEAR(f32[i], f64r[i].shape(), test::values(f64r[i]), 2e-4, 2e-4) << what[i];
+}
+
+TEST(LayerNorm, BadInputsNameTheOp) {
+  EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {3}, tensor<int64_t>({1, 2, 3}), {}), DTypeError, "layer_norm", "weight");
+  EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {2, 3}, randn({3}), {}), ShapeError, "layer_norm", "[3]");
+  EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {3}, {}, {}, -1.0), ValueError, "layer_norm", "eps");
+  // an integer input normalises in float32 (as Ember's other composite-style ops promote it)
+  EXPECT_EQ(layer_norm(tensor<int64_t>({1, 2, 3, 5}, {2, 2}), {2}).dtype(), kFloat32);
+}
+
 // -------------------------------------------------------------------------------------------- Embedding
 
 TEST(Embedding, GathersRows) {

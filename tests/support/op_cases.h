@@ -768,6 +768,16 @@ inline void add_norm(std::vector<OpCase>& cs) {
   cs.push_back(C("batch_norm_no_affine", [=] { return TV{scaled({3, 2, 2, 3}, 939)}; }, BN(true, false)));
   cs.push_back(C("batch_norm_noncontig", [=] { return TV{scaled({4, 3, 5}, 940).transpose(0, 2).transpose(0, 2).slice(2, 0, 5, 2), rn({3}, 941), rn({3}, 942)}; }, BN(true, true)));
   cs.push_back(C("batch_norm_eval", [=] { return TV{scaled({3, 2, 3, 4}, 943), rn({2}, 944), rn({2}, 945)}; }, BN(false, true)));
+  // layer_norm over the last dim or the last two, with and without weight / bias, non-contiguous, weight broadcast
+  // over the rows (its gradient sums them)
+  auto LN = [](std::vector<int64_t> ns, bool w, bool b) {
+    return [=](const TV& in) { return layer_norm(in[0], ns, w ? in[1] : Tensor(), b ? in[w ? 2 : 1] : Tensor(), 1e-3); };
+  };
+  cs.push_back(C("layer_norm_last", [] { return TV{rn({4, 5}, 950) * 2.0 + 0.5, rn({5}, 951), rn({5}, 952)}; }, LN({5}, true, true)));
+  cs.push_back(C("layer_norm_last2_3d", [] { return TV{rn({2, 3, 4}, 953), rn({3, 4}, 954), rn({3, 4}, 955)}; }, LN({3, 4}, true, true)));
+  cs.push_back(C("layer_norm_no_affine", [] { return TV{rn({3, 2, 6}, 956)}; }, LN({6}, false, false)));
+  cs.push_back(C("layer_norm_bias_only", [] { return TV{rn({3, 6}, 957), rn({6}, 958)}; }, LN({6}, false, true)));
+  cs.push_back(C("layer_norm_noncontig", [] { return TV{rn({5, 3, 4}, 959).transpose(0, 2), rn({5}, 960), rn({5}, 961)}; }, LN({5}, true, true)));
 }
 
 // scaled_dot_product_attention: the tiled kernel against finite differences. Sizes cross its 64-row blocks

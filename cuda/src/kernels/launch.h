@@ -80,11 +80,11 @@ void launch_cumsum(DType type, void* out, const void* x, int64_t outer, int64_t 
 // --- attention.cu: q [BH, Tq, d], k [BH, Tk, d], v [BH, Tk, dv], out [BH, Tq, dv] contiguous, one floating type
 // (16-bit floats compute in float); lse and dsum [BH, Tq] float32 (float64 for float64); mask as AttentionParams
 // says (kernel_params.h), null when none. d and dv at most 256.
-void launch_attention(DType type, void* out, void* lse, const void* q, const void* k, const void* v,
-                      const void* mask, const AttentionParams& p, CUstream_st* stream);
+void launch_attention(DType type, void* out, void* lse, const void* q, const void* k, const void* v, const void* mask,
+                      const AttentionParams& p, CUstream_st* stream);
 // gq, gk, gv (every element written) from gout and dsum[i] = sum(gout[i] * out[i]).
-void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const void* gout, const void* q,
-                               const void* k, const void* v, const void* lse, const void* dsum, const void* mask,
+void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const void* gout, const void* q, const void* k,
+                               const void* v, const void* lse, const void* dsum, const void* mask,
                                const AttentionParams& p, CUstream_st* stream);
 
 // --- sort.cu: x contiguous [rows, n] of any type; out (contiguous [rows, n]) = the indices that sort each row,
@@ -117,6 +117,14 @@ void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xm
 void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
                                       int64_t count, const NcsShape& d, CUstream_st* stream);
+
+// --- layer_norm.cu: backend.h's layer_norm / layer_norm_backward over the rows of x [n, d] (contiguous, float32
+// or float64; w, b [d] or null: 1 and 0; mean, rstd [n]); sums in double. dx, dw, db may each be null.
+void launch_layer_norm(DType type, void* y, void* mean, void* rstd, const void* x, const void* w, const void* b,
+                       int64_t n, int64_t d, double eps, CUstream_st* stream);
+void launch_layer_norm_backward(DType type, void* dx, void* dw, void* db, const void* dy, const void* x,
+                                const void* mean, const void* rstd, const void* w, int64_t n, int64_t d,
+                                CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
 // keyed by seed (as the CPU backend; ember/internal/philox.h).

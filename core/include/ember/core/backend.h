@@ -120,6 +120,16 @@ class Backend {
   virtual void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
                                          const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
                                          const Tensor& sum_dy_xmu, int64_t count) = 0;
+  // Layer normalisation of each row of x [N, D] (contiguous, float32 or float64; w, b [D] of x's dtype, contiguous,
+  // or undefined: 1 and 0): mean[n], rstd[n] = 1 / sqrt(var[n] + eps) (the biased variance; [N], x's dtype) and
+  // y = (x - mean[n]) * rstd[n] * w + b ([N, D]).
+  virtual void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                          const Tensor& b, double eps) = 0;
+  // Its gradients from dy [N, D] and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:
+  // dx = rstd * (g - mean_D(g) - xhat * mean_D(g * xhat)); dw = sum_N dy * xhat; db = sum_N dy. Each of dx, dw,
+  // db may be undefined (not wanted); w may be undefined (1).
+  virtual void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
+                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) = 0;
   // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
   // Int uniform in [lo, hi).
   virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;

@@ -82,8 +82,7 @@ struct AttentionGrads {
   Tensor q, k, v;
 };
 AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& out, const Tensor& lse, const Tensor& mask, double scale,
-                                  bool causal);
+                                  const Tensor& out, const Tensor& lse, const Tensor& mask, double scale, bool causal);
 
 // --- normalisation
 // Batch normalisation over dim 1 of x [N, C, ...] (torch.nn.functional.batch_norm). training: x is normalised
@@ -101,6 +100,21 @@ struct BatchNormGrads {
 };
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                    const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias);
+
+// Layer normalisation over the last k dims of x (torch.nn.functional.layer_norm's math): each of the N rows of
+// D = the product of those dims is normalised by its mean and biased variance, then * weight + bias (each of
+// the last k dims' shape, or undefined). 16-bit floats compute in float32 and y rounds back; mean and rstd
+// (1 / sqrt(var + eps)) are [N] in the compute dtype, what layer_norm_backward needs.
+struct LayerNormResult {
+  Tensor y, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps);
+struct LayerNormGrads {
+  Tensor x, weight, bias;  // each only when asked for; weight and bias in the compute dtype
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t k, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight, bool need_x, bool need_weight,
+                                   bool need_bias);
 
 // --- shape and indexing
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);

@@ -1,0 +1,117 @@
+// defines: the CPU layer norm (backend.h: layer_norm / layer_norm_backward) over the rows of x [N, D].
+// A thread takes whole rows. Per row: the sum in eight partial sums of x's type (so the adds vectorise), then
+// the variance as a second pass over the deviations (the row is in L1 by then), both combined in double; then
+// one multiply-add per element. The backward's dx is per row in the same way; dw and db sum over rows, so they
+// run as a second pass split by columns instead (each thread owns a slice of D and walks every row, in double).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
+namespace {
+
+// Sum of f(i) for i in [0, n): eight partial sums in T (vectorises), combined in double.
+template <class T, class F>
+inline double row_sum(int64_t n, F f) {
+  T s[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += f(i + k);
+  double total = 0;
+  for (; i < n; ++i) total += static_cast<double>(f(i));
+  for (int k = 0; k < 8; ++k) total += static_cast<double>(s[k]);
+  return total;
+}
+
+// Rows per chunk: enough elements per thread to be worth a fork.
+int64_t row_grain(int64_t D) { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(D, 1)); }
+
+template <class T>
+const T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
+void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                            const Tensor& b, double eps) {
+  const int64_t N = x.size(0), D = x.size(1);
+  if (N == 0) return;
+  visit_float("layer_norm", x.dtype(), [&]<class T>() {
+    const T *xp = ptr<T>(x), *wp = ptr<T>(w), *bp = ptr<T>(b);
+    T *yp = static_cast<T*>(y.data_ptr()), *mp = static_cast<T*>(mean.data_ptr()),
+      *rp = static_cast<T*>(rstd.data_ptr());
+    parallel_for(0, N, row_grain(D), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        const T* __restrict xr = xp + n * D;
+        T* __restrict yr = yp + n * D;
+        const double mu = D ? row_sum<T>(D, [&](int64_t i) { return xr[i]; }) / static_cast<double>(D) : 0.0;
+        const T m = static_cast<T>(mu);
+        const double var =
+            D ? row_sum<T>(D, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / static_cast<double>(D) : 0.0;
+        const T r = static_cast<T>(1.0 / std::sqrt(var + eps));
+        mp[n] = m;
+        rp[n] = r;
+        if (wp && bp)
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * r * wp[i] + bp[i];
+        else if (wp)
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * r * wp[i];
+        else if (bp)
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * r + bp[i];
+        else
+          for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * r;
+      }
+    });
+  });
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
+                                     const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  const int64_t N = x.size(0), D = x.size(1);
+  visit_float("layer_norm_backward", x.dtype(), [&]<class T>() {
+    const T *xp = ptr<T>(x), *gp = ptr<T>(dy), *wp = ptr<T>(w), *mp = ptr<T>(mean), *rp = ptr<T>(rstd);
+    if (dx.defined() && N > 0) {
+      T* dxp = static_cast<T*>(dx.data_ptr());
+      parallel_for(0, N, row_grain(D), [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n) {
+          const T* __restrict xr = xp + n * D;
+          const T* __restrict gr = gp + n * D;
+          T* __restrict o = dxp + n * D;
+          const T m = mp[n], r = rp[n];
+          // a = mean of g, c = mean of g * xhat, with g = dy * w
+          auto g = [&](int64_t i) { return wp ? gr[i] * wp[i] : gr[i]; };
+          const T a = static_cast<T>(row_sum<T>(D, g) / static_cast<double>(D));
+          const T c = static_cast<T>(row_sum<T>(D, [&](int64_t i) { return g(i) * ((xr[i] - m) * r); }) /
+                                     static_cast<double>(D));
+          for (int64_t i = 0; i < D; ++i) o[i] = r * (g(i) - a - (xr[i] - m) * r * c);
+        }
+      });
+    }
+    if (!dw.defined() && !db.defined()) return;
+    T* dwp = dw.defined() ? static_cast<T*>(dw.data_ptr()) : nullptr;
+    T* dbp = db.defined() ? static_cast<T*>(db.data_ptr()) : nullptr;
+    // Column slices: each thread sums its slice of D over every row (vectorises over the columns).
+    parallel_for(0, D, std::max<int64_t>(8, D / std::max<int64_t>(1, N * D / kElementwiseGrain)),
+                 [&](int64_t j0, int64_t j1) {
+                   std::vector<double> sw(static_cast<size_t>(j1 - j0)), sb(static_cast<size_t>(j1 - j0));
+                   for (int64_t n = 0; n < N; ++n) {
+                     const T* __restrict xr = xp + n * D + j0;
+                     const T* __restrict gr = gp + n * D + j0;
+                     const T m = mp[n], r = rp[n];
+                     for (int64_t j = 0; j < j1 - j0; ++j) {
+                       sw[static_cast<size_t>(j)] += static_cast<double>(gr[j] * ((xr[j] - m) * r));
+                       sb[static_cast<size_t>(j)] += static_cast<double>(gr[j]);
+                     }
+                   }
+                   for (int64_t j = j0; j < j1; ++j) {
+                     if (dwp) dwp[j] = static_cast<T>(sw[static_cast<size_t>(j - j0)]);
+                     if (dbp) dbp[j] = static_cast<T>(sb[static_cast<size_t>(j - j0)]);
+                   }
+                 });
+  });
+}
+
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS
