@@ -247,11 +247,9 @@ Tensor gelu(const Tensor& x) {
   memory::OpScope op_scope("gelu");  // an OutOfMemoryError names the op
   Tensor y = raw::unary(UnaryOp::Gelu, x);
   if (!needs_grad({&x})) return y;
-  // g * gelu'(x) in one fused pass, or (create_graph) a product that records its use of g
+  // g * gelu'(x) in one fused pass (a create_graph pass refuses gelu before it gets here: engine.cpp)
   record("gelu", {x}, {y}, [sx = save(x)](const Grads& g) -> Grads {
-    const Tensor& xv = sx.get("gelu");
-    if (autograd::create_graph_enabled()) return {g[0] * raw::unary(UnaryOp::GeluGrad, xv)};
-    return {raw::binary(BinaryOp::GeluBackward, g[0], xv)};
+    return {raw::binary(BinaryOp::GeluBackward, g[0], sx.get("gelu"))};
   });
   return y;
 }

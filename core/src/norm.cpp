@@ -145,9 +145,21 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int6
   detail::check_same_device(op, grad_out, x);
   EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
                     x.shape());
+  EMBER_CHECK_SHAPE(k >= 1 && k <= x.dim(), op, ": cannot normalise the last ", k, " dims of ", describe(x));
   const DType cd = compute_dtype(x);
   const Tensor xr = as_rows(x, k, cd), dy = as_rows(grad_out, k, cd);
   const Shape tail(x.shape().end() - k, x.shape().end());
+  for (const Tensor* t : {&mean, &rstd}) {
+    detail::check_defined(op, *t, t == &mean ? "mean" : "rstd");
+    detail::check_same_device(op, x, *t);
+    EMBER_CHECK_SHAPE(t->dtype() == cd && t->dim() == 1 && t->size(0) == xr.size(0) && t->is_contiguous(), op, ": ",
+                      t == &mean ? "mean " : "rstd ", describe(*t), " must be the forward's: [", xr.size(0), "] ", cd);
+  }
+  if (weight.defined()) {
+    detail::check_same_device(op, x, weight);
+    EMBER_CHECK_SHAPE(weight.shape() == tail && is_floating(weight.dtype()), op, ": weight ", describe(weight),
+                      " must be a floating-point tensor of the normalised shape ", tail);
+  }
   LayerNormGrads g;
   Tensor dx = need_x ? detail::new_tensor(xr.shape(), cd, x.device()) : Tensor();
   if (need_weight) g.weight = detail::new_tensor(tail, cd, x.device());

@@ -13,7 +13,10 @@ void cublas_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 
 // True when this build has cuDNN (conv2d on CUDA needs it; see docs/cuda.md).
 bool have_cudnn();
-// requires: float32 or float64; x, w contiguous; out / gx / gw freshly allocated and contiguous (gx, gw may
+// True when cuDNN convolves `dt` natively on `device` (float32 and float64 always; float16 from compute capability
+// 7.0 and bfloat16 from 8.0, on tensor cores with float accumulation); otherwise the backend converts to float32.
+bool cudnn_takes(DType dt, int device);
+// requires: a dtype cudnn_takes; x, w contiguous; out / gx / gw freshly allocated and contiguous (gx, gw may
 // be undefined: not wanted). No bias here: the backend adds it and reduces its gradient with its own kernels.
 void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Conv2dParams& p);
 void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,

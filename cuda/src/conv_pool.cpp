@@ -15,18 +15,20 @@ using detail::OnDevice;
 
 }  // namespace
 
-// float16 / bfloat16 convolutions run in float32 (as on the CPU); cuDNN takes float32 and float64.
+// float16 / bfloat16 convolutions run in cuDNN's 16-bit kernels (tensor cores, float accumulation) where the GPU
+// has them (detail::cudnn_takes), else in float32 as on the CPU.
 void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& b,
                          const Conv2dParams& p) {
   if (out.numel() == 0) return;
-  if (is_reduced_float(out.dtype())) {
+  if (is_reduced_float(out.dtype()) && !detail::cudnn_takes(out.dtype(), out.device().index())) {
     Tensor tmp = empty(out.shape(), {.dtype = kFloat32, .device = out.device()});
     conv2d(tmp, raw::cast(x_in, kFloat32), raw::cast(w_in, kFloat32), b.defined() ? raw::cast(b, kFloat32) : b, p);
     copy(out, tmp);
     return;
   }
   OnDevice on(out);
-  const Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in);
+  // one dtype for cuDNN's three descriptors (a no-op when the raw op has promoted them already)
+  const Tensor x = raw::contiguous(raw::cast(x_in, out.dtype())), w = raw::contiguous(raw::cast(w_in, out.dtype()));
   if (x.numel() == 0 || w.numel() == 0) fill(out, 0);  // no input channels: only the bias
   else detail::cudnn_conv2d(out, x, w, p);
   if (b.defined()) binary(BinaryOp::Add, out, out, raw::expand(raw::reshape(b, {1, b.numel(), 1, 1}), out.shape()));
@@ -34,7 +36,7 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_
 
 void CudaBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
                                   const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
-  if (is_reduced_float(x_in.dtype())) {
+  if (is_reduced_float(x_in.dtype()) && !detail::cudnn_takes(x_in.dtype(), x_in.device().index())) {
     auto f32 = [](const Tensor& t) {
       return t.defined() ? empty(t.shape(), {.dtype = kFloat32, .device = t.device()}) : t;
     };
@@ -46,7 +48,9 @@ void CudaBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const
     return;
   }
   OnDevice on(gy_in);
-  const Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
+  const DType dt = x_in.dtype();
+  const Tensor gy = raw::contiguous(raw::cast(gy_in, dt)), x = raw::contiguous(x_in),
+               w = raw::contiguous(raw::cast(w_in, dt));
   if (gy.numel() == 0 || x.numel() == 0 || w.numel() == 0) {  // some extent is 0: the gradients are 0
     if (gx.defined()) fill(gx, 0);
     if (gw.defined()) fill(gw, 0);

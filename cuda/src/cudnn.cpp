@@ -33,6 +33,7 @@ namespace ember::cuda::detail {
 #if !EMBER_WITH_CUDNN
 
 bool have_cudnn() { return false; }
+bool cudnn_takes(DType, int) { return false; }
 [[noreturn]] static void no_cudnn(const char* op) {
   throw DeviceError(ember::detail::str(op,
                                        ": this build of ember has no cuDNN, which CUDA convolutions use "
@@ -60,7 +61,26 @@ int as_int(const char* op, int64_t v) {
   return static_cast<int>(v);
 }
 
-cudnnDataType_t data_type(DType dt) { return dt == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+cudnnDataType_t data_type(DType dt) {
+  switch (dt) {
+    case kFloat64:
+      return CUDNN_DATA_DOUBLE;
+    case kFloat16:
+      return CUDNN_DATA_HALF;
+    case kBFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+// What cuDNN accumulates in: float for the 16-bit types (as PyTorch's convolutions), else the data's own type.
+cudnnDataType_t compute_type(DType dt) { return dt == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+// The math type a descriptor starts from: tensor cores for 16-bit data; CUDNN_FMA_MATH keeps float32 off TF32
+// tensor cores unless the user allowed it.
+cudnnMathType_t start_math(DType dt) {
+  if (is_reduced_float(dt)) return CUDNN_TENSOR_OP_MATH;
+  return dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
 
 // The descriptors of one convolution, destroyed with it.
 struct Descriptors {
@@ -82,10 +102,8 @@ struct Descriptors {
         cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
     EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, as_int(op, p.pad_h), as_int(op, p.pad_w),
                                                       as_int(op, p.stride_h), as_int(op, p.stride_w), 1, 1,
-                                                      CUDNN_CROSS_CORRELATION, dt));
-    // CUDNN_FMA_MATH keeps float32 off TF32 tensor cores unless the user allowed it.
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(
-        conv, dt == CUDNN_DATA_FLOAT && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+                                                      CUDNN_CROSS_CORRELATION, compute_type(x_t.dtype())));
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, start_math(x_t.dtype())));
   }
   ~Descriptors() {
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
@@ -130,17 +148,17 @@ Choice pick(const char* op, const Perf* perf, int n) {
   return {static_cast<int>(any->algo), any->memory, any->mathType};
 }
 
-// With TF32 allowed, run the algorithm with the math type cuDNN ranked it with (it may need tensor ops);
-// otherwise the descriptor stays on CUDNN_FMA_MATH, whatever the ranking said.
+// For 16-bit data, and for float32 with TF32 allowed, run the algorithm with the math type cuDNN ranked it with
+// (it may need tensor ops); otherwise the descriptor stays on CUDNN_FMA_MATH, whatever the ranking said.
 void use_math(const Descriptors& d, const Choice& c, DType dt) {
-  if (dt == kFloat32 && allow_tf32()) EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+  if (is_reduced_float(dt) || (dt == kFloat32 && allow_tf32()))
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
 }
 
 // The math type a convolution descriptor starts from (Descriptors' constructor); set again before ranking,
 // because a backward pass ranks twice with one descriptor.
 void base_math(const Descriptors& d, DType dt) {
-  EMBER_CUDNN_CHECK(
-      cudnnSetConvolutionMathType(d.conv, dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, start_math(dt)));
 }
 
 // c.workspace: what cuDNN says c.algo needs, asked for the math type the algorithm will run with.
@@ -205,7 +223,7 @@ Tensor workspace_or_cheaper(Direction dir, cudnnHandle_t h, const Descriptors& d
   try {
     ws = workspace(c.workspace, dev);
   } catch (const OutOfMemoryError&) {
-    Choice cheap{.algo = 0, .workspace = 0, .math = CUDNN_FMA_MATH};
+    Choice cheap{.algo = 0, .workspace = 0, .math = start_math(dt)};
     base_math(d, dt);
     query_workspace(dir, h, d, dt, cheap);
     if (cheap.workspace >= c.workspace) throw;
@@ -219,6 +237,14 @@ Tensor workspace_or_cheaper(Direction dir, cudnnHandle_t h, const Descriptors& d
 }  // namespace
 
 bool have_cudnn() { return true; }
+
+bool cudnn_takes(DType dt, int device) {
+  if (dt == kFloat32 || dt == kFloat64) return true;
+  if (!is_reduced_float(dt)) return false;
+  int major = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= (dt == kFloat16 ? 7 : 8);
+}
 
 void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   if (out.numel() == 0) return;

@@ -648,6 +648,18 @@ TEST(Unary, Float32GeluAccurateOnASweep) {
   EXPECT_LE(worst, 1.0);
   EXPECT_LE(dworst, 1.0);
   EXPECT_EQ(values(gelu(tensor<float>({30.f, -30.f, 0.f}))), (std::vector<double>{30.0, -0.0, 0.0}));
+  // the left tail keeps relative accuracy down to where gelu leaves the normal floats (x = -13)
+  double tail = 0;
+  for (double v = -13.0; v <= -5.5; v += 0.01) {
+    const double got = values(gelu(tensor<float>({static_cast<float>(v)})))[0];
+    const double vf = static_cast<float>(v), want = vf * 0.5 * std::erfc(-vf / std::sqrt(2.0));
+    tail = std::max(tail, std::abs(got / want - 1));
+  }
+  EXPECT_LE(tail, 2e-4);
+  // infinities and NaN as PyTorch's: gelu(inf) = inf, gelu(-inf) = NaN (inf * 0), NaN through
+  const std::vector<double> special = values(gelu(tensor<float>({INFINITY, -INFINITY, NAN})));
+  EXPECT_EQ(special[0], kInf);
+  EXPECT_TRUE(std::isnan(special[1]) && std::isnan(special[2]));
 }
 
 // gelu's backward is one fused pass, GeluBackward(g, x) = g * gelu'(x): equal to the two-pass product in float32

@@ -254,6 +254,18 @@ KERNEL_TEST(Conv2dFloat64AndFloat16) {
   };
   std::vector<Tensor> gc = grads(x, w, b), gg = grads(x.to(g_dev), w.to(g_dev), b.to(g_dev));
   for (size_t i = 0; i < 3; ++i) expect_match(gg[i], gc[i], detail::str("conv2d float64 grad ", i));
+  // 16-bit gradients: cuDNN's native 16-bit kernels (float accumulation) against the CPU's float32 and one rounding
+  for (DType dt : {kFloat16, kBFloat16}) {
+    Tensor xh = make(dt, {2, 3, 7, 7}, 56) * 0.3, wh = make(dt, {4, 3, 3, 3}, 57) * 0.3, bh = make(dt, {4}, 58);
+    Tensor gy = make(dt, {2, 4, 4, 7}, 59) * 0.3;
+    auto grads16 = [&gy](Tensor x, Tensor w, Tensor b) {
+      for (Tensor* t : {&x, &w, &b}) t->requires_grad_();
+      conv2d(x, w, b, {2, 1}, {1, 1}).backward(gy.to(x.device()));
+      return std::vector<Tensor>{x.grad(), w.grad(), b.grad()};
+    };
+    std::vector<Tensor> hc = grads16(xh, wh, bh), hg = grads16(xh.to(g_dev), wh.to(g_dev), bh.to(g_dev));
+    for (size_t i = 0; i < 3; ++i) expect_match(hg[i], hc[i], detail::str("conv2d ", dt, " grad ", i));
+  }
 }
 
 KERNEL_TEST(PoolingTiesRouteToTheFirstMaximum) {

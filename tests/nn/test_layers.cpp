@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 
+#include <ember/core/raw_ops.h>
+
 #include "test_util.h"
 
 using namespace ember;
@@ -503,6 +505,13 @@ TEST(LayerNorm, BadInputsNameTheOp) {
   EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {3}, tensor<int64_t>({1, 2, 3}), {}), DTypeError, "layer_norm", "weight");
   EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {2, 3}, randn({3}), {}), ShapeError, "layer_norm", "[3]");
   EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {3}, {}, {}, -1.0), ValueError, "layer_norm", "eps");
+  // the raw backward checks what the autograd node would pass it
+  EXPECT_THROW_MSG(
+      raw::layer_norm_backward(randn({2, 3}), randn({2, 3}), 1, zeros({3}), ones({2}), {}, true, false, false),
+      ShapeError, "layer_norm_backward", "mean");
+  EXPECT_THROW_MSG(
+      raw::layer_norm_backward(randn({2, 3}), randn({2, 3}), 3, zeros({2}), ones({2}), {}, true, false, false),
+      ShapeError, "layer_norm_backward", "3 dims");
   // an integer input normalises in float32 (as Ember's other composite-style ops promote it)
   EXPECT_EQ(layer_norm(tensor<int64_t>({1, 2, 3, 5}, {2, 2}), {2}).dtype(), kFloat32);
 }
