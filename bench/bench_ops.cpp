@@ -74,6 +74,28 @@ void BM_conv2d(benchmark::State& s) {
       2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// The charlm GPT's activation layers at its shapes (batch 32 x context 128 tokens), forward and backward: GELU on
+// the MLP's [4096, 512], LayerNorm (with weight and bias) on [4096, 128]. bench/torch_ops_norm.py times PyTorch's.
+void BM_gelu_fwd_bwd(benchmark::State& s) {
+  set_threads(s);
+  manual_seed(0);
+  Tensor x = randn({4096, 512}).requires_grad_(true), g = randn({4096, 512});
+  for (auto _ : s) {
+    gelu(x).backward(g);
+    x.grad() = Tensor();
+  }
+}
+void BM_layer_norm_fwd_bwd(benchmark::State& s) {
+  set_threads(s);
+  manual_seed(0);
+  Tensor x = randn({4096, 128}).requires_grad_(true), g = randn({4096, 128});
+  nn::LayerNorm ln(128);
+  for (auto _ : s) {
+    ln(x).backward(g);
+    x.grad() = Tensor();
+  }
+}
+
 // End-to-end cost of one small op (checks, allocation from the cache, kernel, handle): add of two [64].
 void BM_tiny_add(benchmark::State& s) {
   set_num_threads(1);
@@ -109,4 +131,6 @@ BENCHMARK(BM_elementwise<2>)
     ->ArgNames({"n", "threads"});
 BENCHMARK(BM_elementwise<0>)->Name("BM_add")->Args({1 << 22, 2})->ArgNames({"n", "threads"});
 BENCHMARK(BM_softmax)->ArgsProduct({{64, 1024}, {1}})->ArgNames({"rows", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gelu_fwd_bwd)->Args({4096, 1})->ArgNames({"rows", "threads"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_layer_norm_fwd_bwd)->Args({4096, 1})->ArgNames({"rows", "threads"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_conv2d)->ArgsProduct({{1, 32}, {1, 2}})->ArgNames({"in_ch", "threads"})->Unit(benchmark::kMillisecond);

@@ -2,7 +2,7 @@
 // A thread takes whole rows. Per row: the sum in eight partial sums of x's type (so the adds vectorise), then
 // the variance as a second pass over the deviations (the row is in L1 by then), both combined in double; then
 // one multiply-add per element. The backward's dx is per row in the same way; dw and db sum over rows, so they
-// run as a second pass split by columns instead (each thread owns a slice of D and walks every row, in double).
+// run as a second pass split by columns instead (each thread owns a slice of D and walks every row).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -93,17 +93,29 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dw, const T
     if (!dw.defined() && !db.defined()) return;
     T* dwp = dw.defined() ? static_cast<T*>(dw.data_ptr()) : nullptr;
     T* dbp = db.defined() ? static_cast<T*>(db.data_ptr()) : nullptr;
-    // Column slices: each thread sums its slice of D over every row (vectorises over the columns).
+    // Column slices: each thread sums its slice of D over every row (vectorises over the columns), in T over
+    // blocks of 64 rows and in double across blocks.
     parallel_for(0, D, std::max<int64_t>(8, D / std::max<int64_t>(1, N * D / kElementwiseGrain)),
                  [&](int64_t j0, int64_t j1) {
-                   std::vector<double> sw(static_cast<size_t>(j1 - j0)), sb(static_cast<size_t>(j1 - j0));
-                   for (int64_t n = 0; n < N; ++n) {
-                     const T* __restrict xr = xp + n * D + j0;
-                     const T* __restrict gr = gp + n * D + j0;
-                     const T m = mp[n], r = rp[n];
-                     for (int64_t j = 0; j < j1 - j0; ++j) {
-                       sw[static_cast<size_t>(j)] += static_cast<double>(gr[j] * ((xr[j] - m) * r));
-                       sb[static_cast<size_t>(j)] += static_cast<double>(gr[j]);
+                   const int64_t len = j1 - j0;
+                   std::vector<double> sw(static_cast<size_t>(len)), sb(static_cast<size_t>(len));
+                   std::vector<T> bw(static_cast<size_t>(len)), bb(static_cast<size_t>(len));
+                   for (int64_t n0 = 0; n0 < N; n0 += 64) {
+                     T* __restrict fw = bw.data();
+                     T* __restrict fb = bb.data();
+                     for (int64_t j = 0; j < len; ++j) fw[j] = fb[j] = T(0);
+                     for (int64_t n = n0; n < std::min(N, n0 + 64); ++n) {
+                       const T* __restrict xr = xp + n * D + j0;
+                       const T* __restrict gr = gp + n * D + j0;
+                       const T m = mp[n], r = rp[n];
+                       for (int64_t j = 0; j < len; ++j) {
+                         fw[j] += gr[j] * ((xr[j] - m) * r);
+                         fb[j] += gr[j];
+                       }
+                     }
+                     for (int64_t j = 0; j < len; ++j) {
+                       sw[static_cast<size_t>(j)] += static_cast<double>(fw[j]);
+                       sb[static_cast<size_t>(j)] += static_cast<double>(fb[j]);
                      }
                    }
                    for (int64_t j = j0; j < j1; ++j) {
