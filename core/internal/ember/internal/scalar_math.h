@@ -189,10 +189,12 @@ EMBER_HD float bits_to_float(int32_t i) {
 // n ln 2 is exact enough), exp(r) by a degree-6 polynomial (Cephes' expf coefficients). 2^n is applied as two
 // powers of two, 2^(n - n/2) * 2^(n/2), each a normal float for n in [-150, 129]: that way results in the
 // subnormal range round correctly and results past FLT_MAX overflow to inf instead of wrapping the exponent.
-EMBER_HD float exp_f32(float x) {
-  // clamp (written so that NaN survives to the end: comparisons with NaN are false)
-  float v = x > 89.f ? 89.f : x;
-  v = v < -104.f ? -104.f : v;
+// The reduction and polynomial shared by exp_f32 and exp_nonpositive_f32: n = round(v / ln 2) and
+// e = exp(v - n ln 2); how 2^n is applied is each caller's.
+struct ExpReduced {
+  float n, e;
+};
+EMBER_HD ExpReduced exp_reduce_f32(float v) {
   const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
   float r = v - n * 0.693359375f;                                        // ln 2, high part (exact in float)
   r = r - n * -2.12194440e-4f;                                           // ln 2, low part
@@ -202,28 +204,24 @@ EMBER_HD float exp_f32(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float e = r * r * p + r + 1.f;
-  const int32_t ni = static_cast<int32_t>(n), h = ni / 2;
+  return {n, r * r * p + r + 1.f};
+}
+EMBER_HD float exp_f32(float x) {
+  // clamp (written so that NaN survives to the end: comparisons with NaN are false)
+  float v = x > 89.f ? 89.f : x;
+  v = v < -104.f ? -104.f : v;
+  const ExpReduced t = exp_reduce_f32(v);
+  const int32_t ni = static_cast<int32_t>(t.n), h = ni / 2;
   const float s1 = bits_to_float((h + 127) << 23), s2 = bits_to_float((ni - h + 127) << 23);
-  const float y = e * s1 * s2;
+  const float y = t.e * s1 * s2;
   return x != x ? x : y;
 }
 // exp(a) for a <= 0 in float32, for GELU: exp_f32's reduction and polynomial with one power of two (0 for a below
 // -87, where the result would be under about 1.6e-38, which GELU cannot tell from 0). Arguments above 0 are not
 // expected.
 EMBER_HD float exp_nonpositive_f32(float a) {
-  const float v = a < -87.f ? -87.f : a;
-  const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
-  float r = v - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = r * r * p + r + 1.f;
-  const float y = e * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
+  const ExpReduced t = exp_reduce_f32(a < -87.f ? -87.f : a);
+  const float y = t.e * bits_to_float((static_cast<int32_t>(t.n) + 127) << 23);
   return a < -87.f ? 0.f : y;
 }
 
