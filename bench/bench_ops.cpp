@@ -1,6 +1,6 @@
 // Op-level benchmarks of the CPU backend: GEMM (GFLOP/s, against OpenBLAS sgemm in the same run when it is
-// installed), elementwise add/mul/relu (GB/s), softmax, conv2d, and the end-to-end cost of one tiny op.
-// Every benchmark runs on one thread unless its name says threads:2.
+// installed; and bfloat16, cpu_bf16_gemm()), elementwise add/mul/relu (GB/s), softmax, conv2d, and the end-to-end cost
+// of one tiny op. Every benchmark runs on one thread unless its name says threads:2.
 #include <benchmark/benchmark.h>
 #include <ember/ember.h>
 
@@ -20,6 +20,18 @@ void BM_matmul(benchmark::State& s) {
   manual_seed(0);
   Tensor a = randn({n, n}), b = randn({n, n});
   for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b).data_ptr());
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// bfloat16 operands and result; the label names the path (cpu_bf16_gemm(): "off" widens to float32).
+void BM_matmul_bf16(benchmark::State& s) {
+  set_threads(s);
+  const int64_t n = s.range(0);
+  manual_seed(0);
+  Tensor a = randn({n, n}).to(kBFloat16), b = randn({n, n}).to(kBFloat16);
+  for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b).data_ptr());
+  s.SetLabel("bf16 gemm: " + cpu_bf16_gemm() + ", isa: " + cpu_isa());
   s.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
@@ -117,6 +129,10 @@ BENCHMARK(BM_openblas_sgemm)
 BENCHMARK(BM_openblas_sgemm)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
 #endif
 BENCHMARK(BM_matmul)->Args({1024, 2})->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_matmul_bf16)
+    ->ArgsProduct({{256, 1024}, {1, 2}})
+    ->ArgNames({"n", "threads"})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_elementwise<0>)
     ->Name("BM_add")
     ->ArgsProduct({{1 << 10, 1 << 16, 1 << 22}, {1}})

@@ -22,4 +22,23 @@ target_link_libraries(ember_cpu_avx512 PRIVATE ember Eigen3::Eigen)
 if(OpenMP_CXX_FOUND)
   target_link_libraries(ember_cpu_avx512 PRIVATE OpenMP::OpenMP_CXX)
 endif()
+# The native bf16 GEMM kernels (core/cpu/bf16_gemm.h) live in the plugin too, their one file built with AVX512-BF16
+# and AMX where the compiler and assembler know them; libember looks them up only on a CPU that runs them.
+set(_bf16_flags -mavx512bf16 -mamx-tile -mamx-bf16)
+include(CheckCXXSourceCompiles)
+string(REPLACE ";" " " CMAKE_REQUIRED_FLAGS "-mavx512f -mavx512bw -mavx512vl ${_bf16_flags}")
+check_cxx_source_compiles([[
+#include <immintrin.h>
+int main() {
+  alignas(64) static unsigned char cfg[64] = {1};
+  _tile_loadconfig(cfg); _tile_zero(0); _tile_dpbf16ps(0, 1, 2); _tile_release();
+  __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)_mm512_set1_epi32(1), (__m512bh)_mm512_set1_epi32(1));
+  return (int)_mm512_reduce_add_ps(a);
+}]] EMBER_HAVE_BF16_KERNELS)
+unset(CMAKE_REQUIRED_FLAGS)
+if(EMBER_HAVE_BF16_KERNELS)
+  target_sources(ember_cpu_avx512 PRIVATE ${PROJECT_SOURCE_DIR}/core/cpu/bf16_gemm_native.cpp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/core/cpu/bf16_gemm_native.cpp TARGET_DIRECTORY ember_cpu_avx512
+                              PROPERTIES COMPILE_OPTIONS "${_bf16_flags}")
+endif()
 install(TARGETS ember_cpu_avx512 LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -2,6 +2,11 @@
 // EMBER_CPU_ISA override, and the loading of the AVX-512 variant's plugin. Compiled once, into libember.
 #include "isa.h"
 
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define EMBER_X86 1
@@ -11,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bf16_gemm.h"
 #include "cpu_backend.h"
 #include "ember/core/error.h"
 #include "ember/internal/plugin_loader.h"
@@ -119,6 +125,26 @@ bool supports(Isa isa) {
   if (isa == Isa::Avx2) return avx2;
   // AVX-512 F, DQ, BW and VL, with the opmask and upper ZMM state enabled by the OS
   return avx2 && (xcr0 & 0xE0) == 0xE0 && bit(l7.b, 16) && bit(l7.b, 17) && bit(l7.b, 30) && bit(l7.b, 31);
+}
+
+bool supports(Bf16Path p) {
+  if (p == Bf16Path::None) return true;
+  // Both kernels are built with AVX-512 (bf16_gemm_native.cpp); every CPU with either instruction set has it.
+  if (!supports(Isa::Avx512)) return false;
+  if (p == Bf16Path::Avx512Bf16) return bit(cpuid(7, 1).a, 5);
+  // AMX-TILE and AMX-BF16, the tile configuration and data state enabled by the OS (XCR0 bits 17 and 18), and
+  // Linux's permission to use that state, which a process must ask for before its first tile instruction.
+  const CpuId l7 = cpuid(7);
+  if (!bit(l7.d, 24) || !bit(l7.d, 22) || ((os_saved_state() >> 17) & 3) != 3) return false;
+  static const bool granted = [] {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
 }
 
 Isa active_isa() { return choice().isa; }

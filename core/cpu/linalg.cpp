@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "bf16_gemm.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "parallel.h"
@@ -131,7 +132,40 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, const double* A, int64_t a_rs,
   gemm_serial_eigen(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate);
 }
 
+namespace {
+
+// bfloat16 on a CPU with bf16 dot products (bf16_gemm.h): the products come from the bf16 operands themselves and
+// are summed in float32 into c (the caller rounds them once to bf16, as oneDNN does), with no float32 copies of
+// the operands.
+void matmul_bf16(const Tensor& c, const Tensor& a, const Tensor& b) {
+  const int64_t B = c.size(0), M = c.size(1), N = c.size(2), K = a.size(2);
+  const auto* A = static_cast<const uint16_t*>(a.data_ptr());
+  const auto* Bm = static_cast<const uint16_t*>(b.data_ptr());
+  float* C = static_cast<float*>(c.data_ptr());
+  auto run = [&](int64_t i, int threads) {
+    bf16_gemm(M, N, K, A + i * a.stride(0), a.stride(1), a.stride(2), Bm + i * b.stride(0), b.stride(1), b.stride(2),
+              C + i * M * N, N, false, threads);
+  };
+  const int64_t flops = M * N * K;
+  if (B > 1 && flops < (1 << 21)) {  // a batch of small products: one product per thread, as gemm_batch
+    parallel_for(0, B, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) run(i, 1);
+    });
+  } else {
+    for (int64_t i = 0; i < B; ++i) run(i, num_threads());
+  }
+}
+
+}  // namespace
+
 void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (out.dtype() == kBFloat16 && a.dtype() == kBFloat16 && b.dtype() == kBFloat16 &&
+      bf16_gemm_path() != Bf16Path::None) {
+    Tensor c = float_buffer_like(out);
+    matmul_bf16(c, a, b);
+    copy(out, c);
+    return;
+  }
   if (is_reduced_float(out.dtype())) {
     Tensor tmp = float_buffer_like(out);
     matmul(tmp, upcast(a), upcast(b));

@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include "../cpu/bf16_gemm.h"
 #include "../cpu/isa.h"
 #include "../cpu/parallel.h"
 #include "ember/core/memory_plan.h"
@@ -196,5 +197,6 @@ void set_num_threads(int n) {
 }
 int get_num_threads() { return cpu::num_threads(); }
 std::string cpu_isa() { return cpu::name(cpu::active_isa()); }
+std::string cpu_bf16_gemm() { return cpu::name(cpu::bf16_gemm_path()); }
 
 }  // namespace ember

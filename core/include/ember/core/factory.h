@@ -74,5 +74,9 @@ int get_num_threads();
 // The CPU kernel variant in use: "avx2" or "avx512" (chosen once per process from the CPU; EMBER_CPU_ISA=avx2 or
 // avx512 overrides it).
 std::string cpu_isa();
+// The bfloat16 GEMM behind bf16 matmul / linear on the CPU: "amx" (Intel AMX tiles), "avx512bf16" (AVX512-BF16 dot
+// products) or "off" (none of them on this CPU: bf16 operands are widened to float32). Chosen once per process;
+// EMBER_BF16_GEMM=off|avx512bf16|amx overrides it.
+std::string cpu_bf16_gemm();
 
 }  // namespace ember

@@ -1,0 +1,167 @@
+// defines: the bf16 GEMM driver (bf16_gemm.h): the choice of path, the packing of A and B into bf16 pairs, the
+// cache blocking and the threads around the micro-kernels of bf16_kernels.h. Compiled once, into libember, with
+// the library's usual flags: only the kernels use AVX512-BF16 / AMX.
+#include "bf16_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu_backend.h"
+#include "ember/internal/plugin_loader.h"
+#include "parallel.h"
+
+namespace ember::cpu {
+namespace {
+
+Bf16Path choose_path() {
+  auto usable = [](Bf16Path p) { return supports(p) && native_bf16_kernel(p) != nullptr; };
+  const Bf16Path best = usable(Bf16Path::Amx)          ? Bf16Path::Amx
+                        : usable(Bf16Path::Avx512Bf16) ? Bf16Path::Avx512Bf16
+                                                       : Bf16Path::None;
+  const char* env = std::getenv("EMBER_BF16_GEMM");
+  if (!env || !*env) return best;
+  Bf16Path want = best;
+  if (!std::strcmp(env, "off")) return Bf16Path::None;
+  if (!std::strcmp(env, "amx")) want = Bf16Path::Amx;
+  else if (!std::strcmp(env, "avx512bf16")) want = Bf16Path::Avx512Bf16;
+  else std::fprintf(stderr, "ember: EMBER_BF16_GEMM=%s is not off, avx512bf16 or amx; ignored\n", env);
+  if (usable(want)) return want;
+  std::fprintf(stderr, "ember: EMBER_BF16_GEMM=%s, but this CPU (or its OS, or this build) cannot run it; using %s\n",
+               env, name(best));
+  return best;
+}
+
+// Calls f(begin, end) on at most `threads` contiguous chunks of [0, n), each at least `grain` long.
+template <class F>
+void split(int threads, int64_t n, int64_t grain, const F& f) {
+  const int64_t chunks = std::min<int64_t>(std::max(threads, 1), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  if (chunks <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  const int64_t per = (n + chunks - 1) / chunks;
+  run_chunks(threads, chunks, [&](int64_t c) {
+    const int64_t b = c * per, e = std::min(n, b + per);
+    if (b < e) f(b, e);
+  });
+}
+
+std::atomic<const Bf16Kernel*> g_test_kernel{nullptr};
+
+uint32_t pair(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32_t>(hi) << 16); }
+
+}  // namespace
+
+const Bf16Kernel* native_bf16_kernel(Bf16Path p) {
+  if (p == Bf16Path::None || !supports(p)) return nullptr;  // never open the AVX-512 plugin on a CPU without it
+  static const Bf16PluginEntry entry = [] {
+    std::string tried, opened;
+    return reinterpret_cast<Bf16PluginEntry>(detail::find_plugin_entry(
+        detail::plugin_candidates("libember_cpu_avx512.so"), kBf16PluginEntryName, &tried, &opened));
+  }();
+  return entry ? entry(kBf16PluginVersion, static_cast<int>(p)) : nullptr;
+}
+
+const char* name(Bf16Path p) { return p == Bf16Path::Amx ? "amx" : p == Bf16Path::Avx512Bf16 ? "avx512bf16" : "off"; }
+
+Bf16Path bf16_gemm_path() {
+  if (const Bf16Kernel* t = g_test_kernel.load(std::memory_order_relaxed)) return t->path;
+  static const Bf16Path p = choose_path();
+  return p;
+}
+
+void set_bf16_kernel_for_testing(const Bf16Kernel* k) { g_test_kernel.store(k, std::memory_order_relaxed); }
+
+bool bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t a_rs, int64_t a_cs, const uint16_t* B,
+               int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads) {
+  const Bf16Kernel* t = g_test_kernel.load(std::memory_order_relaxed);
+  const Bf16Path p = bf16_gemm_path();
+  if (p == Bf16Path::None) return false;
+  bf16_gemm_with(t ? *t : *native_bf16_kernel(p), M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, threads);
+  return true;
+}
+
+void bf16_gemm_with(const Bf16Kernel& k, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t a_rs, int64_t a_cs,
+                    const uint16_t* B, int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate,
+                    int threads) {
+  if (M <= 0 || N <= 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  // K in pairs, cut into slices of equal depth (as sgemm_slice_depth), each padded to the kernel's group.
+  const int64_t P = (K + 1) / 2, slices = (P + kBf16SlicePairs - 1) / kBf16SlicePairs, kc = (P + slices - 1) / slices;
+  const int64_t g = k.group, mr = k.mr, npad = (N + kBf16NR - 1) / kBf16NR * kBf16NR, panels = npad / kBf16NR;
+  auto depth = [&](int64_t s) { return std::min(kc, P - s * kc); };     // real pairs of slice s
+  auto padded = [&](int64_t s) { return (depth(s) + g - 1) / g * g; };  // stored pairs of slice s
+  std::vector<int64_t> b_at(slices + 1, 0);                             // where slice s starts in packed B
+  for (int64_t s = 0; s < slices; ++s) b_at[s + 1] = b_at[s] + padded(s) * npad;
+
+  // Packed B (bf16_gemm.h), one (slice, panel) per task; read by every thread afterwards.
+  Scratch b_buf(sizeof(uint32_t) * static_cast<size_t>(b_at[slices]));
+  uint32_t* Bp = b_buf.as<uint32_t>();
+  auto b_at_rc = [&](int64_t r, int64_t c) -> uint16_t { return r < K ? B[r * b_rs + c * b_cs] : uint16_t{0}; };
+  split(threads, slices * panels, std::max<int64_t>(1, 16384 / (kc * kBf16NR)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t s = t / panels, j = t % panels, kp = padded(s), n0 = j * kBf16NR;
+      uint32_t* dst = Bp + b_at[s] + j * kp * kBf16NR;
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t r = 2 * (s * kc + p);
+        for (int64_t n = 0; n < kBf16NR; ++n) {
+          const int64_t c = n0 + n;
+          dst[p * kBf16NR + n] = p < depth(s) && c < N ? pair(b_at_rc(r, c), b_at_rc(r + 1, c)) : 0u;
+        }
+      }
+    }
+  });
+
+  // Rows in panels of mr, split among the threads; each thread takes blocks of about 128 rows, packs their A for
+  // one slice at a time and runs every 32-column panel of B over them (a B panel stays in L1 across the block).
+  const int64_t row_panels = (M + mr - 1) / mr, block = std::max<int64_t>(1, 128 / mr);
+  const int64_t flops_per_panel = mr * N * K;
+  split(threads, row_panels, std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(flops_per_panel, 1)),
+        [&](int64_t i_begin, int64_t i_end) {
+          Scratch a_buf(sizeof(uint32_t) * static_cast<size_t>(block * mr * padded(0)));
+          uint32_t* Ap = a_buf.as<uint32_t>();
+          k.begin();
+          for (int64_t i0 = i_begin; i0 < i_end; i0 += block) {
+            const int64_t i1 = std::min(i_end, i0 + block);
+            for (int64_t s = 0; s < slices; ++s) {
+              const int64_t kp = padded(s), real = depth(s);
+              for (int64_t i = i0; i < i1; ++i) {
+                uint32_t* ap = Ap + (i - i0) * mr * kp;
+                for (int64_t r = 0; r < mr; ++r) {
+                  const int64_t row = i * mr + r;
+                  for (int64_t p = 0; p < kp; ++p) {
+                    const int64_t c = 2 * (s * kc + p);
+                    uint32_t v = 0;
+                    if (row < M && p < real) {
+                      const uint16_t* a = A + row * a_rs + c * a_cs;
+                      v = pair(a[0], c + 1 < K ? a[a_cs] : uint16_t{0});
+                    }
+                    ap[(p / g) * (mr * g) + r * g + p % g] = v;
+                  }
+                }
+              }
+              for (int64_t j = 0; j < panels; ++j) {
+                const uint32_t* bp = Bp + b_at[s] + j * kp * kBf16NR;
+                const int cols = static_cast<int>(std::min<int64_t>(kBf16NR, N - j * kBf16NR));
+                for (int64_t i = i0; i < i1; ++i) {
+                  const int rows = static_cast<int>(std::min<int64_t>(mr, M - i * mr));
+                  k.tile(kp, Ap + (i - i0) * mr * kp, bp, C + i * mr * ldc + j * kBf16NR, ldc, rows, cols,
+                         accumulate || s > 0);
+                }
+              }
+            }
+          }
+          k.end();
+        });
+}
+
+}  // namespace ember::cpu
