@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "conv_bf16.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "parallel.h"
@@ -411,6 +412,7 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
 
 void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                         const Conv2dParams& p) {
+  if (conv2d_bf16(out, x_in, w_in, bias, p)) return;  // bf16 on a CPU with bf16 dot products
   if (is_reduced_float(out.dtype())) {
     Tensor tmp = float_buffer_like(out);
     conv2d(tmp, upcast(x_in), upcast(w_in), bias.defined() ? upcast(bias) : bias, p);
@@ -480,6 +482,7 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
 
 void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
                                  const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
+  if (conv2d_backward_bf16(gy_in, x_in, w_in, gx, gw, gb, p)) return;
   if (is_reduced_float(x_in.dtype())) {
     Tensor gxf = gx.defined() ? float_buffer_like(gx) : gx, gwf = gw.defined() ? float_buffer_like(gw) : gw;
     Tensor gbf = gb.defined() ? float_buffer_like(gb) : gb;

@@ -1,0 +1,189 @@
+// defines: conv2d and its backward in bfloat16 on a CPU with bf16 dot products (bf16_gemm.h): im2col in bf16 and
+// the bf16 GEMM, sums in float32, each result rounded once to bf16 (as the float32 path that widens the operands,
+// which runs where bf16_gemm_path() is None). The same GEMMs as conv.cpp (Note [Conv work split] there), simpler:
+//   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b
+//   backward: gW += gy[n] @ col(x[n])^T;  gx[n] = col2im(W^T @ gy[n]);  gb = sum of gy
+// The column matrix is walked in blocks of rows (kBlockRows), so it is never held whole.
+#include <algorithm>
+#include <vector>
+
+#include "bf16_gemm.h"
+#include "conv_bf16.h"
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace ember::cpu::inline EMBER_CPU_ISA_NS {
+namespace {
+
+constexpr int64_t kBlockRows = 512;  // column-matrix rows per GEMM: 256 bf16 pairs, one K slice of bf16_gemm
+
+struct Geom {
+  int64_t N, C, H, W, OC, KH, KW, OH, OW, sh, sw, ph, pw;
+  int64_t ckk() const { return C * KH * KW; }
+  int64_t ohw() const { return OH * OW; }
+  int64_t chw() const { return C * H * W; }
+};
+
+// Rows [p0, p1) of one image's column matrix: row (c, kh, kw), column (oh, ow) = x[c, oh*sh - ph + kh,
+// ow*sw - pw + kw], 0 outside the image.
+void im2col(const Geom& g, const uint16_t* x, int64_t p0, int64_t p1, uint16_t* col) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t c = p / (g.KH * g.KW), kh = p / g.KW % g.KH, kw = p % g.KW;
+    uint16_t* r = col + (p - p0) * g.ohw();
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh * g.sh - g.ph + kh;
+      uint16_t* ro = r + oh * g.OW;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(ro, ro + g.OW, uint16_t{0});
+        continue;
+      }
+      const uint16_t* xr = x + (c * g.H + ih) * g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t iw = ow * g.sw - g.pw + kw;
+        ro[ow] = iw >= 0 && iw < g.W ? xr[iw] : uint16_t{0};
+      }
+    }
+  }
+}
+
+// The adjoint of im2col for rows [p0, p1): x[c, ih, iw] += col[row, (oh, ow)] wherever the row read inside the image.
+void col2im_add(const Geom& g, const float* col, int64_t p0, int64_t p1, float* x) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t c = p / (g.KH * g.KW), kh = p / g.KW % g.KH, kw = p % g.KW;
+    const float* r = col + (p - p0) * g.ohw();
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh * g.sh - g.ph + kh;
+      if (ih < 0 || ih >= g.H) continue;
+      float* xr = x + (c * g.H + ih) * g.W;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t iw = ow * g.sw - g.pw + kw;
+        if (iw >= 0 && iw < g.W) xr[iw] += r[oh * g.OW + ow];
+      }
+    }
+  }
+}
+
+Geom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, const Conv2dParams& p) {
+  return {x.size(0), x.size(1), x.size(2),  x.size(3),  w.size(0), w.size(2), w.size(3),
+          OH,        OW,        p.stride_h, p.stride_w, p.pad_h,   p.pad_w};
+}
+
+uint16_t to_bf16(float f) { return detail::float_to_bf16_bits(f); }
+float from_bf16(uint16_t b) { return detail::bf16_bits_to_float(b); }
+const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
+uint16_t* bits_mut(const Tensor& t) { return static_cast<uint16_t*>(t.data_ptr()); }
+
+// Images cut into `parts` contiguous runs, one per thread; with fewer images than threads the GEMMs thread instead.
+struct Split {
+  int64_t parts, per;
+  int gemm_threads;
+  explicit Split(int64_t N) {
+    const int nt = num_threads();
+    parts = std::max<int64_t>(1, std::min<int64_t>(nt, N));
+    per = (N + parts - 1) / parts;
+    gemm_threads = parts == 1 ? nt : 1;
+  }
+  template <class F>
+  void run(int64_t N, const F& f) const {  // f(part, first image, end image)
+    if (parts == 1) return f(int64_t{0}, int64_t{0}, N);
+    run_chunks(num_threads(), parts, [&](int64_t q) { f(q, q * per, std::min(N, (q + 1) * per)); });
+  }
+};
+
+bool all_bf16(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && t->dtype() != kBFloat16) return false;
+  return true;
+}
+
+}  // namespace
+
+bool conv2d_bf16(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv2dParams& p) {
+  if (bf16_gemm_path() == Bf16Path::None || !all_bf16({&out, &x_in, &w_in, &bias})) return false;
+  if (out.numel() == 0) return true;
+  const Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
+  const Geom g = geometry(x, w, out.size(2), out.size(3), p);
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const Split sp(g.N);
+  sp.run(g.N, [&](int64_t, int64_t n0, int64_t n1) {
+    Scratch col(sizeof(uint16_t) * static_cast<size_t>(rows * ohw));
+    Scratch y(sizeof(float) * static_cast<size_t>(g.OC * ohw));
+    for (int64_t n = n0; n < n1; ++n) {
+      if (ckk == 0) std::fill(y.as<float>(), y.as<float>() + g.OC * ohw, 0.0f);
+      for (int64_t p0 = 0; p0 < ckk; p0 += rows) {
+        const int64_t kb = std::min(rows, ckk - p0);
+        im2col(g, bits(x) + n * g.chw(), p0, p0 + kb, col.as<uint16_t>());
+        bf16_gemm(g.OC, ohw, kb, bits(w) + p0, ckk, 1, col.as<uint16_t>(), ohw, 1, y.as<float>(), ohw, p0 > 0,
+                  sp.gemm_threads);
+      }
+      uint16_t* yo = bits_mut(out) + n * g.OC * ohw;
+      for (int64_t oc = 0; oc < g.OC; ++oc) {
+        const float bo = b.defined() ? from_bf16(bits(b)[oc]) : 0.0f;
+        const float* yr = y.as<float>() + oc * ohw;
+        for (int64_t i = 0; i < ohw; ++i) yo[oc * ohw + i] = to_bf16(yr[i] + bo);
+      }
+    }
+  });
+  return true;
+}
+
+bool conv2d_backward_bf16(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
+                          const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
+  if (bf16_gemm_path() == Bf16Path::None || !all_bf16({&gy_in, &x_in, &w_in, &gx, &gw, &gb})) return false;
+  const Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
+  const Geom g = geometry(x, w, gy.size(2), gy.size(3), p);
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const int64_t wsize = g.OC * ckk;
+  const Split sp(g.N);
+  // Each part sums its images' weight gradient in float32 here; the parts are added at the end.
+  std::vector<float> gw_parts(gw.defined() ? static_cast<size_t>(sp.parts * wsize) : 0, 0.0f);
+  if (g.N > 0 && ohw > 0 && (gx.defined() || gw.defined())) {
+    sp.run(g.N, [&](int64_t q, int64_t n0, int64_t n1) {
+      Scratch col(sizeof(uint16_t) * static_cast<size_t>(gw.defined() ? rows * ohw : 0));
+      Scratch gcol(sizeof(float) * static_cast<size_t>(gx.defined() ? rows * ohw : 0));
+      Scratch gxf(sizeof(float) * static_cast<size_t>(gx.defined() ? g.chw() : 0));
+      for (int64_t n = n0; n < n1; ++n) {
+        const uint16_t* gyn = bits(gy) + n * g.OC * ohw;
+        if (gx.defined()) std::fill(gxf.as<float>(), gxf.as<float>() + g.chw(), 0.0f);
+        for (int64_t p0 = 0; p0 < ckk; p0 += rows) {
+          const int64_t kb = std::min(rows, ckk - p0);
+          if (gw.defined()) {  // gW[:, p0 : p0 + kb] += gy[n] [OC, OHW] @ col^T [OHW, kb]
+            im2col(g, bits(x) + n * g.chw(), p0, p0 + kb, col.as<uint16_t>());
+            bf16_gemm(g.OC, kb, ohw, gyn, ohw, 1, col.as<uint16_t>(), 1, ohw, gw_parts.data() + q * wsize + p0, ckk,
+                      true, sp.gemm_threads);
+          }
+          if (gx.defined()) {  // gcol [kb, OHW] = W[:, p0 : p0 + kb]^T @ gy[n], then into gx[n] by col2im
+            bf16_gemm(kb, ohw, g.OC, bits(w) + p0, 1, ckk, gyn, ohw, 1, gcol.as<float>(), ohw, false, sp.gemm_threads);
+            col2im_add(g, gcol.as<float>(), p0, p0 + kb, gxf.as<float>());
+          }
+        }
+        if (gx.defined()) {
+          uint16_t* gxo = bits_mut(gx) + n * g.chw();
+          for (int64_t i = 0; i < g.chw(); ++i) gxo[i] = to_bf16(gxf.as<float>()[i]);
+        }
+      }
+    });
+  } else if (gx.defined()) {
+    std::fill(bits_mut(gx), bits_mut(gx) + gx.numel(), uint16_t{0});
+  }
+  if (gw.defined()) {
+    for (int64_t i = 0; i < wsize; ++i) {
+      float s = 0.0f;
+      for (int64_t q = 0; q < sp.parts; ++q) s += gw_parts[q * wsize + i];
+      bits_mut(gw)[i] = to_bf16(s);
+    }
+  }
+  if (gb.defined()) {  // in double, as conv.cpp's bias gradient
+    for (int64_t oc = 0; oc < g.OC; ++oc) {
+      double s = 0.0;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const uint16_t* r = bits(gy) + (n * g.OC + oc) * ohw;
+        for (int64_t i = 0; i < ohw; ++i) s += from_bf16(r[i]);
+      }
+      bits_mut(gb)[oc] = to_bf16(static_cast<float>(s));
+    }
+  }
+  return true;
+}
+
+}  // namespace ember::cpu::inline EMBER_CPU_ISA_NS
