@@ -138,14 +138,17 @@ void bf16_gemm_with(const Bf16Kernel& k, int64_t M, int64_t N, int64_t K, const 
                 uint32_t* ap = Ap + (i - i0) * mr * kp;
                 for (int64_t r = 0; r < mr; ++r) {
                   const int64_t row = i * mr + r;
-                  for (int64_t p = 0; p < kp; ++p) {
-                    const int64_t c = 2 * (s * kc + p);
-                    uint32_t v = 0;
-                    if (row < M && p < real) {
-                      const uint16_t* a = A + row * a_rs + c * a_cs;
-                      v = pair(a[0], c + 1 < K ? a[a_cs] : uint16_t{0});
+                  for (int64_t p0 = 0; p0 < kp; p0 += g) {  // pairs p0 .. p0 + g of row r (bf16_gemm.h)
+                    uint32_t* dst = ap + p0 * mr + r * g;
+                    for (int64_t q = 0; q < g; ++q) {
+                      const int64_t p = p0 + q, c = 2 * (s * kc + p);
+                      uint32_t v = 0;
+                      if (row < M && p < real) {
+                        const uint16_t* a = A + row * a_rs + c * a_cs;
+                        v = pair(a[0], c + 1 < K ? a[a_cs] : uint16_t{0});
+                      }
+                      dst[q] = v;
                     }
-                    ap[(p / g) * (mr * g) + r * g + p % g] = v;
                   }
                 }
               }
