@@ -18,22 +18,38 @@
 namespace ember::cpu {
 namespace {
 
-Bf16Path choose_path() {
-  auto usable = [](Bf16Path p) { return supports(p) && native_bf16_kernel(p) != nullptr; };
-  const Bf16Path best = usable(Bf16Path::Amx)          ? Bf16Path::Amx
-                        : usable(Bf16Path::Avx512Bf16) ? Bf16Path::Avx512Bf16
-                                                       : Bf16Path::None;
+struct Choice {
+  Bf16Path path = Bf16Path::None;
+  const Bf16Kernel* kernel = nullptr;
+};
+
+// The path asked for by EMBER_BF16_GEMM, else the fastest that runs. "off" probes nothing: no plugin is opened and
+// no AMX permission asked for (it is process-wide, and makes Linux refuse small signal stacks).
+Choice choose() {
+  auto usable = [](Bf16Path p) { return Choice{p, native_bf16_kernel(p)}; };  // kernel null: cannot run
+  auto best = [&] {
+    for (Bf16Path p : {Bf16Path::Amx, Bf16Path::Avx512Bf16})
+      if (const Choice c = usable(p); c.kernel) return c;
+    return Choice{};
+  };
   const char* env = std::getenv("EMBER_BF16_GEMM");
-  if (!env || !*env) return best;
-  Bf16Path want = best;
-  if (!std::strcmp(env, "off")) return Bf16Path::None;
-  if (!std::strcmp(env, "amx")) want = Bf16Path::Amx;
-  else if (!std::strcmp(env, "avx512bf16")) want = Bf16Path::Avx512Bf16;
-  else std::fprintf(stderr, "ember: EMBER_BF16_GEMM=%s is not off, avx512bf16 or amx; ignored\n", env);
-  if (usable(want)) return want;
+  if (!env || !*env) return best();
+  if (!std::strcmp(env, "off")) return {};
+  const bool amx = !std::strcmp(env, "amx"), dot = !std::strcmp(env, "avx512bf16");
+  if (!amx && !dot) {
+    std::fprintf(stderr, "ember: EMBER_BF16_GEMM=%s is not off, avx512bf16 or amx; ignored\n", env);
+    return best();
+  }
+  if (const Choice c = usable(amx ? Bf16Path::Amx : Bf16Path::Avx512Bf16); c.kernel) return c;
+  const Choice c = best();
   std::fprintf(stderr, "ember: EMBER_BF16_GEMM=%s, but this CPU (or its OS, or this build) cannot run it; using %s\n",
-               env, name(best));
-  return best;
+               env, name(c.path));
+  return c;
+}
+
+const Choice& choice() {
+  static const Choice c = choose();
+  return c;
 }
 
 // Calls f(begin, end) on at most `threads` contiguous chunks of [0, n), each at least `grain` long.
@@ -59,10 +75,13 @@ uint32_t pair(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32_t>(hi)
 
 const Bf16Kernel* native_bf16_kernel(Bf16Path p) {
   if (p == Bf16Path::None || !supports(p)) return nullptr;  // never open the AVX-512 plugin on a CPU without it
+  // Only the plugin beside this libember (its own build's): another one on the search path may be stale.
   static const Bf16PluginEntry entry = [] {
     std::string tried, opened;
-    return reinterpret_cast<Bf16PluginEntry>(detail::find_plugin_entry(
-        detail::plugin_candidates("libember_cpu_avx512.so"), kBf16PluginEntryName, &tried, &opened));
+    const std::vector<std::string> all = detail::plugin_candidates("libember_cpu_avx512.so");
+    return all.empty() ? nullptr
+                       : reinterpret_cast<Bf16PluginEntry>(
+                             detail::find_plugin_entry({all.front()}, kBf16PluginEntryName, &tried, &opened));
   }();
   return entry ? entry(kBf16PluginVersion, static_cast<int>(p)) : nullptr;
 }
@@ -71,8 +90,7 @@ const char* name(Bf16Path p) { return p == Bf16Path::Amx ? "amx" : p == Bf16Path
 
 Bf16Path bf16_gemm_path() {
   if (const Bf16Kernel* t = g_test_kernel.load(std::memory_order_relaxed)) return t->path;
-  static const Bf16Path p = choose_path();
-  return p;
+  return choice().path;
 }
 
 void set_bf16_kernel_for_testing(const Bf16Kernel* k) { g_test_kernel.store(k, std::memory_order_relaxed); }
@@ -80,9 +98,9 @@ void set_bf16_kernel_for_testing(const Bf16Kernel* k) { g_test_kernel.store(k, s
 bool bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t a_rs, int64_t a_cs, const uint16_t* B,
                int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads) {
   const Bf16Kernel* t = g_test_kernel.load(std::memory_order_relaxed);
-  const Bf16Path p = bf16_gemm_path();
-  if (p == Bf16Path::None) return false;
-  bf16_gemm_with(t ? *t : *native_bf16_kernel(p), M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, threads);
+  const Bf16Kernel* k = t ? t : choice().kernel;  // (cached: no CPUID per call)
+  if (!k) return false;
+  bf16_gemm_with(*k, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, threads);
   return true;
 }
 

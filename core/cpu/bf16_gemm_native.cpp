@@ -25,6 +25,8 @@ struct Avx512Bf16 {
 };
 
 // Tile numbers are immediates in the instructions, hence the fixed assignment (bf16_kernels.h, amx_tile).
+// GCC's _tile_loadd asm names no memory operand: safe here because A and B are packed in another library
+// (bf16_gemm.cpp) before an indirect call; packing must not move into this file. _tile_stored clobbers memory.
 struct Amx {
   static void zero_c() {
     _tile_zero(0);

@@ -139,7 +139,7 @@ bool supports(Bf16Path p) {
   static const bool granted = [] {
 #if defined(__linux__) && defined(SYS_arch_prctl)
     constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+    return syscall(SYS_arch_prctl, static_cast<long>(kReqXcompPerm), static_cast<long>(kXfeatureXtiledata)) == 0;
 #else
     return false;
 #endif

@@ -107,9 +107,12 @@ struct EmuAmx {
   }
 };
 
-std::atomic<int> g_begun{
-    0};  // begin/end pairing, counted on the emulated AMX kernel (one thread per test where it is checked)
-void emu_begin() { ++g_begun; }
+// The emulated AMX kernel's begin/end: open pairs (0 when every begin had its end) and begin calls (one per chunk).
+std::atomic<int> g_begun{0}, g_begin_calls{0};
+void emu_begin() {
+  ++g_begun;
+  ++g_begin_calls;
+}
 void emu_end() { --g_begun; }
 
 const Bf16Kernel kEmuDot{Bf16Path::Avx512Bf16, cpu::bf16k::kDotMR, 1, &cpu::bf16k::dot_tile<EmuDot>, [] {}, [] {}};
@@ -171,16 +174,16 @@ std::vector<Case> cases() {
   for (int64_t M : {1, 11, 12, 13, 33, 70})
     for (int64_t N : {1, 16, 17, 32, 45})
       for (int64_t K : {1, 2, 3, 33, 514}) cs.push_back({M, N, K});
-  cs.push_back({40, 70, 1200});                             // 3 slices of 200 pairs
-  cs.push_back({25, 33, 31, true, false});                  // A transposed
-  cs.push_back({25, 33, 31, false, true});                  // B transposed
-  cs.push_back({25, 33, 31, true, true, 0, true});          // both, accumulating
-  cs.push_back({30, 20, 19, false, false, 5});              // A a non-contiguous view
-  cs.push_back({29, 50, 600, false, false, 0, true});       // accumulate over slices
-  cs.push_back({200, 64, 100, false, false, 0, false, 2});  // two threads
-  cs.push_back({0, 5, 5});                                  // empty: nothing to do
-  cs.push_back({4, 5, 0});                                  // K = 0: zeros
-  cs.push_back({4, 5, 0, false, false, 0, true});           // K = 0, accumulate: unchanged
+  cs.push_back({40, 70, 1200});                              // 3 slices of 200 pairs
+  cs.push_back({25, 33, 31, true, false});                   // A transposed
+  cs.push_back({25, 33, 31, false, true});                   // B transposed
+  cs.push_back({25, 33, 31, true, true, 0, true});           // both, accumulating
+  cs.push_back({30, 20, 19, false, false, 5});               // A a non-contiguous view
+  cs.push_back({29, 50, 600, false, false, 0, true});        // accumulate over slices
+  cs.push_back({512, 256, 512, false, false, 0, false, 2});  // two threads: row panels and B packing split
+  cs.push_back({0, 5, 5});                                   // empty: nothing to do
+  cs.push_back({4, 5, 0});                                   // K = 0: zeros
+  cs.push_back({4, 5, 0, false, false, 0, true});            // K = 0, accumulate: unchanged
   return cs;
 }
 
@@ -201,6 +204,14 @@ TEST(Bf16Gemm, DotKernelEmulated) { check_all(kEmuDot); }
 TEST(Bf16Gemm, AmxKernelEmulated) {
   check_all(kEmuAmx);
   EXPECT_EQ(g_begun, 0) << "begin/end unpaired";
+}
+
+// Two threads take a chunk of row panels each, each chunk with its own begin/end (AMX: tile configuration).
+TEST(Bf16Gemm, TwoThreadsSplitTheRows) {
+  g_begin_calls = 0;
+  check(kEmuAmx, {512, 256, 512, false, false, 0, false, 2}, 7, true);
+  EXPECT_EQ(g_begin_calls.load(), 2);
+  EXPECT_EQ(g_begun.load(), 0);
 }
 
 // The native kernels on a CPU that has them (AVX512-BF16: Cooper Lake, Sapphire Rapids, Zen 4; AMX: Sapphire
