@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -276,6 +277,27 @@ TEST(Bf16Gemm, MatmulPathOverEmulatedKernels) {
     ASSERT_EQ(cpu_bf16_gemm(), cpu::name(k->path));
     check_matmul();
   }
+}
+
+// Memory: over the bf16 GEMM, a bf16 matmul takes its output and one float32 buffer of the output's shape (the sums
+// before rounding), and conv2d only its output: no float32 copies of the operands, which the widening path makes
+// (a: 512 KiB, b: 512 KiB here). The allocator rounds to size classes (at most 1/8 over).
+size_t peak_growth(const std::function<Tensor()>& f, Tensor* keep) {
+  const size_t base = cpu_memory_stats().bytes_in_use;
+  cpu_reset_peak_memory_stats();
+  *keep = f();
+  return cpu_memory_stats().peak_bytes_in_use - base;
+}
+TEST(Bf16Gemm, NoFloat32CopiesOfTheOperands) {
+  TestKernel use(&kEmuDot);
+  manual_seed(4);
+  const Tensor a = randn({256, 512}).to(kBFloat16), b = randn({512, 256}).to(kBFloat16);
+  Tensor y;
+  const size_t mm = peak_growth([&] { return matmul(a, b); }, &y);
+  EXPECT_LE(mm, (256 * 256 * (2 + 4)) * 9 / 8) << "bytes beyond the bf16 output and its float32 sums";
+  const Tensor x = randn({4, 16, 32, 32}).to(kBFloat16), w = randn({32, 16, 3, 3}).to(kBFloat16);
+  const size_t conv = peak_growth([&] { return conv2d(x, w, Tensor(), {1}, {1}); }, &y);
+  EXPECT_LE(conv, (4 * 32 * 32 * 32 * 2) * 9 / 8) << "bytes beyond the bf16 output";
 }
 
 // conv2d and its three gradients in bf16 against float32 on the same values. A 3 x 2 kernel (kh and kw not
