@@ -104,6 +104,65 @@ bool bf16_gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t a_rs,
   return true;
 }
 
+namespace {
+
+// K in pairs, cut into slices of equal depth (as sgemm_slice_depth), each stored padded to the kernel's group.
+struct Slices {
+  int64_t K, P, count, kc, group;
+  Slices(int64_t K_, int64_t group_) : K(K_), P((K_ + 1) / 2), group(group_) {
+    count = (P + kBf16SlicePairs - 1) / kBf16SlicePairs;
+    kc = (P + count - 1) / count;
+  }
+  int64_t depth(int64_t s) const { return std::min(kc, P - s * kc); }                 // real pairs of slice s
+  int64_t padded(int64_t s) const { return (depth(s) + group - 1) / group * group; }  // stored pairs of slice s
+};
+
+// B [K, N] into packed B (bf16_gemm.h) at Bp, slice s starting at b_at[s]; one (slice, panel) per task.
+void pack_b(const Slices& sl, int64_t N, const uint16_t* B, int64_t b_rs, int64_t b_cs, const int64_t* b_at,
+            uint32_t* Bp, int threads) {
+  const int64_t panels = (N + kBf16NR - 1) / kBf16NR;
+  auto at = [&](int64_t r, int64_t c) -> uint16_t { return r < sl.K ? B[r * b_rs + c * b_cs] : uint16_t{0}; };
+  split(threads, sl.count * panels, std::max<int64_t>(1, 16384 / (sl.kc * kBf16NR)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t s = t / panels, j = t % panels, kp = sl.padded(s), real = sl.depth(s), n0 = j * kBf16NR;
+      uint32_t* dst = Bp + b_at[s] + j * kp * kBf16NR;
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t r = 2 * (s * sl.kc + p);
+        for (int64_t n = 0; n < kBf16NR; ++n) {
+          const int64_t c = n0 + n;
+          dst[p * kBf16NR + n] = p < real && c < N ? pair(at(r, c), at(r + 1, c)) : 0u;
+        }
+      }
+    }
+  });
+}
+
+// Slice s of the A panels [i0, i1) (mr rows each) into Ap, panel after panel (layout: bf16_gemm.h).
+void pack_a(const Slices& sl, int64_t s, int64_t mr, int64_t M, int64_t i0, int64_t i1, const uint16_t* A, int64_t a_rs,
+            int64_t a_cs, uint32_t* Ap) {
+  const int64_t kp = sl.padded(s), real = sl.depth(s), g = sl.group;
+  for (int64_t i = i0; i < i1; ++i) {
+    uint32_t* ap = Ap + (i - i0) * mr * kp;
+    for (int64_t r = 0; r < mr; ++r) {
+      const int64_t row = i * mr + r;
+      for (int64_t p0 = 0; p0 < kp; p0 += g) {  // pairs p0 .. p0 + g of row r
+        uint32_t* dst = ap + p0 * mr + r * g;
+        for (int64_t q = 0; q < g; ++q) {
+          const int64_t p = p0 + q, c = 2 * (s * sl.kc + p);
+          uint32_t v = 0;
+          if (row < M && p < real) {
+            const uint16_t* a = A + row * a_rs + c * a_cs;
+            v = pair(a[0], c + 1 < sl.K ? a[a_cs] : uint16_t{0});
+          }
+          dst[q] = v;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void bf16_gemm_with(const Bf16Kernel& k, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t a_rs, int64_t a_cs,
                     const uint16_t* B, int64_t b_rs, int64_t b_cs, float* C, int64_t ldc, bool accumulate,
                     int threads) {
@@ -113,31 +172,12 @@ void bf16_gemm_with(const Bf16Kernel& k, int64_t M, int64_t N, int64_t K, const 
       for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
     return;
   }
-  // K in pairs, cut into slices of equal depth (as sgemm_slice_depth), each padded to the kernel's group.
-  const int64_t P = (K + 1) / 2, slices = (P + kBf16SlicePairs - 1) / kBf16SlicePairs, kc = (P + slices - 1) / slices;
-  const int64_t g = k.group, mr = k.mr, npad = (N + kBf16NR - 1) / kBf16NR * kBf16NR, panels = npad / kBf16NR;
-  auto depth = [&](int64_t s) { return std::min(kc, P - s * kc); };     // real pairs of slice s
-  auto padded = [&](int64_t s) { return (depth(s) + g - 1) / g * g; };  // stored pairs of slice s
-  std::vector<int64_t> b_at(slices + 1, 0);                             // where slice s starts in packed B
-  for (int64_t s = 0; s < slices; ++s) b_at[s + 1] = b_at[s] + padded(s) * npad;
-
-  // Packed B (bf16_gemm.h), one (slice, panel) per task; read by every thread afterwards.
-  Scratch b_buf(sizeof(uint32_t) * static_cast<size_t>(b_at[slices]));
-  uint32_t* Bp = b_buf.as<uint32_t>();
-  auto b_at_rc = [&](int64_t r, int64_t c) -> uint16_t { return r < K ? B[r * b_rs + c * b_cs] : uint16_t{0}; };
-  split(threads, slices * panels, std::max<int64_t>(1, 16384 / (kc * kBf16NR)), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t s = t / panels, j = t % panels, kp = padded(s), n0 = j * kBf16NR;
-      uint32_t* dst = Bp + b_at[s] + j * kp * kBf16NR;
-      for (int64_t p = 0; p < kp; ++p) {
-        const int64_t r = 2 * (s * kc + p);
-        for (int64_t n = 0; n < kBf16NR; ++n) {
-          const int64_t c = n0 + n;
-          dst[p * kBf16NR + n] = p < depth(s) && c < N ? pair(b_at_rc(r, c), b_at_rc(r + 1, c)) : 0u;
-        }
-      }
-    }
-  });
+  const Slices sl(K, k.group);
+  const int64_t mr = k.mr, npad = (N + kBf16NR - 1) / kBf16NR * kBf16NR, panels = npad / kBf16NR;
+  std::vector<int64_t> b_at(sl.count + 1, 0);  // where slice s starts in packed B
+  for (int64_t s = 0; s < sl.count; ++s) b_at[s + 1] = b_at[s] + sl.padded(s) * npad;
+  Scratch b_buf(sizeof(uint32_t) * static_cast<size_t>(b_at[sl.count]));  // read by every thread below
+  pack_b(sl, N, B, b_rs, b_cs, b_at.data(), b_buf.as<uint32_t>(), threads);
 
   // Rows in panels of mr, split among the threads; each thread takes blocks of about 128 rows, packs their A for
   // one slice at a time and runs every 32-column panel of B over them (a B panel stays in L1 across the block).
@@ -145,33 +185,16 @@ void bf16_gemm_with(const Bf16Kernel& k, int64_t M, int64_t N, int64_t K, const 
   const int64_t flops_per_panel = mr * N * K;
   split(threads, row_panels, std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(flops_per_panel, 1)),
         [&](int64_t i_begin, int64_t i_end) {
-          Scratch a_buf(sizeof(uint32_t) * static_cast<size_t>(block * mr * padded(0)));
+          Scratch a_buf(sizeof(uint32_t) * static_cast<size_t>(block * mr * sl.padded(0)));
           uint32_t* Ap = a_buf.as<uint32_t>();
           k.begin();
           for (int64_t i0 = i_begin; i0 < i_end; i0 += block) {
             const int64_t i1 = std::min(i_end, i0 + block);
-            for (int64_t s = 0; s < slices; ++s) {
-              const int64_t kp = padded(s), real = depth(s);
-              for (int64_t i = i0; i < i1; ++i) {
-                uint32_t* ap = Ap + (i - i0) * mr * kp;
-                for (int64_t r = 0; r < mr; ++r) {
-                  const int64_t row = i * mr + r;
-                  for (int64_t p0 = 0; p0 < kp; p0 += g) {  // pairs p0 .. p0 + g of row r (bf16_gemm.h)
-                    uint32_t* dst = ap + p0 * mr + r * g;
-                    for (int64_t q = 0; q < g; ++q) {
-                      const int64_t p = p0 + q, c = 2 * (s * kc + p);
-                      uint32_t v = 0;
-                      if (row < M && p < real) {
-                        const uint16_t* a = A + row * a_rs + c * a_cs;
-                        v = pair(a[0], c + 1 < K ? a[a_cs] : uint16_t{0});
-                      }
-                      dst[q] = v;
-                    }
-                  }
-                }
-              }
+            for (int64_t s = 0; s < sl.count; ++s) {
+              const int64_t kp = sl.padded(s);
+              pack_a(sl, s, mr, M, i0, i1, A, a_rs, a_cs, Ap);
               for (int64_t j = 0; j < panels; ++j) {
-                const uint32_t* bp = Bp + b_at[s] + j * kp * kBf16NR;
+                const uint32_t* bp = b_buf.as<uint32_t>() + b_at[s] + j * kp * kBf16NR;
                 const int cols = static_cast<int>(std::min<int64_t>(kBf16NR, N - j * kBf16NR));
                 for (int64_t i = i0; i < i1; ++i) {
                   const int rows = static_cast<int>(std::min<int64_t>(mr, M - i * mr));
