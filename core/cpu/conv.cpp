@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "conv_bf16.h"
+#include "conv_geom.h"
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "parallel.h"
@@ -27,17 +28,6 @@
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
-
-struct ConvGeom {
-  int64_t N, C, H, W, OC, KH, KW, OH, OW;
-  Conv2dParams p;
-  // For stride 1 with OW == W: per kw, OH*OW integers of the element's size, all ones where the output column
-  // reads inside the image (set by ColumnMasks)
-  const void* col_masks = nullptr;
-  int64_t ckk() const { return C * KH * KW; }
-  int64_t ohw() const { return OH * OW; }
-  bool same_width() const { return p.stride_h == 1 && p.stride_w == 1 && OW == W; }
-};
 
 // The output columns ow whose input column ow*sw - pw + kw lies inside [0, W): [lo, hi).
 inline std::pair<int64_t, int64_t> valid_cols(int64_t OW, int64_t W, int64_t sw, int64_t pw, int64_t kw) {
@@ -66,18 +56,6 @@ struct ColumnMasks {
       }
     }
     g.col_masks = m;
-  }
-};
-
-// How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, (part + 1) * per).
-struct ConvSplit {
-  int64_t parts, per;
-  ConvSplit(const ConvGeom& g, int threads) {
-    const int64_t flops = 2 * g.N * g.OC * g.ckk() * g.ohw();
-    // below ~2 MFLOP per thread the fork costs more than it saves
-    parts = std::clamp<int64_t>(std::min<int64_t>(threads, flops >> 21), 1, std::max<int64_t>(g.N, 1));
-    per = std::max<int64_t>(1, (g.N + parts - 1) / parts);
-    parts = std::max<int64_t>(1, (g.N + per - 1) / per);  // none left empty (N = 5 on 4 threads: 2, 2, 1)
   }
 };
 
@@ -241,10 +219,6 @@ inline double sum_as_double(const float* x, int64_t n) {
   return s;
 }
 #endif
-
-ConvGeom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, const Conv2dParams& p) {
-  return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), OH, OW, p};
-}
 
 // --- conv2d_backward, in named steps
 

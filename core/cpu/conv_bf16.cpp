@@ -3,12 +3,14 @@
 // which runs where bf16_gemm_path() is None). The same GEMMs as conv.cpp (Note [Conv work split] there), simpler:
 //   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b
 //   backward: gW += gy[n] @ col(x[n])^T;  gx[n] = col2im(W^T @ gy[n]);  gb = sum of gy
-// The column matrix is walked in blocks of rows (kBlockRows), so it is never held whole.
+// The column matrix is walked in blocks of rows (kBlockRows), so it is never held whole; the batch is split as in
+// conv.cpp (ConvSplit).
 #include <algorithm>
 #include <vector>
 
 #include "bf16_gemm.h"
 #include "conv_bf16.h"
+#include "conv_geom.h"
 #include "cpu_backend.h"
 #include "parallel.h"
 
@@ -17,21 +19,14 @@ namespace {
 
 constexpr int64_t kBlockRows = 512;  // column-matrix rows per GEMM: 256 bf16 pairs, one K slice of bf16_gemm
 
-struct Geom {
-  int64_t N, C, H, W, OC, KH, KW, OH, OW, sh, sw, ph, pw;
-  int64_t ckk() const { return C * KH * KW; }
-  int64_t ohw() const { return OH * OW; }
-  int64_t chw() const { return C * H * W; }
-};
-
 // Rows [p0, p1) of one image's column matrix: row (c, kh, kw), column (oh, ow) = x[c, oh*sh - ph + kh,
 // ow*sw - pw + kw], 0 outside the image.
-void im2col(const Geom& g, const uint16_t* x, int64_t p0, int64_t p1, uint16_t* col) {
+void im2col(const ConvGeom& g, const uint16_t* x, int64_t p0, int64_t p1, uint16_t* col) {
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t c = p / (g.KH * g.KW), kh = p / g.KW % g.KH, kw = p % g.KW;
     uint16_t* r = col + (p - p0) * g.ohw();
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t ih = oh * g.sh - g.ph + kh;
+      const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
       uint16_t* ro = r + oh * g.OW;
       if (ih < 0 || ih >= g.H) {
         std::fill(ro, ro + g.OW, uint16_t{0});
@@ -39,7 +34,7 @@ void im2col(const Geom& g, const uint16_t* x, int64_t p0, int64_t p1, uint16_t* 
       }
       const uint16_t* xr = x + (c * g.H + ih) * g.W;
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t iw = ow * g.sw - g.pw + kw;
+        const int64_t iw = ow * g.p.stride_w - g.p.pad_w + kw;
         ro[ow] = iw >= 0 && iw < g.W ? xr[iw] : uint16_t{0};
       }
     }
@@ -47,25 +42,20 @@ void im2col(const Geom& g, const uint16_t* x, int64_t p0, int64_t p1, uint16_t* 
 }
 
 // The adjoint of im2col for rows [p0, p1): x[c, ih, iw] += col[row, (oh, ow)] wherever the row read inside the image.
-void col2im_add(const Geom& g, const float* col, int64_t p0, int64_t p1, float* x) {
+void col2im_add(const ConvGeom& g, const float* col, int64_t p0, int64_t p1, float* x) {
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t c = p / (g.KH * g.KW), kh = p / g.KW % g.KH, kw = p % g.KW;
     const float* r = col + (p - p0) * g.ohw();
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t ih = oh * g.sh - g.ph + kh;
+      const int64_t ih = oh * g.p.stride_h - g.p.pad_h + kh;
       if (ih < 0 || ih >= g.H) continue;
       float* xr = x + (c * g.H + ih) * g.W;
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t iw = ow * g.sw - g.pw + kw;
+        const int64_t iw = ow * g.p.stride_w - g.p.pad_w + kw;
         if (iw >= 0 && iw < g.W) xr[iw] += r[oh * g.OW + ow];
       }
     }
   }
-}
-
-Geom geometry(const Tensor& x, const Tensor& w, int64_t OH, int64_t OW, const Conv2dParams& p) {
-  return {x.size(0), x.size(1), x.size(2),  x.size(3),  w.size(0), w.size(2), w.size(3),
-          OH,        OW,        p.stride_h, p.stride_w, p.pad_h,   p.pad_w};
 }
 
 uint16_t to_bf16(float f) { return detail::float_to_bf16_bits(f); }
@@ -73,22 +63,13 @@ float from_bf16(uint16_t b) { return detail::bf16_bits_to_float(b); }
 const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
 uint16_t* bits_mut(const Tensor& t) { return static_cast<uint16_t*>(t.data_ptr()); }
 
-// Images cut into `parts` contiguous runs, one per thread; with fewer images than threads the GEMMs thread instead.
-struct Split {
-  int64_t parts, per;
-  int gemm_threads;
-  explicit Split(int64_t N) {
-    const int nt = num_threads();
-    parts = std::max<int64_t>(1, std::min<int64_t>(nt, N));
-    per = (N + parts - 1) / parts;
-    gemm_threads = parts == 1 ? nt : 1;
-  }
-  template <class F>
-  void run(int64_t N, const F& f) const {  // f(part, first image, end image)
-    if (parts == 1) return f(int64_t{0}, int64_t{0}, N);
-    run_chunks(num_threads(), parts, [&](int64_t q) { f(q, q * per, std::min(N, (q + 1) * per)); });
-  }
-};
+// The images of each part (ConvSplit) on one thread, one after the other; with one part the GEMMs thread instead.
+template <class F>
+void for_parts(const ConvGeom& g, const ConvSplit& sp, const F& f) {  // f(part, first image, end image)
+  if (sp.parts == 1) return f(int64_t{0}, int64_t{0}, g.N);
+  run_chunks(num_threads(), sp.parts, [&](int64_t q) { f(q, q * sp.per, std::min(g.N, (q + 1) * sp.per)); });
+}
+int gemm_threads(const ConvSplit& sp) { return sp.parts == 1 ? num_threads() : 1; }
 
 bool all_bf16(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
@@ -102,19 +83,20 @@ bool conv2d_bf16(const Tensor& out, const Tensor& x_in, const Tensor& w_in, cons
   if (bf16_gemm_path() == Bf16Path::None || !all_bf16({&out, &x_in, &w_in, &bias})) return false;
   if (out.numel() == 0) return true;
   const Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
-  const Geom g = geometry(x, w, out.size(2), out.size(3), p);
-  const int64_t ohw = g.ohw(), ckk = g.ckk(), rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
-  const Split sp(g.N);
-  sp.run(g.N, [&](int64_t, int64_t n0, int64_t n1) {
+  const ConvGeom g = geometry(x, w, out.size(2), out.size(3), p);
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), chw = g.C * g.H * g.W;
+  const int64_t rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const ConvSplit sp(g, num_threads());
+  for_parts(g, sp, [&](int64_t, int64_t n0, int64_t n1) {
     Scratch col(sizeof(uint16_t) * static_cast<size_t>(rows * ohw));
     Scratch y(sizeof(float) * static_cast<size_t>(g.OC * ohw));
     for (int64_t n = n0; n < n1; ++n) {
       if (ckk == 0) std::fill(y.as<float>(), y.as<float>() + g.OC * ohw, 0.0f);
       for (int64_t p0 = 0; p0 < ckk; p0 += rows) {
         const int64_t kb = std::min(rows, ckk - p0);
-        im2col(g, bits(x) + n * g.chw(), p0, p0 + kb, col.as<uint16_t>());
+        im2col(g, bits(x) + n * chw, p0, p0 + kb, col.as<uint16_t>());
         bf16_gemm(g.OC, ohw, kb, bits(w) + p0, ckk, 1, col.as<uint16_t>(), ohw, 1, y.as<float>(), ohw, p0 > 0,
-                  sp.gemm_threads);
+                  gemm_threads(sp));
       }
       uint16_t* yo = bits_mut(out) + n * g.OC * ohw;
       for (int64_t oc = 0; oc < g.OC; ++oc) {
@@ -131,35 +113,36 @@ bool conv2d_backward_bf16(const Tensor& gy_in, const Tensor& x_in, const Tensor&
                           const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
   if (bf16_gemm_path() == Bf16Path::None || !all_bf16({&gy_in, &x_in, &w_in, &gx, &gw, &gb})) return false;
   const Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
-  const Geom g = geometry(x, w, gy.size(2), gy.size(3), p);
-  const int64_t ohw = g.ohw(), ckk = g.ckk(), rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const ConvGeom g = geometry(x, w, gy.size(2), gy.size(3), p);
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), chw = g.C * g.H * g.W;
+  const int64_t rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
   const int64_t wsize = g.OC * ckk;
-  const Split sp(g.N);
+  const ConvSplit sp(g, num_threads());
   // Each part sums its images' weight gradient in float32 here; the parts are added at the end.
   std::vector<float> gw_parts(gw.defined() ? static_cast<size_t>(sp.parts * wsize) : 0, 0.0f);
   if (g.N > 0 && ohw > 0 && (gx.defined() || gw.defined())) {
-    sp.run(g.N, [&](int64_t q, int64_t n0, int64_t n1) {
+    for_parts(g, sp, [&](int64_t q, int64_t n0, int64_t n1) {
       Scratch col(sizeof(uint16_t) * static_cast<size_t>(gw.defined() ? rows * ohw : 0));
       Scratch gcol(sizeof(float) * static_cast<size_t>(gx.defined() ? rows * ohw : 0));
-      Scratch gxf(sizeof(float) * static_cast<size_t>(gx.defined() ? g.chw() : 0));
+      Scratch gxf(sizeof(float) * static_cast<size_t>(gx.defined() ? chw : 0));
       for (int64_t n = n0; n < n1; ++n) {
         const uint16_t* gyn = bits(gy) + n * g.OC * ohw;
-        if (gx.defined()) std::fill(gxf.as<float>(), gxf.as<float>() + g.chw(), 0.0f);
+        if (gx.defined()) std::fill(gxf.as<float>(), gxf.as<float>() + chw, 0.0f);
         for (int64_t p0 = 0; p0 < ckk; p0 += rows) {
           const int64_t kb = std::min(rows, ckk - p0);
           if (gw.defined()) {  // gW[:, p0 : p0 + kb] += gy[n] [OC, OHW] @ col^T [OHW, kb]
-            im2col(g, bits(x) + n * g.chw(), p0, p0 + kb, col.as<uint16_t>());
+            im2col(g, bits(x) + n * chw, p0, p0 + kb, col.as<uint16_t>());
             bf16_gemm(g.OC, kb, ohw, gyn, ohw, 1, col.as<uint16_t>(), 1, ohw, gw_parts.data() + q * wsize + p0, ckk,
-                      true, sp.gemm_threads);
+                      true, gemm_threads(sp));
           }
           if (gx.defined()) {  // gcol [kb, OHW] = W[:, p0 : p0 + kb]^T @ gy[n], then into gx[n] by col2im
-            bf16_gemm(kb, ohw, g.OC, bits(w) + p0, 1, ckk, gyn, ohw, 1, gcol.as<float>(), ohw, false, sp.gemm_threads);
+            bf16_gemm(kb, ohw, g.OC, bits(w) + p0, 1, ckk, gyn, ohw, 1, gcol.as<float>(), ohw, false, gemm_threads(sp));
             col2im_add(g, gcol.as<float>(), p0, p0 + kb, gxf.as<float>());
           }
         }
         if (gx.defined()) {
-          uint16_t* gxo = bits_mut(gx) + n * g.chw();
-          for (int64_t i = 0; i < g.chw(); ++i) gxo[i] = to_bf16(gxf.as<float>()[i]);
+          uint16_t* gxo = bits_mut(gx) + n * chw;
+          for (int64_t i = 0; i < chw; ++i) gxo[i] = to_bf16(gxf.as<float>()[i]);
         }
       }
     });

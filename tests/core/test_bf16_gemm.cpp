@@ -301,8 +301,8 @@ TEST(Bf16Gemm, NoFloat32CopiesOfTheOperands) {
 }
 
 // conv2d and its three gradients in bf16 against float32 on the same values. A 3 x 2 kernel (kh and kw not
-// interchangeable), stride and padding (windows off the edge), no bias / bias, one image (the GEMMs thread) or
-// three (images split among threads), and 64 x 3 x 3 = 576 column rows (two row blocks).
+// interchangeable), stride and padding (windows off the edge), no bias / bias, small batches (one part: the GEMMs
+// thread) and a larger one split among the threads (ConvSplit), and 64 x 3 x 3 = 576 column rows (two row blocks).
 void check_conv(int64_t C, int64_t N, int64_t stride, int64_t pad, bool bias, bool x_grad) {
   SCOPED_TRACE(testing::Message() << "C=" << C << " N=" << N << " stride=" << stride << " pad=" << pad);
   manual_seed(5);
@@ -336,7 +336,8 @@ void check_convs() {
   check_conv(3, 3, 1, 1, true, true);
   check_conv(3, 1, 2, 0, false, true);
   check_conv(64, 2, 1, 1, true, true);
-  check_conv(3, 3, 2, 1, true, false);  // weight and bias gradients only
+  check_conv(3, 3, 2, 1, true, false);   // weight and bias gradients only
+  check_conv(64, 12, 1, 1, true, true);  // 5 MFLOP: the images split among two threads (ConvSplit), gW summed per part
 }
 
 TEST(Bf16Gemm, Conv2dMatchesFloat32) { check_convs(); }  // whichever path this CPU takes
