@@ -12,6 +12,9 @@ if(NOT EMBER_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 90-virtual)  # never "native": build machines have no GPU
     endif()
+    # The shared CUDA runtime (CMake's default for CUDA targets is the static one, which put both libcudart.so
+    # and -lcudart_static on the plugin's link line): one runtime per process, the one cuBLAS and cuDNN use.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(EMBER_WITH_CUDA 1)

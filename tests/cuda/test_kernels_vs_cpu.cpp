@@ -353,5 +353,89 @@ KERNEL_TEST(RandomNumbersMatchTheCpuForTheSameSeed) {
   expect_match(g1, c1, "first draw");
 }
 
+
+// BatchNorm's batch statistics far from zero (|mean| >> std): the variance is a second pass over the deviations, so
+// nothing cancels. Float64 at mean 1e6, std 1e-3 is where a one-pass E[x^2] - mean^2 (even in double) goes negative,
+// clamps to 0 and gives invstd = 1/sqrt(eps); float32 at mean 1e3, std 1e-2 is the everyday case of it.
+KERNEL_TEST(BatchNormStatisticsFarFromZero) {
+  struct Case {
+    DType dt;
+    double mean, std, tol;
+  };
+  const double eps = 1e-5;
+  for (const Case& k : {Case{kFloat32, 1e3, 1e-2, 2e-2}, Case{kFloat64, 1e6, 1e-3, 1e-5}}) {
+    for (const Shape& shape : {Shape{64, 3}, Shape{8, 3, 5, 5}}) {
+      manual_seed(77);
+      Tensor x = (randn(shape, {.dtype = kFloat64}) * k.std + k.mean).to(k.dt);
+      // the float64 reference from the values x holds: per-channel mean, then the mean squared deviation
+      const std::vector<double> xv = test::values(x);
+      const int64_t c_n = shape[1], s_n = shape.size() == 4 ? shape[2] * shape[3] : 1, n_n = shape[0];
+      std::vector<double> mu(c_n, 0), var(c_n, 0);
+      for (int pass = 0; pass < 2; ++pass)
+        for (int64_t n = 0; n < n_n; ++n)
+          for (int64_t c = 0; c < c_n; ++c)
+            for (int64_t i = 0; i < s_n; ++i) {
+              const double v = xv[static_cast<size_t>((n * c_n + c) * s_n + i)];
+              if (pass == 0) mu[c] += v / static_cast<double>(n_n * s_n);
+              else var[c] += (v - mu[c]) * (v - mu[c]) / static_cast<double>(n_n * s_n);
+            }
+      std::vector<double> want(xv.size()), want_rv(c_n);
+      for (size_t j = 0; j < xv.size(); ++j) {
+        const size_t c = j / static_cast<size_t>(s_n) % static_cast<size_t>(c_n);
+        want[j] = (xv[j] - mu[c]) / std::sqrt(var[c] + eps);
+      }
+      const double m = static_cast<double>(n_n * s_n);
+      for (int64_t c = 0; c < c_n; ++c) want_rv[c] = var[c] * m / (m - 1);
+      Tensor rm = zeros({c_n}, {.dtype = k.dt, .device = g_dev}), rv = ones({c_n}, {.dtype = k.dt, .device = g_dev});
+      Tensor y = batch_norm(x.to(g_dev), rm, rv, Tensor(), Tensor(), true, /*momentum=*/1.0, eps);
+      const std::string w = tag(k.dt) + " " + detail::str(shape);
+      EXPECT_TENSOR_NEAR(y, shape, want, k.tol) << w;
+      // momentum 1: the running variance is the batch's unbiased variance
+      EXPECT_TENSOR_NEAR(rv, Shape{c_n}, want_rv, 1e-3 * k.std * k.std, 1e-3) << w;
+    }
+  }
+}
+
+// ||gpu - cpu|| / ||cpu|| below tol (float32 sums in another order over d = 256 drift past expect_match's rtol).
+void expect_rel_near(const Tensor& gpu, const Tensor& cpu, double tol, const std::string& what) {
+  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+  const std::vector<double> g = test::values(gpu), c = test::values(cpu);
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    diff += (g[i] - c[i]) * (g[i] - c[i]);
+    ref += c[i] * c[i];
+  }
+  EXPECT_LE(std::sqrt(diff), tol * std::sqrt(ref)) << what << ": relative error " << std::sqrt(diff / ref);
+}
+
+// Attention at the head sizes models use (the op table's rows have d <= 4): each register width the kernels are
+// built for (32, 64, 128, 256; d != dv), T across several row blocks and tiles, causal and not, forward and the
+// three gradients. float64 to 1e-10, float32 to 1e-5, float16 to 5e-3 (relative to the CPU's result).
+KERNEL_TEST(AttentionHeadSizesUpTo256) {
+  struct Size {
+    int64_t d, dv, tq, tk;
+  };
+  for (const Size& z : {Size{64, 64, 150, 133}, Size{128, 128, 70, 70}, Size{80, 96, 33, 97}, Size{256, 200, 40, 41},
+                        Size{20, 24, 300, 260}}) {
+    for (DType dt : {kFloat64, kFloat32, kFloat16}) {
+      for (bool causal : {false, true}) {
+        const std::string w = detail::str(tag(dt), " d=", z.d, " dv=", z.dv, " Tq=", z.tq, " Tk=", z.tk, causal ? " causal" : "");
+        const double tol = dt == kFloat64 ? 1e-10 : dt == kFloat32 ? 1e-5 : 5e-3;
+        Tensor q = make(dt, {2, 3, z.tq, z.d}, 60) * 0.1, k = make(dt, {2, 3, z.tk, z.d}, 61) * 0.1;
+        Tensor v = make(dt, {2, 3, z.tk, z.dv}, 62), gy = make(dt, {2, 3, z.tq, z.dv}, 63);
+        auto run = [&](Device dev) {
+          Tensor qd = q.to(dev).detach().requires_grad_(), kd = k.to(dev).detach().requires_grad_();
+          Tensor vd = v.to(dev).detach().requires_grad_();
+          Tensor out = scaled_dot_product_attention(qd, kd, vd, {.causal = causal});
+          out.backward(gy.to(dev));
+          return std::vector<Tensor>{out, qd.grad(), kd.grad(), vd.grad()};
+        };
+        const std::vector<Tensor> c = run(Device::cpu()), g = run(g_dev);
+        const char* names[] = {"out", "dq", "dk", "dv"};
+        for (size_t i = 0; i < 4; ++i) expect_rel_near(g[i], c[i], tol, w + " " + names[i]);
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace ember

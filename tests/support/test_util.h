@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -90,7 +91,20 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const Shape& shap
     if (!thrown_) ADD_FAILURE() << "expected " #ErrT " from: " #stmt; \
   } while (0)
 
+namespace ember::test {
+// EMBER_REQUIRE_CUDA=1 (set by scripts/gpu-check.sh on the GPU machine): a CUDA test that would skip fails
+// instead, so a GPU run in which CUDA did not come up cannot look green.
+inline bool cuda_required() {
+  const char* v = std::getenv("EMBER_REQUIRE_CUDA");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+}  // namespace ember::test
+
 #define EMBER_SKIP_IF_NO_CUDA() \
   do { \
-    if (!::ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << ::ember::cuda::unavailable_reason(); \
+    if (!::ember::cuda::is_available()) { \
+      if (::ember::test::cuda_required()) \
+        GTEST_FAIL() << "EMBER_REQUIRE_CUDA is set, but no CUDA device: " << ::ember::cuda::unavailable_reason(); \
+      GTEST_SKIP() << "no CUDA device: " << ::ember::cuda::unavailable_reason(); \
+    } \
   } while (0)

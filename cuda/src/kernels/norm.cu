@@ -1,5 +1,6 @@
 // defines: the batch-norm kernels and their launchers (launch.h: launch_batch_norm_*), the CUDA side of
-// core/cpu/norm.cpp with the same arithmetic: per-channel sums in double, elementwise passes as one multiply-add
+// core/cpu/norm.cpp with the same arithmetic: per-channel sums in double (the variance in a second pass over the
+// deviations from the mean, as the CPU's), elementwise passes as one multiply-add
 // with per-channel coefficients from scalar_math.h (bn_affine, bn_backward).
 //   - sums, S > 1: one block per channel; its threads walk the channel's N runs of S values in order (reads are
 //     coalesced within a run), then a shared-memory tree adds the threads' partial sums;
@@ -74,26 +75,50 @@ void channel_sums(const NcsShape& d, F f, Done done, CUstream_st* stream) {
   }
 }
 
-// The statistics of x: sums of x and x^2; mean and the biased variance.
+// The statistics of x, in two passes as on the CPU: the mean, then the sum of squared deviations from it (a one-pass
+// E[x^2] - mean^2 cancels catastrophically when |mean| >> std). Pass 1 adds x, pass 2 adds (x - mean)^2, into s.a.
 template <class T>
-struct StatsTerm {
+struct SumTerm {
   const T* x;
-  __device__ void operator()(int64_t i, int64_t, Sums& s) const {
-    const double v = static_cast<double>(x[i]);
-    s.a += v;
-    s.b += v * v;
-  }
+  __device__ void operator()(int64_t i, int64_t, Sums& s) const { s.a += static_cast<double>(x[i]); }
 };
 template <class T>
-struct StatsDone {
-  T *mean, *var;
-  double count;
-  __device__ void operator()(int64_t c, const Sums& t) const {
-    const double mu = t.a / count, var_biased = t.b / count - mu * mu;
-    mean[c] = static_cast<T>(mu);
-    var[c] = static_cast<T>(var_biased > 0 ? var_biased : 0.0);
+struct SquaredDeviationTerm {
+  const T* x;
+  double mean;
+  __device__ void operator()(int64_t i, int64_t, Sums& s) const {
+    const double v = static_cast<double>(x[i]) - mean;
+    s.a += v * v;
   }
 };
+
+template <class T>
+__global__ void stats_block_kernel(NcsShape d, const T* x, T* mean, T* var) {
+  const double count = static_cast<double>(d.n * d.s);
+  for (int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
+    const double mu = block_sums(thread_sums(d, c, SumTerm<T>{x})).a / count;  // every thread reads the total
+    __syncthreads();  // all have read it before the shared buffers are reused
+    const double ss = block_sums(thread_sums(d, c, SquaredDeviationTerm<T>{x, mu})).a;
+    if (threadIdx.x == 0) {
+      mean[c] = static_cast<T>(mu);
+      var[c] = static_cast<T>(ss / count);
+    }
+    __syncthreads();
+  }
+}
+template <class T>
+__global__ void stats_column_kernel(NcsShape d, const T* x, T* mean, T* var) {
+  const double count = static_cast<double>(d.n);
+  EMBER_KERNEL_LOOP(c, d.c) {
+    Sums s;
+    for (int64_t n = 0; n < d.n; ++n) SumTerm<T>{x}(n * d.c + c, c, s);
+    const double mu = s.a / count;
+    Sums q;
+    for (int64_t n = 0; n < d.n; ++n) SquaredDeviationTerm<T>{x, mu}(n * d.c + c, c, q);
+    mean[c] = static_cast<T>(mu);
+    var[c] = static_cast<T>(q.a / count);
+  }
+}
 
 // The backward's sums: of dy, and of dy * (x - mean[c]).
 template <class T>
@@ -139,10 +164,17 @@ __global__ void backward_elemt_kernel(T* dx, const T* dy, const T* x, const T* m
 }  // namespace
 
 void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, CUstream_st* stream) {
+  if (d.c == 0) return;
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    channel_sums(d, StatsTerm<T>{static_cast<const T*>(x)},
-                 StatsDone<T>{static_cast<T*>(mean), static_cast<T*>(var), static_cast<double>(d.n * d.s)}, stream);
+    const T* xs = static_cast<const T*>(x);
+    T *m = static_cast<T*>(mean), *v = static_cast<T*>(var);
+    if (d.s == 1) {
+      stats_column_kernel<T><<<grid_size(d.c), kBlockSize, 0, stream>>>(d, xs, m, v);
+    } else {
+      const unsigned grid = static_cast<unsigned>(d.c < (int64_t{1} << 20) ? d.c : (int64_t{1} << 20));
+      stats_block_kernel<T><<<grid, kBlockSize, 0, stream>>>(d, xs, m, v);
+    }
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
