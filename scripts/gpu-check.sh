@@ -112,7 +112,7 @@ say "preflight: every binary's libraries resolve ($(elapsed)s)"
 if command -v cuobjdump > /dev/null; then
   cuobjdump --dump-resource-usage "$root/lib/libember_cuda.so" > "$logs_pre/resources.txt" 2>&1
   lmem=$(awk '/Function/ {f=$2} /STACK:[1-9]|LOCAL:[1-9]/ {print f}' "$logs_pre/resources.txt" | sed 's/:$//' |
-         c++filt 2>/dev/null | sed 's/(.*//' | sort | uniq -c | sort -rn)
+         c++filt 2>/dev/null | sed 's/(anonymous namespace):://g; s/^void //; s/(.*//' | sort | uniq -c | sort -rn)
   say "preflight: kernels with local memory: $(echo "$lmem" | grep -c .) of $(grep -c 'Function' "$logs_pre/resources.txt")"
   echo "$lmem" | head -12 | tee -a "$summary"
   { echo "-- cuobjdump --dump-resource-usage"; cat "$logs_pre/resources.txt"; } >> "$pre"
@@ -141,14 +141,14 @@ logs=$(mktemp -d)
 # run_suite NAME TIMEOUT [gtest args...]: runs one binary, prints one line: counts, failed tests, or the test
 # that was running when the process died (an illegal address poisons the rest of a process).
 run_suite() {
-  local name=$1 limit=$2 log=$logs/$1.log; shift 2
+  local name=$1 limit=$2 log=$logs/${SUITE_LOG:-$1}.log; shift 2
   local s=$(date +%s)
   timeout -k 5 "$limit" "$root/tests/$name" --gtest_color=no "$@" > "$log" 2>&1
   local rc=$? took=$(( $(date +%s) - s ))
   # per-test result lines end with "(N ms)"; the final listing repeats the names without it
   local ok=$(grep -cE '^\[       OK \] .* \([0-9]+ ms\)$' "$log") bad=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log")
   local skip=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$log")
-  local line="$name: $ok passed, $bad failed, $skip skipped (${took}s)"
+  local line="${SUITE_LOG:-$name}: $ok passed, $bad failed, $skip skipped (${took}s)"
   if [ $rc -eq 0 ]; then
     echo "suites: PASS $line"
     return 0
@@ -169,6 +169,9 @@ for t in $EMBER_GPU_SUITES; do
   ( line=$(run_suite "$t" 150); r=$?; say "$line"; exit $r ) &
 done
 while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
+# cuDNN's batch slicing, on small tensors (the limit lowered)
+say "$(SUITE_LOG=cudnn_slices EMBER_CUDNN_MAX_ELEMENTS=300 run_suite test_cuda_kernels_vs_cpu 120 \
+  --gtest_filter='CudaKernels.Conv2d*')"
 fails=$(grep -c '^suites: FAIL' "$summary")
 for f in "$logs"/*.log; do echo "======== $(basename "$f" .log)"; cat "$f"; done > "$out/suites.log"
 say "suites: $(grep -c '^suites: PASS' "$summary") passed, $fails failed ($(elapsed)s; logs in suites.log)"

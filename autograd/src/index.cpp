@@ -84,14 +84,13 @@ int64_t check_index(const char* op, const Tensor& x, int64_t dim, const Tensor& 
   for (int64_t k = 0; k < x.dim(); ++k)
     EMBER_CHECK_SHAPE(k == d || index.size(k) <= x.size(k), op, ": index ", index.shape(), " is larger than the input ",
                       x.dtype(), x.shape(), " in dim ", k, " (only dim ", d, " may be)");
-  if (index.numel() > 0) {
-    // one deliberate host read (on CUDA: one sync) of both bounds
-    const std::vector<int64_t> range = raw::stack({raw::min(index), raw::max(index)}, 0).to_vector<int64_t>();
-    const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-    for (int64_t v : range)
-      EMBER_CHECK_INDEX(v >= 0 && v < n, op, ": index ", v, " is out of bounds for dim ", d, " with size ", n,
-                        " (input ", x.dtype(), x.shape(), ", index ", index.shape(), ")");
-  }
+  // without the host waiting on a GPU (Backend::check_range)
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  raw::check_index_range(index, 0, n, [op, d, n, input = detail::str(x.dtype(), x.shape()), ishape = index.shape()](
+                                          int64_t lo, int64_t hi) {
+    return detail::str(op, ": index ", lo < 0 ? lo : hi, " is out of bounds for dim ", d, " with size ", n, " (input ",
+                       input, ", index ", ishape, ")");
+  });
   return d;
 }
 

@@ -94,6 +94,7 @@ class CpuBackend final : public Backend {
                           const AttentionParams& p) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
+  void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) override;
   void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
                   const Tensor& b, double eps) override;  // layer_norm.cpp
   void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,

@@ -1,4 +1,4 @@
-// defines: the CPU index_select and index_add.
+// defines: the CPU index_select, index_add and check_range.
 #include <cstring>
 
 #include "cpu_backend.h"
@@ -37,6 +37,11 @@ void CpuBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_i
                    });
     }
   });
+}
+
+void CpuBackend::check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) {
+  const int64_t* v = static_cast<const int64_t*>(minmax.data_ptr());
+  EMBER_CHECK_INDEX(v[0] >= lo && v[1] < hi, message(v[0], v[1]));
 }
 
 void CpuBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t dim, const Tensor& index_in) {

@@ -51,12 +51,21 @@ std::string unavailable_reason() {
   ember::detail::CudaHooks* h = ember::detail::cuda_hooks(&why);
   return h ? h->unavailable_reason() : why;
 }
+uint64_t host_sync_count() {
+  ember::detail::CudaHooks* h = ember::detail::cuda_hooks();
+  return h ? h->host_sync_count() : 0;
+}
 int current_device() { return on_device("cuda::current_device", -1).device; }
 void set_device(int index) {
+  // -1 means "the current device" inside on_device, not for the user
+  EMBER_CHECK_DEVICE(index >= 0, "cuda::set_device: device index ", index, " is out of range (", device_count(),
+                     " CUDA device(s))");
   auto [h, d] = on_device("cuda::set_device", index);
   h.set_device(d);
 }
 std::string get_device_name(int index) {
+  EMBER_CHECK_DEVICE(index >= 0, "cuda::get_device_name: device index ", index, " is out of range (", device_count(),
+                     " CUDA device(s))");
   auto [h, d] = on_device("cuda::get_device_name", index);
   return h.device_name(d);
 }

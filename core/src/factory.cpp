@@ -16,6 +16,7 @@
 #include "../cpu/isa.h"
 #include "../cpu/parallel.h"
 #include "ember/core/memory_plan.h"
+#include "ember/internal/cuda_hooks.h"
 #include "op_utils.h"
 
 namespace ember {
@@ -156,9 +157,26 @@ Tensor tensor_from_raw(const void* data, DType src, int64_t count, const Shape& 
   return t;
 }
 
+namespace {
+// A CUDA blob must be memory that device's kernels can use: host memory handed in as cuda:0 would crash the first
+// kernel that reads it (an illegal address poisons the whole process). Checked where a GPU is usable; without one,
+// every op on the tensor throws DeviceError before touching it.
+void check_cuda_blob(const void* data, const Device& device) {
+  detail::CudaHooks* h = detail::cuda_hooks();
+  if (h == nullptr || h->device_count() == 0) return;
+  EMBER_CHECK_DEVICE(device.index() < h->device_count(), "from_blob: ", device, " is out of range (",
+                     h->device_count(), " CUDA device(s))");
+  const std::string problem = h->device_pointer_problem(device.index(), data);
+  EMBER_CHECK_DEVICE(problem.empty(), "from_blob: the pointer ", data, " given for ", device, " is ", problem,
+                     "; pass memory allocated on ", device, ", or copy host data there with tensor(...).to(", device,
+                     ")");
+}
+}  // namespace
+
 Tensor from_blob(void* data, const Shape& shape, const TensorOptions& opts, std::function<void(void*)> deleter) {
   check_sizes("from_blob", shape, opts.dtype);
   EMBER_CHECK_VALUE(data != nullptr || shape.numel() == 0, "from_blob: null pointer for ", shape.numel(), " elements");
+  if (opts.device.is_cuda() && data != nullptr) check_cuda_blob(data, opts.device);
   const size_t nbytes = static_cast<size_t>(shape.numel()) * itemsize(opts.dtype);
   auto storage = std::make_shared<StorageImpl>(data, nbytes, opts.device, std::move(deleter));
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), opts.dtype));

@@ -49,6 +49,12 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(us, dim);
 }
 
+void check_index_range(const Tensor& index, int64_t lo, int64_t hi, const RangeMessage& message) {
+  if (index.numel() == 0) return;
+  const Tensor minmax = contiguous(stack({cast(min(index), kInt64), cast(max(index), kInt64)}, 0));
+  backend_for(index.device()).check_range(minmax, lo, hi, message);
+}
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   detail::check_defined("index_select", x, "x");
   detail::check_defined("index_select", index, "index");
@@ -59,11 +65,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
   const int64_t d = normalize_dim(dim, x.dim(), "index_select");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  // Indices are checked on the host before any kernel reads with them.
-  std::vector<int64_t> host = idx.to_vector<int64_t>();
-  for (int64_t v : host)
-    EMBER_CHECK_INDEX(v >= 0 && v < n, "index_select: index ", v, " is out of bounds for dim ", d, " with size ", n,
-                      " (input ", describe(x), ")");
+  // On a GPU without the host waiting (Backend::check_range); the kernel skips a bad index meanwhile.
+  check_index_range(idx, 0, n, [d, n, input = describe(x)](int64_t lo, int64_t hi) {
+    return detail::str("index_select: index ", lo < 0 ? lo : hi, " is out of bounds for dim ", d, " with size ", n,
+                       " (input ", input, ")");
+  });
   // A 0-dim input has one element to pick: more indices cannot be laid out along a dim it lacks.
   EMBER_CHECK_INDEX(x.dim() > 0 || idx.numel() == 1, "index_select: a 0-dim input takes exactly 1 index, got ",
                     idx.numel(), " (input ", describe(x), ")");

@@ -374,6 +374,7 @@ class MetaBackend final : public Backend {
                           const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AttentionParams&) override {
   }
   void index_select(const Tensor&, const Tensor&, int64_t, const Tensor&) override {}
+  void check_range(const Tensor&, int64_t, int64_t, const RangeMessage&) override {}  // planned values: none to check
   void index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
   void batch_norm_stats(const Tensor&, const Tensor&, const Tensor&) override {}
   void batch_norm_elemt(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,

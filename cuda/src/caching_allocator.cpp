@@ -18,6 +18,7 @@
 #include "allocator_internal.h"
 #include "check.h"
 #include "device_guard.h"
+#include "host_wait.h"
 #include "ember/core/error.h"
 #include "ember/core/memory_context.h"
 #include "ember/core/memory_history.h"
@@ -247,6 +248,7 @@ void DeviceCachingAllocator::insert_events_locked(Block* block) noexcept {
     int prev = 0;
     if (cudaGetDevice(&prev) == cudaSuccess) {
       EMBER_CUDA_WARN(cudaSetDevice(device_));
+      count_internal_wait();
       EMBER_CUDA_WARN(cudaDeviceSynchronize());
       EMBER_CUDA_WARN(cudaSetDevice(prev));
     }
@@ -292,6 +294,7 @@ void DeviceCachingAllocator::process_events_locked() {
 void DeviceCachingAllocator::synchronize_and_free_events_locked() {
   while (!pending_.empty()) {
     auto [ev, block] = pending_.front();
+    count_internal_wait();
     EMBER_CUDA_CHECK(cudaEventSynchronize(ev));
     free_events_.push_back(ev);
     pending_.pop_front();

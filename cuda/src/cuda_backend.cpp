@@ -29,6 +29,7 @@
 #include "check.h"
 #include "device_guard.h"
 #include "ember/core/factory.h"
+#include "host_wait.h"
 #include "ember/core/raw_ops.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
@@ -74,7 +75,7 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking
   if (async) detail::host_record_use(packed.impl()->storage->data, stream);
   if (!direct) copy_on_device(dst, landing);
   // Pageable memory (or a blocking copy): return only once the data is on the device.
-  if (!async) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!async) detail::wait_stream(device, stream);
 }
 
 // dst on the host, src on a GPU.
@@ -92,7 +93,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking
     detail::host_record_use(dst.impl()->storage->data, stream);
     return;
   }
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(device, stream);
   if (!direct) backend_for(Device::cpu()).copy(dst, landing);
 }
 
@@ -103,7 +104,7 @@ void copy_between_devices(const Tensor& dst, const Tensor& src) {
   const Tensor packed = raw::contiguous(src);  // queued on the source device's current stream
   {
     detail::DeviceGuard guard(src_device);
-    EMBER_CUDA_CHECK(cudaStreamSynchronize(detail::current_stream_handle(src_device)));
+    detail::wait_stream(src_device, detail::current_stream_handle(src_device));
   }
   detail::DeviceGuard guard(dst_device);
   cudaStream_t stream = detail::current_stream_handle(dst_device);
@@ -112,7 +113,7 @@ void copy_between_devices(const Tensor& dst, const Tensor& src) {
   EMBER_CUDA_CHECK(
       cudaMemcpyPeerAsync(landing.data_ptr(), dst_device, packed.data_ptr(), src_device, nbytes(packed), stream));
   if (!direct) copy_on_device(dst, landing);
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(dst_device, stream);
 }
 
 }  // namespace
@@ -159,10 +160,7 @@ KernelArgs kernel_args(const char* op, std::initializer_list<const Tensor*> list
 
 Allocator& CudaBackend::allocator(int device_index) { return detail::device_allocator(device_index); }
 
-void CudaBackend::synchronize(int device_index) {
-  detail::DeviceGuard guard(device_index);
-  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
-}
+void CudaBackend::synchronize(int device_index) { detail::wait_device(device_index); }
 
 void CudaBackend::copy(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (dst.numel() == 0) return;

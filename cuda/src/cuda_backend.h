@@ -41,6 +41,7 @@ class CudaBackend final : public Backend {
                           const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
                           const AttentionParams& p) override;
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
+  void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
   void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
                   const Tensor& b, double eps) override;  // norm.cpp

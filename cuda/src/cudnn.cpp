@@ -7,13 +7,16 @@
 // when none is deterministic), and cached per (device, dtype, TF32, shapes, stride, padding, direction).
 // Heuristics instead of cudnnFind* (which times every algorithm): no warm-up cost on a new shape, no
 // large trial allocations, and the same algorithm on every run (reproducible results).
+// Batches whose tensors exceed cuDNN's 32-bit element counts run as slices of the batch (images_per_slice).
 #include "compute_internal.h"
 
 #if EMBER_WITH_CUDNN
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -246,23 +249,89 @@ bool cudnn_takes(DType dt, int device) {
   return major >= (dt == kFloat16 ? 7 : 8);
 }
 
+namespace {
+
+// cuDNN's 4-d descriptors take 32-bit sizes and strides: a tensor of more than INT_MAX elements (a large batch) runs
+// as several convolutions over slices of the batch, each under the limit. EMBER_CUDNN_MAX_ELEMENTS lowers the limit
+// (the tests run the slicing on small tensors).
+int64_t max_elements() {
+  static const int64_t limit = [] {
+    const char* e = std::getenv("EMBER_CUDNN_MAX_ELEMENTS");
+    const long long v = e ? std::atoll(e) : 0;
+    return v > 0 && v < INT_MAX ? static_cast<int64_t>(v) : static_cast<int64_t>(INT_MAX);
+  }();
+  return limit;
+}
+// Images per slice, so that neither a's nor b's slice (both [N, ...]) exceeds max_elements().
+int64_t images_per_slice(const char* op, const Tensor& a, const Tensor& b) {
+  const int64_t n = a.size(0);
+  if (n == 0) return 1;
+  const int64_t per_image = std::max(a.numel(), b.numel()) / n;
+  EMBER_CHECK_DEVICE(per_image <= max_elements(), op, ": one image of ", a.shape(), " or ", b.shape(),
+                     " has more elements than cuDNN's 32-bit sizes hold (", max_elements(), ")");
+  return std::max<int64_t>(1, max_elements() / std::max<int64_t>(per_image, 1));
+}
+
+struct Scalars {  // alpha = 1 and beta = 0 or 1 in the data's precision class
+  double one_d = 1, zero_d = 0;
+  float one_f = 1, zero_f = 0;
+  bool dbl;
+  explicit Scalars(DType dt) : dbl(dt == kFloat64) {}
+  const void* one() const { return dbl ? static_cast<const void*>(&one_d) : &one_f; }
+  const void* beta(bool accumulate) const {
+    if (accumulate) return one();
+    return dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  }
+};
+
+void forward_slice(cudnnHandle_t h, int device, const Tensor& out, const Tensor& x, const Tensor& w,
+                   const Conv2dParams& p) {
+  Descriptors d("conv2d", x, w, out, p);
+  Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
+  Tensor ws = workspace_or_cheaper(Direction::Forward, h, d, x.dtype(), c, out.device());
+  const Scalars s(x.dtype());
+  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(), c.workspace,
+                                            s.beta(false), d.y, out.data_ptr()));
+}
+
+void backward_data_slice(cudnnHandle_t h, int device, const Tensor& gy, const Tensor& x, const Tensor& w,
+                         const Tensor& gx, const Conv2dParams& p) {
+  Descriptors d("conv2d_backward", x, w, gy, p);
+  Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
+  Tensor ws = workspace_or_cheaper(Direction::BackwardData, h, d, x.dtype(), c, gy.device());
+  const Scalars s(x.dtype());
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
+                                                 c.workspace, s.beta(false), d.x, gx.data_ptr()));
+}
+
+// gw = (accumulate ? gw : 0) + the filter gradient of this slice of the batch.
+void backward_filter_slice(cudnnHandle_t h, int device, const Tensor& gy, const Tensor& x, const Tensor& w,
+                           const Tensor& gw, const Conv2dParams& p, bool accumulate) {
+  Descriptors d("conv2d_backward", x, w, gy, p);
+  Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
+  Tensor ws = workspace_or_cheaper(Direction::BackwardFilter, h, d, x.dtype(), c, gy.device());
+  const Scalars s(x.dtype());
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+                                                   ws.data_ptr(), c.workspace, s.beta(accumulate), d.w,
+                                                   gw.data_ptr()));
+}
+
+}  // namespace
+
 void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   if (out.numel() == 0) return;
   const int device = out.device().index();
   DeviceGuard guard(device);
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
-  Descriptors d("conv2d", x, w, out, p);
-  Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
-  Tensor ws = workspace_or_cheaper(Direction::Forward, h, d, x.dtype(), c, out.device());
-  const double one_d = 1, zero_d = 0;
-  const float one_f = 1, zero_f = 0;
-  const bool dbl = x.dtype() == kFloat64;
-  const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, one, d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
-                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(), c.workspace,
-                                            zero, d.y, out.data_ptr()));
+  const int64_t n = x.size(0), step = images_per_slice("conv2d", x, out);
+  for (int64_t n0 = 0; n0 < n; n0 += step) {
+    const int64_t n1 = std::min(n, n0 + step);
+    forward_slice(h, device, out.slice(0, n0, n1), x.slice(0, n0, n1), w, p);
+  }
 }
 
 void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
@@ -272,25 +341,12 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   DeviceGuard guard(device);
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
-  Descriptors d("conv2d_backward", x, w, gy, p);
-  const double one_d = 1, zero_d = 0;
-  const float one_f = 1, zero_f = 0;
-  const bool dbl = x.dtype() == kFloat64;
-  const void* one = dbl ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
-  if (gx.defined() && gx.numel() > 0) {
-    Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
-    Tensor ws = workspace_or_cheaper(Direction::BackwardData, h, d, x.dtype(), c, gy.device());
-    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, one, d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
-                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
-                                                   c.workspace, zero, d.x, gx.data_ptr()));
-  }
-  if (gw.defined() && gw.numel() > 0) {
-    Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
-    Tensor ws = workspace_or_cheaper(Direction::BackwardFilter, h, d, x.dtype(), c, gy.device());
-    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, one, d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
-                                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                                                     ws.data_ptr(), c.workspace, zero, d.w, gw.data_ptr()));
+  const int64_t n = x.size(0), step = images_per_slice("conv2d_backward", x, gy);
+  for (int64_t n0 = 0; n0 < n; n0 += step) {
+    const int64_t n1 = std::min(n, n0 + step);
+    const Tensor xs = x.slice(0, n0, n1), gys = gy.slice(0, n0, n1);
+    if (gx.defined() && gx.numel() > 0) backward_data_slice(h, device, gys, xs, w, gx.slice(0, n0, n1), p);
+    if (gw.defined() && gw.numel() > 0) backward_filter_slice(h, device, gys, xs, w, gw, p, /*accumulate=*/n0 > 0);
   }
 }
 

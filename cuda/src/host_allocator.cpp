@@ -21,6 +21,7 @@
 #include "caching_allocator.h"
 #include "check.h"
 #include "device_guard.h"
+#include "host_wait.h"
 #include "ember/core/allocator.h"
 #include "ember/core/error.h"
 #include "ember/cuda/cuda.h"
@@ -229,6 +230,7 @@ class HostCachingAllocator final : public Allocator {
       while (!list.empty()) {
         HostBlock* block = list.back();
         while (!block->uses.empty()) {  // one at a time: a throw leaves only live events behind
+          count_internal_wait();
           EMBER_CUDA_CHECK(cudaEventSynchronize(block->uses.back().event));
           destroy_event(block->uses.back());
           block->uses.pop_back();

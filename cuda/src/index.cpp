@@ -1,8 +1,9 @@
-// defines: CudaBackend::index_select and index_add, on kernels/index.cu
+// defines: CudaBackend::index_select, index_add and check_range, on kernels/index.cu
 // (contracts in core/include/ember/core/backend.h; each checks nothing raw_ops has checked and runs on the
 // current stream of its tensors' device).
 #include "cuda_backend.h"
 #include "ember/core/raw_ops.h"
+#include "host_wait.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
 
@@ -22,6 +23,12 @@ void CudaBackend::index_select(const Tensor& out, const Tensor& x_in, int64_t di
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   kernels::launch_index_select(out.data_ptr(), x.data_ptr(), static_cast<const int64_t*>(index.data_ptr()), outer,
                                x.size(dim), index.numel(), inner, static_cast<int>(x.itemsize()), on.stream);
+}
+
+void CudaBackend::check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) {
+  OnDevice on(minmax);
+  detail::defer_range_check(minmax.device().index(), on.stream, static_cast<const int64_t*>(minmax.data_ptr()), lo, hi,
+                            message);
 }
 
 void CudaBackend::index_add(const Tensor& out, int64_t dim, const Tensor& index_in, const Tensor& src_in) {

@@ -10,6 +10,7 @@
 #include "cuda_backend.h"
 #include "device_guard.h"
 #include "ember/core/tensor.h"
+#include "host_wait.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/cuda_hooks.h"
 #include "runtime_internal.h"
@@ -30,9 +31,27 @@ class Hooks final : public ember::detail::CudaHooks {
     EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     return prop.name;
   }
-  void synchronize_current_device() override { EMBER_CUDA_CHECK(cudaDeviceSynchronize()); }
+  void synchronize_current_device() override { wait_device(resolve_device("cuda::synchronize", -1)); }
   Backend& backend(int device) override { return detail::backend(device); }
   Tensor pin(const Tensor& cpu_tensor) override { return detail::pin(cpu_tensor); }
+  uint64_t host_sync_count() override { return detail::host_sync_count(); }
+  std::string device_pointer_problem(int device, const void* p) override {
+    cudaPointerAttributes a{};
+    if (const cudaError_t e = cudaPointerGetAttributes(&a, p); e != cudaSuccess) {
+      (void)cudaGetLastError();  // an answer, not a failure
+      return ember::detail::str("not memory CUDA knows (", cudaGetErrorName(e), ")");
+    }
+    switch (a.type) {
+      case cudaMemoryTypeDevice:
+        return a.device == device ? "" : ember::detail::str("memory of cuda:", a.device);
+      case cudaMemoryTypeManaged:
+        return "";
+      case cudaMemoryTypeHost:
+        return a.devicePointer == p ? "" : "pinned host memory that the device sees at another address";
+      default:
+        return "host memory that CUDA did not allocate (the GPU cannot read it)";
+    }
+  }
 
   // --- memory
   MemoryStats memory_stats(int device) override { return caching_allocator(device).stats(); }
@@ -57,10 +76,7 @@ class Hooks final : public ember::detail::CudaHooks {
   CUstream_st* pool_stream(int device) override { return detail::pool_stream(device); }
   CUstream_st* current_stream(int device) override { return current_stream_handle(device); }
   void set_current_stream(int device, CUstream_st* stream) override { set_current_stream_handle(device, stream); }
-  void stream_synchronize(int device, CUstream_st* stream) override {
-    DeviceGuard g(device);
-    EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
+  void stream_synchronize(int device, CUstream_st* stream) override { wait_stream(device, stream); }
   bool stream_query(int device, CUstream_st* stream) override {
     DeviceGuard g(device);
     return ready(cudaStreamQuery(stream));
@@ -78,7 +94,7 @@ class Hooks final : public ember::detail::CudaHooks {
     DeviceGuard g(device);
     EMBER_CUDA_CHECK(cudaEventRecord(event, stream));
   }
-  void event_synchronize(CUevent_st* event) override { EMBER_CUDA_CHECK(cudaEventSynchronize(event)); }
+  void event_synchronize(CUevent_st* event) override { wait_event(event); }
   bool event_query(CUevent_st* event) override { return ready(cudaEventQuery(event)); }
   float event_elapsed_ms(CUevent_st* start, CUevent_st* end) override {
     float ms = 0;

@@ -5,7 +5,9 @@
 // are composites of differentiable ops.
 #include "ember/nn/losses.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ember/autograd/amp.h"
@@ -57,20 +59,24 @@ Tensor soft_cross_entropy(const char* op, const Tensor& logits, const Tensor& ta
 }
 }  // namespace
 
+namespace {
+// [N, num_classes] float32: row i is 1 at labels[i] (labels already checked).
+Tensor one_hot(const Tensor& labels, int64_t num_classes) {
+  Tensor classes = arange(num_classes, {.dtype = labels.dtype(), .device = labels.device()});
+  return raw::cast(raw::binary(BinaryOp::Eq, raw::unsqueeze(labels, 1), raw::unsqueeze(classes, 0)), kFloat32);
+}
+}  // namespace
+
 Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
   EMBER_CHECK(labels.defined(), Error, "onehotbatch: labels are undefined");
   EMBER_CHECK_VALUE(num_classes > 0, "onehotbatch: num_classes must be positive, got ", num_classes);
   EMBER_CHECK_DTYPE(!is_floating(labels.dtype()), "onehotbatch: labels must be integers, got ", desc(labels));
   EMBER_CHECK_SHAPE(labels.dim() == 1, "onehotbatch: labels must be 1-D [N], got ", labels.shape());
-  if (labels.numel()) {
-    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
-    const std::vector<double> range = raw::stack({raw::min(labels), raw::max(labels)}, 0).to_vector<double>();
-    const double lo = range[0], hi = range[1];
-    EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(num_classes), "onehotbatch: labels must be in [0, ",
-                      num_classes, "), got values from ", lo, " to ", hi);
-  }
-  Tensor classes = arange(num_classes, {.dtype = labels.dtype(), .device = labels.device()});
-  return raw::cast(raw::binary(BinaryOp::Eq, raw::unsqueeze(labels, 1), raw::unsqueeze(classes, 0)), kFloat32);
+  // without the host waiting on a GPU (Backend::check_range)
+  raw::check_index_range(labels, 0, num_classes, [num_classes](int64_t lo, int64_t hi) {
+    return detail::str("onehotbatch: labels must be in [0, ", num_classes, "), got values from ", lo, " to ", hi);
+  });
+  return one_hot(labels, num_classes);
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
@@ -87,16 +93,13 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
   EMBER_CHECK_DEVICE(targets.device() == logits.device(),
                      "cross_entropy: expected all tensors on the same device, got ", logits.device(), " and ",
                      targets.device());
-  if (targets.numel()) {
-    // one deliberate host read (on CUDA: one sync) of both bounds; to_vector is allowed where item() is guarded
-    const std::vector<double> range = raw::stack({raw::min(targets), raw::max(targets)}, 0).to_vector<double>();
-    const double lo = range[0], hi = range[1];
-    EMBER_CHECK_INDEX(lo >= 0 && hi < static_cast<double>(logits.size(1)),
-                      "cross_entropy: targets must be class indices in [0, ", logits.size(1), ") for logits ",
-                      logits.shape(), ", got values from ", lo, " to ", hi);
-  }
+  // without the host waiting on a GPU (Backend::check_range)
+  raw::check_index_range(targets, 0, logits.size(1), [c = logits.size(1), shape = logits.shape()](int64_t lo, int64_t hi) {
+    return detail::str("cross_entropy: targets must be class indices in [0, ", c, ") for logits ", shape,
+                       ", got values from ", lo, " to ", hi);
+  });
   return soft_cross_entropy("cross_entropy", logits, Tensor(),
-                            raw::cast(onehotbatch(targets, logits.size(1)), logits.dtype()));
+                            raw::cast(one_hot(targets, logits.size(1)), logits.dtype()));
 }
 
 Tensor logitcrossentropy(const Tensor& logits_in, const Tensor& targets_in) {
@@ -162,13 +165,11 @@ TargetTerms nll_terms(const char* op, const Tensor& lp, const Tensor& targets, i
   const Tensor t = targets.to(kInt64);
   const Tensor keep = ne(t, ignore_index);
   const Tensor safe = where(keep, t, zeros({}, {.dtype = kInt64, .device = t.device()}));  // a class to read
-  if (t.numel()) {
-    // one deliberate host read (on CUDA: one sync) of both bounds
-    const std::vector<int64_t> range = raw::stack({raw::min(safe), raw::max(safe)}, 0).to_vector<int64_t>();
-    EMBER_CHECK_INDEX(range[0] >= 0 && range[1] < classes, op, ": targets must be class indices in [0, ", classes,
-                      ") or ignore_index ", ignore_index, " for input ", desc(lp), ", got values from ", range[0],
-                      " to ", range[1]);
-  }
+  // without the host waiting on a GPU (Backend::check_range)
+  raw::check_index_range(safe, 0, classes, [op, classes, ignore_index, input = desc(lp)](int64_t lo, int64_t hi) {
+    return detail::str(op, ": targets must be class indices in [0, ", classes, ") or ignore_index ", ignore_index,
+                       " for input ", input, ", got values from ", lo, " to ", hi);
+  });
   // classes last, so that each target picks along the last dim
   std::vector<int64_t> perm = {0};
   for (int64_t d = 2; d < lp.dim(); ++d) perm.push_back(d);
@@ -288,11 +289,18 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   EMBER_CHECK_VALUE(max_norm >= 0, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
   NoGradGuard g;
-  double sq = 0;
+  // Each gradient's sum of squares stays on its device; they are added there and read once per device (one host
+  // wait for a model on one GPU, not one per parameter).
+  std::vector<std::pair<Device, std::vector<Tensor>>> per_device;
   for (const Tensor& p : params) {
     Tensor gr = p.grad();
-    if (gr.defined()) sq += raw::sum(raw::unary(UnaryOp::Square, raw::cast(gr, kFloat64))).cpu().item();
+    if (!gr.defined()) continue;
+    auto at = std::find_if(per_device.begin(), per_device.end(), [&](const auto& e) { return e.first == gr.device(); });
+    if (at == per_device.end()) at = per_device.insert(per_device.end(), {gr.device(), {}});
+    at->second.push_back(raw::sum(raw::unary(UnaryOp::Square, raw::cast(gr, kFloat64))));
   }
+  double sq = 0;
+  for (const auto& [device, sums] : per_device) sq += raw::sum(raw::stack(sums, 0)).to_vector<double>()[0];
   const double norm = std::sqrt(sq);
   const double scale = max_norm / (norm + 1e-6);
   if (scale < 1) {

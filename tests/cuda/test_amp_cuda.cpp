@@ -46,8 +46,8 @@ AMP_TEST(UnscaleManyTensors) {
       const Tensor& g = params[static_cast<size_t>(i)].grad();
       ASSERT_EQ(g.device(), g_dev);
       if (i == 7) {  // the large one: every element 24 / 8
-        EXPECT_EQ(max(g).item<double>(), 3.0);
-        EXPECT_EQ(min(g).item<double>(), 3.0);
+        EXPECT_EQ(max(g).cpu().item<double>(), 3.0);
+        EXPECT_EQ(min(g).cpu().item<double>(), 3.0);
         continue;
       }
       EXPECT_EQ(test::values(g), want[w++]) << "gradient " << i << " (" << g.dtype() << ")";
@@ -90,7 +90,7 @@ AMP_TEST(Bf16ModelTrainsLikeTheCpu) {
       Tensor l = nn::mse_loss(model(x), y.to(dev));
       l.backward();
       opt.step();
-      loss = l.item<double>();
+      loss = l.cpu().item<double>();
     }
     return loss;
   };

@@ -180,7 +180,7 @@ TEST(CudaCachingAllocator, OutOfMemoryThrowsAndTheAllocatorStillWorks) {
   void* keep = dev0().allocate(4 * KiB);  // a live block must survive the OOM path
   const cuda::MemoryStats s0 = stats0();
   EXPECT_THROW_MSG(dev0().allocate(total + 1024 * MiB), OutOfMemoryError, "CUDA out of memory: tried to allocate",
-                   "on cuda:0", " total, ", " free, ", "allocated by ember", "reserved)");
+                   "on cuda:0", " total, ", " free, ", "allocated by ember", " reserved");
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the error slot was cleared
   const cuda::MemoryStats s1 = stats0();
   EXPECT_EQ(s1.num_ooms, s0.num_ooms + 1);

@@ -248,7 +248,7 @@ KERNEL_TEST(Conv2dFloat64AndFloat16) {
   // gradients in float64 through autograd
   Tensor x = make(kFloat64, {2, 3, 7, 7}, 53), w = make(kFloat64, {4, 3, 3, 3}, 54), b = make(kFloat64, {4}, 55);
   auto grads = [](Tensor x, Tensor w, Tensor b) {
-    for (Tensor* t : {&x, &w, &b}) t->requires_grad_();
+    for (Tensor* t : {&x, &w, &b}) *t = t->detach().requires_grad_();  // fresh leaves on either device
     sum(square(conv2d(x, w, b, {1}, {1}))).backward();
     return std::vector<Tensor>{x.grad(), w.grad(), b.grad()};
   };
@@ -259,7 +259,7 @@ KERNEL_TEST(Conv2dFloat64AndFloat16) {
     Tensor xh = make(dt, {2, 3, 7, 7}, 56) * 0.3, wh = make(dt, {4, 3, 3, 3}, 57) * 0.3, bh = make(dt, {4}, 58);
     Tensor gy = make(dt, {2, 4, 4, 7}, 59) * 0.3;
     auto grads16 = [&gy](Tensor x, Tensor w, Tensor b) {
-      for (Tensor* t : {&x, &w, &b}) t->requires_grad_();
+      for (Tensor* t : {&x, &w, &b}) *t = t->detach().requires_grad_();  // fresh leaves on either device
       conv2d(x, w, b, {2, 1}, {1, 1}).backward(gy.to(x.device()));
       return std::vector<Tensor>{x.grad(), w.grad(), b.grad()};
     };
@@ -272,7 +272,7 @@ KERNEL_TEST(PoolingTiesRouteToTheFirstMaximum) {
   // all-equal windows: the whole gradient goes to the first element of each window, on both devices
   for (DType dt : kFloats) {
     auto grad_of = [](Tensor x) {
-      x.requires_grad_();
+      x = x.detach().requires_grad_();  // a fresh leaf: on the CPU, to() hands back the caller's tensor
       sum(max_pool2d(x, {3}, {2}, {1}) * 2.0).backward();
       return x.grad();
     };
@@ -436,6 +436,29 @@ KERNEL_TEST(AttentionHeadSizesUpTo256) {
       }
     }
   }
+}
+
+// More rows than the shared-memory sort's grid (65535 blocks): the blocks take further rows in turn.
+KERNEL_TEST(ArgsortMoreRowsThanBlocks) {
+  const Tensor x = make(kFloat32, {70001, 5}, 90);
+  compare("argsort 70001 rows", {x}, [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1); });
+  compare("argsort 70001 rows descending", {x}, [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, true); });
+}
+
+// cuDNN's 32-bit sizes: a batch over the element limit runs as slices of it. EMBER_CUDNN_MAX_ELEMENTS lowers the
+// limit so that the slicing runs here on small tensors (ctest: test_cuda_kernels_vs_cpu_cudnn_slices; the GPU
+// check runs it too): forward, data and filter gradients (the filter's summed over the slices) against the CPU.
+KERNEL_TEST(Conv2dBatchSlices) {
+  const Tensor x = make(kFloat32, {5, 3, 9, 8}, 91) * 0.3, w = make(kFloat32, {4, 3, 3, 3}, 92) * 0.3;
+  const Tensor gy = make(kFloat32, {5, 4, 9, 8}, 93) * 0.3;
+  auto run = [&](Device dev) {
+    Tensor xd = x.to(dev).detach().requires_grad_(), wd = w.to(dev).detach().requires_grad_();
+    Tensor y = conv2d(xd, wd, Tensor(), {1}, {1});
+    y.backward(gy.to(dev));
+    return std::vector<Tensor>{y, xd.grad(), wd.grad()};
+  };
+  const std::vector<Tensor> c = run(Device::cpu()), g = run(g_dev);
+  for (size_t i = 0; i < 3; ++i) expect_rel_near(g[i], c[i], 1e-5, detail::str("conv2d sliced ", i));
 }
 }  // namespace
 }  // namespace ember

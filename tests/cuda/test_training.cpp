@@ -70,7 +70,7 @@ RunResult train(const MakeModel& make, const MakeOpt& make_opt, const Data& d, D
     if (s + 1 == kParamSteps)
       for (const Tensor& p : model.parameters()) {
         EXPECT_EQ(p.device(), dev);
-        r.params.push_back(p.cpu());
+        r.params.push_back(p.cpu().clone());  // a copy: on the CPU, cpu() is the live parameter itself
       }
   }
   return r;

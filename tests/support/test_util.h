@@ -100,6 +100,20 @@ inline bool cuda_required() {
 }
 }  // namespace ember::test
 
+namespace ember::test {
+// A tensor that claims to live on cuda:0 over the host buffer `buf`, for the device checks of ops: without a GPU,
+// every op on it must throw DeviceError before touching it. With a GPU, from_blob itself refuses host memory as
+// the device's (checked here: the first kernel to read it would crash the process) and an undefined tensor comes
+// back: the caller's op checks are then skipped.
+template <class T>
+Tensor host_memory_claiming_cuda(T* buf, const Shape& shape) {
+  const TensorOptions opts{.dtype = dtype_of<T>::value, .device = Device::cuda()};
+  if (!cuda::is_available()) return from_blob(buf, shape, opts);
+  EXPECT_THROW_MSG(from_blob(buf, shape, opts), DeviceError, "from_blob", "cuda:0", "host memory");
+  return Tensor();
+}
+}  // namespace ember::test
+
 #define EMBER_SKIP_IF_NO_CUDA() \
   do { \
     if (!::ember::cuda::is_available()) { \

@@ -15,7 +15,8 @@ __global__ void index_select_kernel(E* out, const E* x, const int64_t* idx, int6
   EMBER_KERNEL_LOOP(e, outer * n * inner) {
     const int64_t k = e % inner, r = e / inner;  // r = o * n + i
     const int64_t o = r / n, i = r % n;
-    out[e] = x[(o * D + idx[i]) * inner + k];
+    const int64_t j = idx[i];
+    out[e] = j >= 0 && j < D ? x[(o * D + j) * inner + k] : E(0);  // a bad index is reported by check_range
   }
 }
 
@@ -33,11 +34,30 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64
   EMBER_KERNEL_LOOP(e, outer * n * inner) {
     const int64_t k = e % inner, r = e / inner;
     const int64_t o = r / n, i = r % n;
-    atomic_add(out + (o * D + idx[i]) * inner + k, src[e]);
+    const int64_t j = idx[i];
+    if (j >= 0 && j < D) atomic_add(out + (o * D + j) * inner + k, src[e]);  // a bad index: see check_range
   }
 }
 
+__global__ void check_range_kernel(const int64_t* minmax, int64_t lo, int64_t hi, uint32_t check,
+                                   RangeCheckRecord* record) {
+  const int64_t a = minmax[0], b = minmax[1];
+  if (a >= lo && b < hi) return;
+  if (atomicCAS(reinterpret_cast<int*>(&record->claimed), 0, 1) != 0) return;  // an earlier failure is recorded
+  record->min = a;
+  record->max = b;
+  record->check = check;
+  __threadfence_system();  // the fields reach the host before the flag does
+  *static_cast<volatile int32_t*>(&record->failed) = 1;
+}
+
 }  // namespace
+
+void launch_check_range(const int64_t* minmax, int64_t lo, int64_t hi, uint32_t check, RangeCheckRecord* record,
+                        CUstream_st* stream) {
+  check_range_kernel<<<1, 1, 0, stream>>>(minmax, lo, hi, check, record);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                          int64_t inner, int itemsize, CUstream_st* stream) {

@@ -94,13 +94,25 @@ int64_t argsort_workspace_bytes(int64_t rows, int64_t n);
 void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64_t n, bool descending, void* workspace,
                     CUstream_st* stream);
 
-// --- index.cu (x, out, src contiguous; idx int64, values in range)
-// out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes.
+// --- index.cu (x, out, src contiguous; idx int64, values checked by check_range, possibly not yet: see backend.h)
+// out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes;
+// 0 where idx[i] is outside [0, D).
 void launch_index_select(void* out, const void* x, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                          int64_t inner, int itemsize, CUstream_st* stream);
-// out[o, idx[i], k] += src[o, i, k] with atomics (Float32, Float64, Int32, Int64 only).
+// out[o, idx[i], k] += src[o, i, k] with atomics (Float32, Float64, Int32, Int64 only); skips idx[i] outside [0, D).
 void launch_index_add(DType type, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t D, int64_t n,
                       int64_t inner, CUstream_st* stream);
+// A failed index check, written by check_range_kernel into host memory the GPU writes directly (mapped pinned).
+struct RangeCheckRecord {
+  int64_t min = 0, max = 0;
+  uint32_t check = 0;   // which queued check (host_wait.cpp's registry)
+  int32_t claimed = 0;  // set (atomically, among the GPU's threads) by the failing check that records itself
+  int32_t failed = 0;   // written last, once the fields above are visible to the host
+};
+// If minmax[0] < lo or minmax[1] >= hi, and no failure is recorded yet: records this one in *record. One thread;
+// queued on `stream`, nothing waits for it.
+void launch_check_range(const int64_t* minmax, int64_t lo, int64_t hi, uint32_t check, RangeCheckRecord* record,
+                        CUstream_st* stream);
 
 // --- norm.cu: the batch-norm passes of backend.h (batch_norm_*) over x viewed as [N, C, S] (contiguous; float32
 // or float64; per-channel arrays [C] of x's type; w may be null: 1, b null: 0); sums accumulate in double and

@@ -41,14 +41,14 @@ __device__ inline bool comes_before(K a, int64_t ia, K b, int64_t ib, bool desce
   return a_first || (!b_first && ia < ib);
 }
 
-// One row per block: load, sort the p slots in shared memory, write the first n indices.
+// One row at a time per block (grid-stride over the rows): load, sort the p slots in shared memory, write the first
+// n indices.
 template <class T>
-__global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t n, int p, bool descending) {
+__device__ void argsort_shared_row(int64_t* orow, const T* xr, int64_t n, int p, bool descending) {
   using K = compute_t<T>;
   extern __shared__ __align__(16) unsigned char smem[];
   K* keys = reinterpret_cast<K*>(smem);
   int32_t* idx = reinterpret_cast<int32_t*>(smem + keys_bytes(p, sizeof(K)));
-  const T* xr = x + static_cast<int64_t>(blockIdx.x) * n;
   for (int i = threadIdx.x; i < p; i += blockDim.x) {
     idx[i] = i;
     if (i < n) keys[i] = load_c(xr[i]);
@@ -78,8 +78,12 @@ __global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t n, int p
       __syncthreads();
     }
   }
-  int64_t* orow = out + static_cast<int64_t>(blockIdx.x) * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) orow[i] = idx[i];
+  __syncthreads();  // the block's next row reuses the shared slots
+}
+template <class T>
+__global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t rows, int64_t n, int p, bool descending) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) argsort_shared_row<T>(out + r * n, x + r * n, n, p, descending);
 }
 
 // The global-memory network: ws holds rows x p indices (padding slots too).
@@ -131,9 +135,10 @@ void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64
     if (p <= kSharedMax) {
       const size_t smem = static_cast<size_t>(keys_bytes(p, sizeof(compute_t<T>)) + p * sizeof(int32_t));
       const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);
-      // one block per row: rows beyond the grid's x limit (2^31 - 1) are not expected from a tensor's numel
+      // a block per row, up to 65535 blocks (plenty to fill any GPU); the blocks then take further rows in turn
+      const unsigned grid = static_cast<unsigned>(rows < 65535 ? rows : 65535);
       argsort_shared_kernel<T>
-          <<<static_cast<unsigned>(rows), threads, smem, stream>>>(out, xt, n, static_cast<int>(p), descending);
+          <<<grid, threads, smem, stream>>>(out, xt, rows, n, static_cast<int>(p), descending);
       return;
     }
     int64_t* ws = static_cast<int64_t*>(workspace);

@@ -3,6 +3,8 @@
 // check arguments and allocate outputs first, so a backend may assume what each `requires:` line says.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "ember/core/allocator.h"
@@ -36,6 +38,9 @@ struct AdamStepArgs {
   Tensor param, grad, exp_avg, exp_avg_sq;
   AdamParams hyper;
 };
+
+// The message of a failed index range check, from the smallest and largest of the index values checked.
+using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
 
 class Backend {
  public:
@@ -99,6 +104,12 @@ class Backend {
   virtual void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
                                   const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                   const Tensor& lse, const Tensor& mask, const AttentionParams& p) = 0;
+  // Index values in range: minmax is [2], kInt64, contiguous (the min and the max of some index values); throws
+  // IndexError(message(min, max)) unless lo <= min and max < hi. The CPU checks at once. CUDA queues the check on
+  // the current stream and returns without waiting (no host synchronisation in a training step): a failure is
+  // thrown by the next host synchronisation (a copy to the host, synchronize, an event or stream wait), and the
+  // kernels that read the indices meanwhile skip out-of-range ones instead of touching memory outside the tensor.
+  virtual void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) = 0;
   // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
   virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
   // out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up).

@@ -120,6 +120,9 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int6
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// Every value of the integer tensor `index` in [lo, hi), else IndexError(message(min, max)). On a GPU the check is
+// queued without the host waiting and a failure is thrown by the next synchronisation (Backend::check_range).
+void check_index_range(const Tensor& index, int64_t lo, int64_t hi, const RangeMessage& message);
 // A zero tensor of `shape` with src added at the positions index_select(dim, index) read (the adjoint).
 Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
 

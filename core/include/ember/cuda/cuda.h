@@ -2,6 +2,7 @@
 // GPU, a driver, or a CUDA build), device queries, and the scalar-access guard. These compile and link in
 // every build; without CUDA they report no devices and the rest throw DeviceError.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace ember::cuda {
@@ -14,6 +15,10 @@ std::string get_device_name(int index = 0);
 void synchronize();
 // Why CUDA is unusable here ("" when it is usable).
 std::string unavailable_reason();
+// How many times Ember has made the host wait for a GPU in this process: synchronize(), copies to the host,
+// blocking copies from it, stream and event waits. 0 without CUDA. A training step that reads nothing back to the
+// host should add none (a test that it does not: tests/cuda/test_host_sync.cpp).
+uint64_t host_sync_count();
 
 // Element access to CUDA memory (item, data<T>()) throws unless allowed: one element at a time silently
 // serialises the GPU. to_vector() and cpu() always work.

@@ -11,6 +11,7 @@
 // Private to core/ and cuda/ (not installed).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -29,7 +30,7 @@ struct HostMemoryStats;
 namespace ember::detail {
 
 // Bumped whenever CudaHooks changes; a plugin built against another version is refused with a clear reason.
-inline constexpr int kCudaHooksVersion = 2;
+inline constexpr int kCudaHooksVersion = 3;
 
 class CudaHooks {
  public:
@@ -44,6 +45,9 @@ class CudaHooks {
   virtual void synchronize_current_device() = 0;     // every stream of the current device
   virtual Backend& backend(int device) = 0;          // one per device, never destroyed
   virtual Tensor pin(const Tensor& cpu_tensor) = 0;  // a copy in cached pinned host memory
+  virtual uint64_t host_sync_count() = 0;            // cuda::host_sync_count()
+  // "" when the device's kernels may read and write p, else what p is ("host memory ...", "memory of cuda:1").
+  virtual std::string device_pointer_problem(int device, const void* p) = 0;
 
   // --- memory (Note [CUDA caching allocator] in ember/cuda/memory.h)
   virtual cuda::MemoryStats memory_stats(int device) = 0;
