@@ -70,6 +70,14 @@ Tensor arange(double start, double end, double step, const TensorOptions& opts) 
                     "arange: step must be non-zero and bounds finite, got (", start, ", ", end, ", ", step, ")");
   const double n = std::ceil((end - start) / step);
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+  if (opts.device.is_cuda() && !memory::is_planning() && count > 0) {
+    // Computed on the GPU, with no host copy (a blocking copy makes the host wait, and arange runs inside
+    // cross_entropy and the index ops every step): a running sum of ones is the exact index i in float64, then
+    // start + i * step in two kernels, rounded as the host's loop below rounds it.
+    const Tensor ones_on_device = full({count}, 1.0, {.dtype = kFloat64, .device = opts.device});
+    const Tensor i = raw::binary(BinaryOp::Sub, raw::cumsum(ones_on_device, 0), 1.0);
+    return raw::cast(raw::binary(BinaryOp::Add, raw::binary(BinaryOp::Mul, i, step), start), opts.dtype);
+  }
   Tensor host;
   {
     memory::PlanningSuspend real;  // a host buffer filled here, even inside memory::plan

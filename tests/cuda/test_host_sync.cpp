@@ -61,6 +61,25 @@ TEST_F(HostSync, EmbeddingAndNllLossMakeNoHostWait) {
   EXPECT_EQ(cuda::host_sync_count() - before, 0u);
 }
 
+// arange runs on the device (cross_entropy and the index ops build index tensors with it every step): no host copy,
+// no wait, the CPU's values.
+TEST_F(HostSync, ArangeIsMadeOnTheDevice) {
+  struct Case {
+    double start, end, step;
+    DType dt;
+  };
+  for (const Case& c : {Case{0, 10, 1, kInt64}, Case{-3, 7.5, 0.25, kFloat32}, Case{5, -5, -0.7, kFloat64},
+                        Case{0, 1e6, 3, kInt32}, Case{1, 1, 1, kFloat32}}) {
+    cuda::synchronize();
+    const uint64_t before = cuda::host_sync_count();
+    const Tensor g = arange(c.start, c.end, c.step, {.dtype = c.dt, .device = Device::cuda()});
+    EXPECT_EQ(cuda::host_sync_count(), before);
+    const Tensor want = arange(c.start, c.end, c.step, {.dtype = c.dt});
+    EXPECT_EQ(g.dtype(), c.dt);
+    EXPECT_EQ(test::values(g), test::values(want)) << c.start << " " << c.end << " " << c.step;
+  }
+}
+
 TEST_F(HostSync, EveryWaitIsCounted) {
   const Tensor a = ones({1000}, {.device = Device::cuda()});
   uint64_t n = cuda::host_sync_count();
