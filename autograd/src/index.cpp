@@ -86,11 +86,12 @@ int64_t check_index(const char* op, const Tensor& x, int64_t dim, const Tensor& 
                       x.dtype(), x.shape(), " in dim ", k, " (only dim ", d, " may be)");
   // without the host waiting on a GPU (Backend::check_range)
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  raw::check_index_range(index, 0, n, [op, d, n, input = detail::str(x.dtype(), x.shape()), ishape = index.shape()](
-                                          int64_t lo, int64_t hi) {
-    return detail::str(op, ": index ", lo < 0 ? lo : hi, " is out of bounds for dim ", d, " with size ", n, " (input ",
-                       input, ", index ", ishape, ")");
-  });
+  raw::check_index_range(
+      index, 0, n,
+      [op, d, n, input = detail::str(x.dtype(), x.shape()), ishape = index.shape()](int64_t lo, int64_t hi) {
+        return detail::str(op, ": index ", lo < 0 ? lo : hi, " is out of bounds for dim ", d, " with size ", n,
+                           " (input ", input, ", index ", ishape, ")");
+      });
   return d;
 }
 

@@ -172,8 +172,8 @@ namespace {
 void check_cuda_blob(const void* data, const Device& device) {
   detail::CudaHooks* h = detail::cuda_hooks();
   if (h == nullptr || h->device_count() == 0) return;
-  EMBER_CHECK_DEVICE(device.index() < h->device_count(), "from_blob: ", device, " is out of range (",
-                     h->device_count(), " CUDA device(s))");
+  EMBER_CHECK_DEVICE(device.index() < h->device_count(), "from_blob: ", device, " is out of range (", h->device_count(),
+                     " CUDA device(s))");
   const std::string problem = h->device_pointer_problem(device.index(), data);
   EMBER_CHECK_DEVICE(problem.empty(), "from_blob: the pointer ", data, " given for ", device, " is ", problem,
                      "; pass memory allocated on ", device, ", or copy host data there with tensor(...).to(", device,

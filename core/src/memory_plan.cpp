@@ -405,9 +405,11 @@ struct PlanState {
   size_t gemm_workspace = 0;
   MetaBackend cpu{DeviceType::CPU, *this}, cuda{DeviceType::CUDA, *this};
   std::unordered_map<Device, PlannedAllocator*> allocators;
+  std::unordered_map<Device, Tensor> gemm_workspaces;  // one per device, from its first matmul on (cublas.cpp)
 
   PlanState(Device t, size_t l) : target(t), limit(l) {}
   ~PlanState() {
+    gemm_workspaces.clear();  // back to the simulated allocators before they retire
     for (auto& [d, a] : allocators) a->retire();
   }
   PlannedAllocator& allocator_for(Device d) {
@@ -424,7 +426,8 @@ struct PlanState {
 Allocator& MetaBackend::allocator(int index) { return state_.allocator_for(Device(type_, index)); }
 
 // What a CUDA matmul takes besides its output (cuda/src/cublas.cpp): a contiguous copy of an operand cuBLAS cannot
-// read as it is, and the cuBLAS workspace for the call. The CPU backend takes scratch outside the caching allocator.
+// read as it is, and the cuBLAS workspace, taken at the device's first matmul and kept (as the real one is, per
+// stream; a plan runs on one). The CPU backend takes scratch outside the caching allocator.
 void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (type_ != DeviceType::CUDA || out.numel() == 0) return;
   const int64_t M = out.size(1), N = out.size(2), K = a.size(2);
@@ -436,9 +439,10 @@ void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   };
   Tensor bc = readable(K, N, b.stride(1), b.stride(2)) ? Tensor() : raw::contiguous(b);
   Tensor ac = readable(M, K, a.stride(1), a.stride(2)) ? Tensor() : raw::contiguous(a);
-  if (state_.gemm_workspace) {
+  if (state_.gemm_workspace && !state_.gemm_workspaces.count(out.device())) {
     Tensor ws = empty({static_cast<int64_t>(state_.gemm_workspace)}, {.dtype = kUInt8, .device = out.device()});
     tag(ws, Category::kWorkspace);
+    state_.gemm_workspaces.emplace(out.device(), std::move(ws));
   }
 }
 

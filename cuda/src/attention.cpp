@@ -15,11 +15,12 @@ using detail::OnDevice;
 
 // The kernels keep a row's vectors in registers, up to 256 elements.
 void check_width(const AttentionParams& p) {
-  EMBER_CHECK_VALUE(p.d <= 256 && p.dv <= 256, "scaled_dot_product_attention: head sizes up to 256 on CUDA, got d = ",
-                    p.d, " and dv = ", p.dv, " (split the heads further)");
+  EMBER_CHECK_VALUE(p.d <= 256 && p.dv <= 256,
+                    "scaled_dot_product_attention: head sizes up to 256 on CUDA, got d = ", p.d, " and dv = ", p.dv,
+                    " (split the heads further)");
   // the launch grid: (batch * heads) x (blocks of rows; the kernels walk any number of them)
-  EMBER_CHECK_VALUE(p.batch_heads < (int64_t{1} << 31), "scaled_dot_product_attention: batch * heads = ",
-                    p.batch_heads, " exceeds the CUDA launch grid (2^31 - 1)");
+  EMBER_CHECK_VALUE(p.batch_heads < (int64_t{1} << 31), "scaled_dot_product_attention: batch * heads = ", p.batch_heads,
+                    " exceeds the CUDA launch grid (2^31 - 1)");
 }
 
 const void* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data_ptr() : nullptr; }

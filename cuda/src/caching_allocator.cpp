@@ -18,11 +18,11 @@
 #include "allocator_internal.h"
 #include "check.h"
 #include "device_guard.h"
-#include "host_wait.h"
 #include "ember/core/error.h"
 #include "ember/core/memory_context.h"
 #include "ember/core/memory_history.h"
 #include "ember/cuda/cuda.h"
+#include "host_wait.h"
 #include "runtime_internal.h"
 #include "stream_internal.h"
 

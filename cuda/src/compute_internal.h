@@ -10,6 +10,8 @@ namespace ember::cuda::detail {
 // bfloat16 (float accumulation). a and b may be strided or batch-broadcast; out is contiguous. Runs on the
 // current stream of out's device.
 void cublas_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+// Gives the per-stream cuBLAS workspaces back to the caching allocator (cuda::empty_cache()).
+void release_cublas_workspaces();
 
 // True when this build has cuDNN (conv2d on CUDA needs it; see docs/cuda.md).
 bool have_cudnn();

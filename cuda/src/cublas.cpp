@@ -11,6 +11,9 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "check.h"
@@ -81,11 +84,39 @@ Types types_for(DType dt) {
   }
 }
 
+// One cuBLAS workspace per (device, stream), kept from the stream's first GEMM on (as PyTorch's): GEMMs on one
+// stream run in order and share it, GEMMs on two streams never do, whichever thread's handle queues them. It comes
+// from the caching allocator (memory_allocated counts it, tagged as workspace); cuda::empty_cache() gives them back.
+struct StreamWorkspaces {
+  std::mutex mu;
+  std::map<std::pair<int, cudaStream_t>, Tensor> by_stream;
+};
+StreamWorkspaces& stream_workspaces() {
+  static auto* w = new StreamWorkspaces();  // never destroyed: GEMMs may run during static destruction
+  return *w;
+}
+void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
+  StreamWorkspaces& w = stream_workspaces();
+  std::lock_guard<std::mutex> lock(w.mu);
+  Tensor& ws = w.by_stream[{device, stream}];
+  if (!ws.defined()) {
+    ws = empty({static_cast<int64_t>(bytes)}, {.dtype = kUInt8, .device = Device::cuda(device)});
+    memory::tag(ws, memory::Category::kWorkspace);  // memory_history.h's counters and timeline
+  }
+  return ws.data_ptr();
+}
+
 void check_int(const char* what, int64_t v) {
   EMBER_CHECK_DEVICE(v <= INT_MAX, "matmul: ", what, " ", v, " exceeds cuBLAS's 32-bit limit");
 }
 
 }  // namespace
+
+void release_cublas_workspaces() {
+  StreamWorkspaces& w = stream_workspaces();
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.by_stream.clear();  // each block goes back to the cache on its stream, behind the GEMMs that used it
+}
 
 void cublas_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a_in.size(2);
@@ -109,14 +140,9 @@ void cublas_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const int64_t stride_a = B > 1 ? a.stride(0) : 0, stride_b = B > 1 ? b.stride(0) : 0;
 
   cublasHandle_t h = handle_for(device);
-  EMBER_CUBLAS_CHECK(cublasSetStream(h, stream));
-  // The workspace comes from the caching allocator on this stream, so that GEMMs on other streams never
-  // share it (cublasSetStream resets any earlier one); it returns to the cache when this call ends, after
-  // the GEMM is queued, and stream order keeps its next user behind the GEMM.
+  EMBER_CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the handle's workspace: set again below)
   const size_t ws_bytes = workspace_bytes(device);
-  Tensor ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = kUInt8, .device = out.device()});
-  memory::tag(ws, memory::Category::kWorkspace);  // memory_history.h's counters and timeline
-  EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), ws_bytes));
+  EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, stream_workspace(device, stream, ws_bytes), ws_bytes));
 
   const Types t = types_for(out.dtype());
   const double alpha_d = 1, beta_d = 0;

@@ -314,9 +314,8 @@ void backward_filter_slice(cudnnHandle_t h, int device, const Tensor& gy, const 
   Tensor ws = workspace_or_cheaper(Direction::BackwardFilter, h, d, x.dtype(), c, gy.device());
   const Scalars s(x.dtype());
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
-                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                                                   ws.data_ptr(), c.workspace, s.beta(accumulate), d.w,
-                                                   gw.data_ptr()));
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.data_ptr(),
+                                                   c.workspace, s.beta(accumulate), d.w, gw.data_ptr()));
 }
 
 }  // namespace

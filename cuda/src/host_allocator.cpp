@@ -21,11 +21,11 @@
 #include "caching_allocator.h"
 #include "check.h"
 #include "device_guard.h"
-#include "host_wait.h"
 #include "ember/core/allocator.h"
 #include "ember/core/error.h"
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
+#include "host_wait.h"
 #include "runtime_internal.h"
 
 namespace ember::cuda::detail {

@@ -43,7 +43,8 @@ Checks& checks() {
 kernels::RangeCheckRecord* record(Checks& c) {  // under c.mu
   if (kernels::RangeCheckRecord* r = c.record.load()) return r;
   void* host = nullptr;
-  EMBER_CUDA_CHECK(cudaHostAlloc(&host, sizeof(kernels::RangeCheckRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+  EMBER_CUDA_CHECK(
+      cudaHostAlloc(&host, sizeof(kernels::RangeCheckRecord), cudaHostAllocMapped | cudaHostAllocPortable));
   auto* r = new (host) kernels::RangeCheckRecord();
   c.record.store(r);
   return r;
@@ -101,10 +102,10 @@ void raise_recorded_failure() {
     r->failed = 0;
     r->claimed = 0;  // the next failure may record itself
   }
-  const std::string what = q.message ? q.message(lo, hi)
-                                     : ::ember::detail::str("an index check queued on the GPU failed: values from ",
-                                                            lo, " to ", hi,
-                                                            " (its message was overwritten by 4096 later checks)");
+  const std::string what =
+      q.message ? q.message(lo, hi)
+                : ::ember::detail::str("an index check queued on the GPU failed: values from ", lo, " to ", hi,
+                                       " (its message was overwritten by 4096 later checks)");
   EMBER_CHECK_INDEX(false, what, " (checked on cuda:", q.device, " without the host waiting, and reported at this ",
                     "synchronisation: the work queued in between skipped the out-of-range values)");
 }

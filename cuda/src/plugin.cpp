@@ -7,12 +7,13 @@
 #include "allocator_internal.h"
 #include "caching_allocator.h"
 #include "check.h"
+#include "compute_internal.h"
 #include "cuda_backend.h"
 #include "device_guard.h"
 #include "ember/core/tensor.h"
-#include "host_wait.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/cuda_hooks.h"
+#include "host_wait.h"
 #include "runtime_internal.h"
 #include "stream_internal.h"
 
@@ -65,6 +66,7 @@ class Hooks final : public ember::detail::CudaHooks {
     return {free_bytes, total_bytes};
   }
   void empty_cache() override {
+    release_cublas_workspaces();  // kept per stream between GEMMs; the next GEMM takes a new one
     for (DeviceCachingAllocator* a : all_caching_allocators()) a->empty_cache();
   }
   HostMemoryStats host_memory_stats() override { return host_stats(); }

@@ -152,9 +152,7 @@ class NcclComm final : public Comm {
  private:
   // The calling thread's current stream on the communicator's device (so a collective follows the kernels that
   // produced its buffer there).
-  cudaStream_t stream() const {
-    return reinterpret_cast<cudaStream_t>(ember::cuda::current_stream(device_).handle());
-  }
+  cudaStream_t stream() const { return reinterpret_cast<cudaStream_t>(ember::cuda::current_stream(device_).handle()); }
   Request mark(cudaStream_t s) {
     cudaEvent_t ev;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");

@@ -94,10 +94,11 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
                      "cross_entropy: expected all tensors on the same device, got ", logits.device(), " and ",
                      targets.device());
   // without the host waiting on a GPU (Backend::check_range)
-  raw::check_index_range(targets, 0, logits.size(1), [c = logits.size(1), shape = logits.shape()](int64_t lo, int64_t hi) {
-    return detail::str("cross_entropy: targets must be class indices in [0, ", c, ") for logits ", shape,
-                       ", got values from ", lo, " to ", hi);
-  });
+  raw::check_index_range(targets, 0, logits.size(1),
+                         [c = logits.size(1), shape = logits.shape()](int64_t lo, int64_t hi) {
+                           return detail::str("cross_entropy: targets must be class indices in [0, ", c,
+                                              ") for logits ", shape, ", got values from ", lo, " to ", hi);
+                         });
   return soft_cross_entropy("cross_entropy", logits, Tensor(),
                             raw::cast(one_hot(targets, logits.size(1)), logits.dtype()));
 }

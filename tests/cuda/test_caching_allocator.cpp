@@ -173,6 +173,33 @@ TEST(CudaCachingAllocator, EmptyCacheReturnsReservedMemory) {
   EXPECT_LE(free2, total);
 }
 
+// cuBLAS's workspace is taken at a stream's first GEMM and kept: later GEMMs on the stream take only their output,
+// another stream gets its own, and empty_cache() gives them back.
+TEST(CudaCachingAllocator, CublasWorkspaceIsKeptPerStream) {
+  EMBER_SKIP_IF_NO_CUDA();
+  const TensorOptions on{.device = Device::cuda()};
+  const Tensor a = randn({64, 64}, on), b = randn({64, 64}, on);
+  cuda::synchronize();
+  cuda::empty_cache();
+  const size_t base = cuda::memory_allocated(0), out = 64 * 64 * 4;
+  const Tensor c1 = matmul(a, b);
+  const size_t first = cuda::memory_allocated(0) - base;
+  EXPECT_GE(first, out + 4 * MiB) << "the output and the workspace (4 MiB, 32 on Hopper)";
+  const Tensor c2 = matmul(a, b);
+  EXPECT_EQ(cuda::memory_allocated(0) - base, first + out) << "the same stream reuses its workspace";
+  {
+    cuda::Stream s = cuda::Stream::create();
+    cuda::StreamGuard g(s);
+    const Tensor c3 = matmul(a, b);
+    EXPECT_EQ(cuda::memory_allocated(0) - base, 2 * first + out) << "another stream takes its own";
+    s.synchronize();
+  }
+  cuda::synchronize();
+  cuda::empty_cache();
+  EXPECT_EQ(cuda::memory_allocated(0) - base, 2 * out) << "empty_cache gives the workspaces back";
+  EXPECT_EQ(test::values(c1), test::values(c2));
+}
+
 TEST(CudaCachingAllocator, OutOfMemoryThrowsAndTheAllocatorStillWorks) {
   EMBER_SKIP_IF_NO_CUDA();
   fresh();

@@ -353,7 +353,6 @@ KERNEL_TEST(RandomNumbersMatchTheCpuForTheSameSeed) {
   expect_match(g1, c1, "first draw");
 }
 
-
 // BatchNorm's batch statistics far from zero (|mean| >> std): the variance is a second pass over the deviations, so
 // nothing cancels. Float64 at mean 1e6, std 1e-3 is where a one-pass E[x^2] - mean^2 (even in double) goes negative,
 // clamps to 0 and gives invstd = 1/sqrt(eps); float32 at mean 1e3, std 1e-2 is the everyday case of it.
@@ -419,7 +418,8 @@ KERNEL_TEST(AttentionHeadSizesUpTo256) {
                         Size{20, 24, 300, 260}}) {
     for (DType dt : {kFloat64, kFloat32, kFloat16}) {
       for (bool causal : {false, true}) {
-        const std::string w = detail::str(tag(dt), " d=", z.d, " dv=", z.dv, " Tq=", z.tq, " Tk=", z.tk, causal ? " causal" : "");
+        const std::string w =
+            detail::str(tag(dt), " d=", z.d, " dv=", z.dv, " Tq=", z.tq, " Tk=", z.tk, causal ? " causal" : "");
         const double tol = dt == kFloat64 ? 1e-10 : dt == kFloat32 ? 1e-5 : 5e-3;
         Tensor q = make(dt, {2, 3, z.tq, z.d}, 60) * 0.1, k = make(dt, {2, 3, z.tk, z.d}, 61) * 0.1;
         Tensor v = make(dt, {2, 3, z.tk, z.dv}, 62), gy = make(dt, {2, 3, z.tq, z.dv}, 63);
@@ -442,7 +442,8 @@ KERNEL_TEST(AttentionHeadSizesUpTo256) {
 KERNEL_TEST(ArgsortMoreRowsThanBlocks) {
   const Tensor x = make(kFloat32, {70001, 5}, 90);
   compare("argsort 70001 rows", {x}, [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1); });
-  compare("argsort 70001 rows descending", {x}, [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, true); });
+  compare("argsort 70001 rows descending", {x},
+          [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, true); });
 }
 
 // cuDNN's 32-bit sizes: a batch over the element limit runs as slices of it. EMBER_CUDNN_MAX_ELEMENTS lowers the

@@ -35,8 +35,7 @@ class NcclEngine : public CudaSuite {
   }
   // Polls a request as Work::wait does.
   static void wait(Comm& c, dist::detail::Request r) {
-    while (!c.test(r)) {
-    }
+    while (!c.test(r)) {}
   }
   std::unique_ptr<Comm> comm_;
 };

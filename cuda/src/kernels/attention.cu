@@ -1,11 +1,11 @@
 // defines: the attention kernels and their launchers (launch.h): a flash-attention-style forward and a two-kernel
 // backward that never materialise the [Tq, Tk] scores. A group of threads owns one row (a query row in the forward
 // and in the dQ kernel, a key row in the dK/dV kernel) and keeps its vectors in registers, split across the group
-// (RowLayout); the block walks the other side in tiles staged in shared memory, so every K/V (or Q/dO) element is read from global memory once per
-// block. The forward's softmax is online (running max m and sum l, rescaled when the max grows); it stores the
-// row's log-sum-exp, from which the backward recomputes each probability. float16/bfloat16 load into float and
-// compute in float. The dQ pass is a separate kernel (rows owned by threads again) rather than atomics: no
-// contention and a deterministic result.
+// (RowLayout); the block walks the other side in tiles staged in shared memory, so every K/V (or Q/dO) element is read
+// from global memory once per block. The forward's softmax is online (running max m and sum l, rescaled when the max
+// grows); it stores the row's log-sum-exp, from which the backward recomputes each probability. float16/bfloat16 load
+// into float and compute in float. The dQ pass is a separate kernel (rows owned by threads again) rather than atomics:
+// no contention and a deterministic result.
 #include <cstdint>
 
 #include "common.cuh"
@@ -13,7 +13,7 @@
 namespace ember::cuda::kernels {
 namespace {
 
-constexpr int kTileBytes = 32 * 1024;      // shared memory for one staged tile pair
+constexpr int kTileBytes = 32 * 1024;  // shared memory for one staged tile pair
 
 // The tile length (rows of the other side staged at once) for two vectors of DMAX elements of type C.
 template <class C, int DMAX>
@@ -64,8 +64,8 @@ constexpr int kThreads = 256;  // threads per block
 template <class C, int DMAX>
 struct RowLayout {
   static constexpr int E = static_cast<int>(64 / sizeof(C)) < DMAX ? static_cast<int>(64 / sizeof(C)) : DMAX;
-  static constexpr int G = DMAX / E;        // threads per row: 2 to 32, a power of two
-  static constexpr int R = kThreads / G;    // rows per block
+  static constexpr int G = DMAX / E;      // threads per row: 2 to 32, a power of two
+  static constexpr int R = kThreads / G;  // rows per block
   static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a row's group must fit in a warp");
 };
 
@@ -264,8 +264,8 @@ __device__ void attention_bwd_q_rows(int64_t i0, T* gq, const T* q, const T* k, 
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * (R); r0 < (rows); r0 += static_cast<int64_t>(gridDim.y) * (R))
 
 template <class T, int DMAX>
-__global__ void __launch_bounds__(kThreads, 1) attention_fwd_kernel(T* out, void* lse, const T* q, const T* k, const T* v,
-                                                                 const void* mask, AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_fwd_kernel(T* out, void* lse, const T* q, const T* k, const T* v, const void* mask, AttentionParams p) {
   EMBER_ROW_BLOCKS(i0, p.tq, (RowLayout<compute_t<T>, DMAX>::R))
   attention_fwd_rows<T, DMAX>(i0, out, lse, q, k, v, mask, p);
 }
@@ -278,8 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 template <class T, int DMAX>
 __global__ void __launch_bounds__(kThreads, 1)
-    attention_bwd_q_kernel(T* gq, const T* q, const T* k, const T* v, const T* gout, const void* lse,
-                           const void* Dsum, const void* mask, AttentionParams p) {
+    attention_bwd_q_kernel(T* gq, const T* q, const T* k, const T* v, const T* gout, const void* lse, const void* Dsum,
+                           const void* mask, AttentionParams p) {
   EMBER_ROW_BLOCKS(i0, p.tq, (RowLayout<compute_t<T>, DMAX>::R))
   attention_bwd_q_rows<T, DMAX>(i0, gq, q, k, v, gout, lse, Dsum, mask, p);
 }
@@ -308,8 +308,8 @@ dim3 grid_for(int64_t rows, int64_t batch_heads, int rows_per_block) {
 
 }  // namespace
 
-void launch_attention(DType type, void* out, void* lse, const void* q, const void* k, const void* v,
-                      const void* mask, const AttentionParams& p, CUstream_st* stream) {
+void launch_attention(DType type, void* out, void* lse, const void* q, const void* k, const void* v, const void* mask,
+                      const AttentionParams& p, CUstream_st* stream) {
   if (p.batch_heads == 0 || p.tq == 0) return;
   dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -317,15 +317,15 @@ void launch_attention(DType type, void* out, void* lse, const void* q, const voi
       constexpr int W = decltype(width)::value;
       constexpr int R = RowLayout<compute_t<T>, W>::R;
       attention_fwd_kernel<T, W><<<grid_for(p.tq, p.batch_heads, R), kThreads, smem_bytes<T, W>(), stream>>>(
-          static_cast<T*>(out), lse, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-          mask, p);
+          static_cast<T*>(out), lse, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), mask,
+          p);
     });
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const void* gout, const void* q,
-                               const void* k, const void* v, const void* lse, const void* dsum, const void* mask,
+void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const void* gout, const void* q, const void* k,
+                               const void* v, const void* lse, const void* dsum, const void* mask,
                                const AttentionParams& p, CUstream_st* stream) {
   if (p.batch_heads == 0 || p.tq == 0 || p.tk == 0) return;
   dispatch_floating(type, [&](auto tag) {

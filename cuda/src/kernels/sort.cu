@@ -83,7 +83,8 @@ __device__ void argsort_shared_row(int64_t* orow, const T* xr, int64_t n, int p,
 }
 template <class T>
 __global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t rows, int64_t n, int p, bool descending) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) argsort_shared_row<T>(out + r * n, x + r * n, n, p, descending);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    argsort_shared_row<T>(out + r * n, x + r * n, n, p, descending);
 }
 
 // The global-memory network: ws holds rows x p indices (padding slots too).
@@ -137,8 +138,7 @@ void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64
       const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);
       // a block per row, up to 65535 blocks (plenty to fill any GPU); the blocks then take further rows in turn
       const unsigned grid = static_cast<unsigned>(rows < 65535 ? rows : 65535);
-      argsort_shared_kernel<T>
-          <<<grid, threads, smem, stream>>>(out, xt, rows, n, static_cast<int>(p), descending);
+      argsort_shared_kernel<T><<<grid, threads, smem, stream>>>(out, xt, rows, n, static_cast<int>(p), descending);
       return;
     }
     int64_t* ws = static_cast<int64_t*>(workspace);

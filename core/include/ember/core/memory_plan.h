@@ -42,8 +42,9 @@ struct PlanOptions {
   // current memory_limit(target), which may be none. The plan's allocations alone count against it (a plan starts
   // from an empty allocator); max_batch_size passes the limit less what is in use.
   size_t limit_bytes = 0;
-  // The cuBLAS workspace every CUDA matmul draws from the caching allocator for its duration (cuda/src/cublas.cpp):
-  // 32 MiB on Hopper and later (compute capability 9+), 4 MiB before. The default plans for Hopper.
+  // The cuBLAS workspace CUDA matmuls use, taken from the caching allocator at a stream's first matmul and kept
+  // (cuda/src/cublas.cpp; cuda::empty_cache() gives it back): 32 MiB on Hopper and later (compute capability 9+),
+  // 4 MiB before. The default plans for Hopper.
   size_t cuda_gemm_workspace_bytes = size_t{32} << 20;
 };
 
