@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [bench|fuzz]   ("bench" adds OpenBLAS and libtorch, the references the benchmarks
 # compare with, and jemalloc / tcmalloc, which libtorch runs faster with; "fuzz" adds clang and its libFuzzer)
 set -euo pipefail
-pkgs=(cmake g++ make ninja-build pkg-config patchelf libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+pkgs=(cmake g++ make ninja-build pkg-config patchelf xz-utils libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
       nlohmann-json3-dev dataset-fashion-mnist fortunes python3-numpy libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = bench ]; then pkgs+=(libopenblas-dev libtorch-dev libjemalloc2 libtcmalloc-minimal4); fi
 if [ "${1:-}" = fuzz ]; then pkgs+=(clang libclang-rt-dev); fi
