@@ -284,38 +284,33 @@ struct Scalars {  // alpha = 1 and beta = 0 or 1 in the data's precision class
   }
 };
 
-void forward_slice(cudnnHandle_t h, int device, const Tensor& out, const Tensor& x, const Tensor& w,
-                   const Conv2dParams& p) {
-  Descriptors d("conv2d", x, w, out, p);
-  Choice c = choose(Direction::Forward, "conv2d", h, d, device, x, w, p);
-  Tensor ws = workspace_or_cheaper(Direction::Forward, h, d, x.dtype(), c, out.device());
+// One cuDNN call over a slice of the batch, x [n, C, H, W] and y [n, K, P, Q] (the output, or its gradient):
+// Forward writes y; BackwardData writes x_grad; BackwardFilter writes w_grad, or adds to it when `accumulate`.
+void run_slice(Direction dir, cudnnHandle_t h, int device, const Tensor& x, const Tensor& w, const Tensor& y,
+               const Tensor& x_grad, const Tensor& w_grad, const Conv2dParams& p, bool accumulate) {
+  const char* op = dir == Direction::Forward ? "conv2d" : "conv2d_backward";
+  Descriptors d(op, x, w, y, p);
+  Choice c = choose(dir, op, h, d, device, x, w, p);
+  Tensor ws = workspace_or_cheaper(dir, h, d, x.dtype(), c, y.device());
   const Scalars s(x.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
-                                            static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(), c.workspace,
-                                            s.beta(false), d.y, out.data_ptr()));
-}
-
-void backward_data_slice(cudnnHandle_t h, int device, const Tensor& gy, const Tensor& x, const Tensor& w,
-                         const Tensor& gx, const Conv2dParams& p) {
-  Descriptors d("conv2d_backward", x, w, gy, p);
-  Choice c = choose(Direction::BackwardData, "conv2d_backward", h, d, device, x, w, p);
-  Tensor ws = workspace_or_cheaper(Direction::BackwardData, h, d, x.dtype(), c, gy.device());
-  const Scalars s(x.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, gy.data_ptr(), d.conv,
-                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
-                                                 c.workspace, s.beta(false), d.x, gx.data_ptr()));
-}
-
-// gw = (accumulate ? gw : 0) + the filter gradient of this slice of the batch.
-void backward_filter_slice(cudnnHandle_t h, int device, const Tensor& gy, const Tensor& x, const Tensor& w,
-                           const Tensor& gw, const Conv2dParams& p, bool accumulate) {
-  Descriptors d("conv2d_backward", x, w, gy, p);
-  Choice c = choose(Direction::BackwardFilter, "conv2d_backward", h, d, device, x, w, p);
-  Tensor ws = workspace_or_cheaper(Direction::BackwardFilter, h, d, x.dtype(), c, gy.device());
-  const Scalars s(x.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.data_ptr(), d.y, gy.data_ptr(), d.conv,
-                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.data_ptr(),
-                                                   c.workspace, s.beta(accumulate), d.w, gw.data_ptr()));
+  switch (dir) {
+    case Direction::Forward:
+      EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.data_ptr(),
+                                                c.workspace, s.beta(false), d.y, y.data_ptr()));
+      break;
+    case Direction::BackwardData:
+      EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, y.data_ptr(), d.conv,
+                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.data_ptr(),
+                                                     c.workspace, s.beta(false), d.x, x_grad.data_ptr()));
+      break;
+    case Direction::BackwardFilter:
+      EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.data_ptr(), d.y, y.data_ptr(), d.conv,
+                                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+                                                       ws.data_ptr(), c.workspace, s.beta(accumulate), d.w,
+                                                       w_grad.data_ptr()));
+      break;
+  }
 }
 
 }  // namespace
@@ -329,7 +324,7 @@ void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Con
   const int64_t n = x.size(0), step = images_per_slice("conv2d", x, out);
   for (int64_t n0 = 0; n0 < n; n0 += step) {
     const int64_t n1 = std::min(n, n0 + step);
-    forward_slice(h, device, out.slice(0, n0, n1), x.slice(0, n0, n1), w, p);
+    run_slice(Direction::Forward, h, device, x.slice(0, n0, n1), w, out.slice(0, n0, n1), Tensor(), Tensor(), p, false);
   }
 }
 
@@ -344,8 +339,10 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   for (int64_t n0 = 0; n0 < n; n0 += step) {
     const int64_t n1 = std::min(n, n0 + step);
     const Tensor xs = x.slice(0, n0, n1), gys = gy.slice(0, n0, n1);
-    if (gx.defined() && gx.numel() > 0) backward_data_slice(h, device, gys, xs, w, gx.slice(0, n0, n1), p);
-    if (gw.defined() && gw.numel() > 0) backward_filter_slice(h, device, gys, xs, w, gw, p, /*accumulate=*/n0 > 0);
+    if (gx.defined() && gx.numel() > 0)
+      run_slice(Direction::BackwardData, h, device, xs, w, gys, gx.slice(0, n0, n1), Tensor(), p, false);
+    if (gw.defined() && gw.numel() > 0)
+      run_slice(Direction::BackwardFilter, h, device, xs, w, gys, Tensor(), gw, p, /*accumulate=*/n0 > 0);
   }
 }
 
