@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ember/autograd/amp.h"
+#include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/memory_context.h"
 #include "grad_utils.h"
@@ -15,7 +16,8 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// The composite, for dropout: the weights are materialised, so memory is quadratic in T.
+// The composite, for dropout and for a create_graph pass (dropout_p 0: no mask drawn): the weights are
+// materialised, so memory is quadratic in T.
 Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
   const int64_t tq = q.size(-2), tk = k.size(-2);
   const double scale = o.scale != 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -33,6 +35,7 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
   Tensor w = softmax(s, -1);
   // a row with every key masked out: 0, as the tiled kernel (softmax gives NaN there)
   w = where(eq(w, w), w, zeros({}, {.dtype = w.dtype(), .device = w.device()}));
+  if (o.dropout_p == 0) return matmul(w, v);
   Tensor keep = ge(rand(w.shape(), {.dtype = w.dtype(), .device = w.device()}), o.dropout_p).to(w.dtype());
   return matmul(w * (keep * (1.0 / (1.0 - o.dropout_p))), v);
 }
@@ -60,10 +63,15 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   if (!needs_grad({&q, &k, &v})) return r.out;
   const InputInfo iq(q), ik(k), iv(v);
   record(kOp, {q, k, v}, {r.out},
-         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, mask = opts.mask, scale = opts.scale,
-          causal = opts.causal, iq, ik, iv](const Grads& g) -> Grads {
+         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, opts, iq, ik,
+          iv](const Grads& g) -> Grads {
+           if (autograd::create_graph_enabled())  // differentiable again: through the composite
+             return autograd::grads_by_recompute(
+                 {sq.get(kOp), sk.get(kOp), sv.get(kOp)},
+                 [&opts](const std::vector<Tensor>& in) { return attention_composite(in[0], in[1], in[2], opts); },
+                 g[0]);
            raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(kOp), sk.get(kOp), sv.get(kOp), so.get(kOp),
-                                                           lse, mask, scale, causal);
+                                                           lse, opts.mask, opts.scale, opts.causal);
            return {iq.wants ? d.q : Tensor{}, ik.wants ? d.k : Tensor{}, iv.wants ? d.v : Tensor{}};
          });
   return r.out;

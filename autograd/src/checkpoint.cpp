@@ -57,6 +57,9 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < saved.size(); ++i) out_grads.push_back(wants[i] ? xs[i].grad() : Tensor());
     return out_grads;
   });
+  // The rerun differentiates fresh leaves with backward(): its gradients carry no graph (PyTorch's reentrant
+  // checkpoint refuses double backward too).
+  autograd::meta(out)->grad_fn->double_differentiable = false;
   return out;
 }
 

@@ -243,16 +243,30 @@ Tensor sigmoid(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   return unary_op(UnaryOp::Tanh, "tanh", x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
 }
+namespace {
+Tensor gelu_grad(const Tensor& x);
+}  // namespace
 Tensor gelu(const Tensor& x) {
   memory::OpScope op_scope("gelu");  // an OutOfMemoryError names the op
   Tensor y = raw::unary(UnaryOp::Gelu, x);
   if (!needs_grad({&x})) return y;
-  // g * gelu'(x) in one fused pass (a create_graph pass refuses gelu before it gets here: engine.cpp)
+  // g * gelu'(x) in one fused pass; in a create_graph pass g * gelu_grad(x), a recorded op (gelu_grad below)
   record("gelu", {x}, {y}, [sx = save(x)](const Grads& g) -> Grads {
+    if (autograd::create_graph_enabled()) return {g[0] * gelu_grad(sx.get("gelu"))};
     return {raw::binary(BinaryOp::GeluBackward, g[0], sx.get("gelu"))};
   });
   return y;
 }
+namespace {
+// gelu'(x) = Phi(x) + x phi(x), whose own derivative is phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
+// differentiable to any order through exp.
+Tensor gelu_grad(const Tensor& x) {
+  return unary_op(UnaryOp::GeluGrad, "gelu_grad", x, true, false, [](const Tensor& xv, const Tensor&) {
+    const Tensor x2 = square(xv);
+    return exp(x2 * -0.5) * (0.3989422804014327 * (2 - x2));
+  });
+}
+}  // namespace
 Tensor softplus(const Tensor& x) {       // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   memory::OpScope op_scope("softplus");  // an OutOfMemoryError names the op
   return unary_op(UnaryOp::Softplus, "softplus", amp::fp32(x), true, false, [](const Tensor& xv, const Tensor&) {

@@ -152,10 +152,8 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
       if (!feeds_needed(*n)) continue;  // a requested input's own node, or a leaf: grad() never touches .grad
     }
     EMBER_CHECK(!create_graph || n->double_differentiable, Error, "grad(create_graph=true): the backward of ", n->name,
-                " is not differentiable in Ember yet (it uses fused kernels), so a second derivative ",
-                "through it would be wrong; ops with double backward: the elementwise arithmetic, exp/log/log1p/",
-                "sqrt/sin/cos/tanh/sigmoid/softplus/relu, matmul, linear, sum/mean/cumsum, the views, and custom ",
-                "Functions");
+                " is not differentiable (a checkpoint, or a custom Function marked once_differentiable), so a ",
+                "second derivative through it would be wrong; every built-in op's backward is");
     Grads out;
     {
       memory::OpScope op(n->name);  // an OutOfMemoryError names the backward of this op
@@ -233,6 +231,24 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                 inputs[i].shape(),
                 ") was not used to compute the outputs (pass allow_unused=true to get an undefined tensor)");
   return result;
+}
+
+std::vector<Tensor> grads_by_recompute(const std::vector<Tensor>& inputs,
+                                       const std::function<Tensor(const std::vector<Tensor>&)>& composite,
+                                       const Tensor& grad_output) {
+  std::vector<Tensor> wrt;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) {
+      wrt.push_back(inputs[i]);
+      at.push_back(i);
+    }
+  std::vector<Tensor> out(inputs.size());
+  if (wrt.empty()) return out;
+  const Tensor y = composite(inputs);
+  const std::vector<Tensor> gs = grad({y}, wrt, {grad_output}, {.create_graph = true, .allow_unused = true});
+  for (size_t k = 0; k < at.size(); ++k) out[at[k]] = gs[k];
+  return out;
 }
 
 }  // namespace ember::autograd

@@ -20,7 +20,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     int64_t at = 0;
     for (const InputInfo& in : infos) {
       const int64_t n = in.shape[static_cast<size_t>(d)];
-      out.push_back(in.wants ? raw::cast(raw::slice(g[0], d, at, at + n), in.dtype) : Tensor());
+      out.push_back(in.wants ? g[0].slice(d, at, at + n).to(in.dtype) : Tensor());  // differentiable again
       at += n;
     }
     return out;
@@ -37,8 +37,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   record("stack", xs, {y}, [infos, d](const Grads& g) -> Grads {
     Grads out;
     for (size_t i = 0; i < infos.size(); ++i)
-      out.push_back(infos[i].wants ? raw::cast(raw::select(g[0], d, static_cast<int64_t>(i)), infos[i].dtype)
-                                   : Tensor());
+      out.push_back(infos[i].wants ? g[0].select(d, static_cast<int64_t>(i)).to(infos[i].dtype) : Tensor());
     return out;
   });
   return y;

@@ -2,7 +2,6 @@
 // autograd parts of Tensor (requires_grad_, grad, set_grad, is_leaf).
 #include "ember/autograd/node.h"
 
-#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -127,6 +126,10 @@ SavedTensor::SavedTensor(const Tensor& t) {
   t_pending.push_back(slot_);
 }
 
+SavedTensor::SavedTensor(const Tensor& value, Edge where) : SavedTensor(value) {
+  if (slot_) slot_->input = std::move(where);
+}
+
 Tensor SavedTensor::get(const char* op) const {
   if (!slot_) return {};
   const Tensor& t = slot_->data;
@@ -145,23 +148,6 @@ Tensor SavedTensor::get(const char* op) const {
   m.output_nr = e.input_nr;
   return r;
 }
-
-namespace {
-// The ops whose backward functions are built of differentiable ops only (no raw:: kernels on the path from
-// the gradient or a saved tensor to the result), so that a create_graph pass through them is exact. Each has
-// a gradgradcheck test (tests/autograd/test_double_backward.cpp). Keep the two lists in step.
-bool double_backward(const char* name) {
-  static const char* const ops[] = {
-      "add",     "sub",   "mul",        "div",          "neg",       "pow",       "exp",  "log",      "log1p",
-      "sin",     "cos",   "sqrt",       "square",       "abs",       "sigmoid",   "tanh", "softplus", "relu",
-      "clamp",   "where", "maximum",    "minimum",      "matmul",    "linear",    "sum",  "mean",     "cumsum",
-      "reshape", "view",  "flatten",    "squeeze",      "unsqueeze", "transpose", "t",    "permute",  "expand",
-      "to",      "clone", "contiguous", "index_select", "index_add", "pad"};
-  for (const char* op : ops)
-    if (std::strcmp(op, name) == 0) return true;
-  return false;
-}
-}  // namespace
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;
@@ -196,7 +182,6 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
   auto node = std::make_shared<LambdaNode>(name, std::move(next), std::move(fn));
-  node->double_differentiable = double_backward(name);
   if (t_anomaly) {
     std::ostringstream os;
     os << name << " -> " << outputs[0].dtype() << outputs[0].shape();

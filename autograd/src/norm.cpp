@@ -1,11 +1,50 @@
 // defines: the public batch_norm and layer_norm of ops.h: fused raw ops (core/src/norm.cpp), each with one
 // backward node whose gradients come from a few passes over the data (PyTorch's formulas).
 #include "ember/autograd/amp.h"
+#include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
+
+namespace {
+// x viewed as [N, C, S...] with a per-channel [C] tensor broadcast against it.
+Tensor per_channel(const Tensor& v, const Tensor& x) {
+  Shape s(static_cast<size_t>(x.dim()), 1);
+  s[1] = v.size(0);
+  return v.reshape(s);
+}
+
+// batch_norm built of differentiable ops, for a create_graph pass (autograd::grads_by_recompute): batch statistics
+// (biased variance) in training, the statistics the forward used (constants) in evaluation.
+Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, bool training, const Tensor& mean_used,
+                            const Tensor& invstd_used, double eps) {
+  Tensor y;
+  if (training) {
+    std::vector<int64_t> dims = {0};
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    const Tensor centered = x - mean(x, dims, true);
+    y = centered / sqrt(mean(square(centered), dims, true) + eps);
+  } else {
+    y = (x - per_channel(mean_used, x)) * per_channel(invstd_used, x);
+  }
+  if (w.defined()) y = y * per_channel(w, x);
+  if (b.defined()) y = y + per_channel(b, x);
+  return y;
+}
+
+// layer_norm over the last k dims, built of differentiable ops (for a create_graph pass).
+Tensor layer_norm_composite(const Tensor& x, int64_t k, const Tensor& w, const Tensor& b, double eps) {
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor centered = x - mean(x, dims, true);
+  Tensor y = centered / sqrt(mean(square(centered), dims, true) + eps);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+}  // namespace
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
@@ -16,17 +55,26 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
              b_wants = bias.defined() && bias.requires_grad();
   const DType wdt = weight.defined() ? weight.dtype() : x.dtype(), bdt = bias.defined() ? bias.dtype() : x.dtype();
-  record("batch_norm", {x, weight, bias}, {r.y},
-         [=, sx = save(x), sw = save(weight), mean = r.mean, invstd = r.invstd](const Grads& g) -> Grads {
-           raw::BatchNormGrads gr = raw::batch_norm_backward(g[0], sx.get("batch_norm"), mean, invstd,
-                                                             sw.get("batch_norm"), training, x_wants, w_wants, b_wants);
-           return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
-         });
+  record(
+      "batch_norm", {x, weight, bias}, {r.y},
+      [=, sx = save(x), sw = save(weight), sb = save(bias), mean = r.mean, invstd = r.invstd](const Grads& g) -> Grads {
+        const Tensor &xv = sx.get("batch_norm"), &wv = sw.get("batch_norm");
+        if (autograd::create_graph_enabled())  // differentiable again: through the composite
+          return autograd::grads_by_recompute(
+              {xv, wv, sb.get("batch_norm")},
+              [&](const std::vector<Tensor>& in) {
+                return batch_norm_composite(in[0], in[1], in[2], training, mean, invstd, eps);
+              },
+              g[0]);
+        raw::BatchNormGrads gr =
+            raw::batch_norm_backward(g[0], xv, mean, invstd, wv, training, x_wants, w_wants, b_wants);
+        return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
+      });
   return r.y;
 }
 
 // One fused kernel forward and one backward (raw::layer_norm); an autocast "float32" op. 16-bit inputs compute
-// in float32 and round once. Like batch_norm, not twice differentiable (autograd::grad with create_graph says so).
+// in float32 and round once. A create_graph pass differentiates the composite instead (twice differentiable).
 Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   memory::OpScope op_scope("layer_norm");  // an OutOfMemoryError names the op
@@ -51,9 +99,13 @@ Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_sh
     const DType wdt = w.defined() ? w.dtype() : x.dtype(), bdt = b.defined() ? b.dtype() : x.dtype();
     record(
         "layer_norm", {x, w, b}, {y},
-        [=, sx = save(x), sw = save(w), mean = r.mean, rstd = r.rstd](const Grads& g) -> Grads {
+        [=, sx = save(x), sw = save(w), sb = save(b), mean = r.mean, rstd = r.rstd](const Grads& g) -> Grads {
           const Tensor& xv = sx.get("layer_norm");
           const Tensor& wv = sw.get("layer_norm");
+          if (autograd::create_graph_enabled())  // differentiable again: through the composite
+            return autograd::grads_by_recompute(
+                {xv, wv, sb.get("layer_norm")},
+                [&](const std::vector<Tensor>& in) { return layer_norm_composite(in[0], k, in[1], in[2], eps); }, g[0]);
           raw::LayerNormGrads gr = raw::layer_norm_backward(g[0], xv, k, mean, rstd, wv, x_wants, w_wants, b_wants);
           return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
         });

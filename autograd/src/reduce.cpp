@@ -106,7 +106,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int6
   // d var / dx = 2 (x - mean) / (N - correction)
   record("var", {x}, {y}, [ix, d, keepdim, denom, sx = save(x)](const Grads& g) -> Grads {
     const Tensor& xv = sx.get("var");
-    Tensor centered = raw::binary(BinaryOp::Sub, xv, raw::mean(xv, d, true));
+    Tensor centered = xv - mean(xv, d, true);
     return {unsqueeze_reduced(g[0], ix.shape, d, keepdim) * centered * (2.0 / denom)};
   });
   return y;
@@ -185,7 +185,7 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
   record("softmax", {x}, {y}, [d, sy = save(y)](const Grads& g) -> Grads {
     const Tensor& yv = sy.get("softmax");  // dx = y * (g - sum(g * y))
     if (yv.dim() == 0) return {zeros_like(yv)};
-    return {yv * (g[0] - raw::sum(g[0] * yv, {d}, true))};
+    return {yv * (g[0] - sum(g[0] * yv, {d}, true))};  // differentiable ops: a create_graph pass records them
   });
   return y;
 }
@@ -198,7 +198,7 @@ Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   record("log_softmax", {x}, {y}, [d, sy = save(y)](const Grads& g) -> Grads {
     const Tensor& yv = sy.get("log_softmax");  // dx = g - softmax * sum(g)
     if (yv.dim() == 0) return {zeros_like(yv)};
-    return {g[0] - raw::unary(UnaryOp::Exp, yv) * raw::sum(g[0], {d}, true)};
+    return {g[0] - exp(yv) * sum(g[0], {d}, true)};
   });
   return y;
 }

@@ -5,6 +5,8 @@
 // In-place ops: a leaf that requires grad may only be changed under NoGradGuard (an optimiser update);
 // changing a view of such a tensor in place is refused (its base would not learn of it); otherwise the op is
 // recorded and becomes the tensor's new grad_fn. Saved tensors notice the change through the version counter.
+#include <algorithm>
+
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
@@ -73,9 +75,40 @@ Tensor Tensor::expand(const Shape& s) const {
   return view_op("expand", *this, raw::expand(*this, s),
                  [](const Tensor& g, const InputInfo& i) { return autograd::sum_to(g, i.shape); });
 }
+namespace {
+// g (the slice start, start + step, ... of dim d of a tensor of `shape`) put back in place among zeros, with
+// differentiable ops (for a create_graph pass): each element followed by step - 1 zeros, then padded (or cropped)
+// to the dim's size. pad and reshape are differentiable to any order.
+Tensor embed_slice(const Tensor& g, const Shape& shape, int64_t d, int64_t start, int64_t step) {
+  const int64_t rank = static_cast<int64_t>(shape.size()), len = g.size(d);
+  auto pads_for = [rank](int64_t dim, int64_t front, int64_t back) {  // pad's pairs run from the last dim
+    std::vector<int64_t> p(static_cast<size_t>(2 * (rank - dim)), 0);
+    p[p.size() - 2] = front;
+    p[p.size() - 1] = back;
+    return p;
+  };
+  Tensor spread = g;
+  if (step > 1) {
+    Shape s = g.shape();
+    s.insert(static_cast<size_t>(d + 1), 1);
+    Tensor u = g.reshape(s);  // [..., len, 1, ...]
+    std::vector<int64_t> p(static_cast<size_t>(2 * (rank - d)), 0);
+    p[p.size() - 1] = step - 1;  // dim d + 1 of u: 1 -> step
+    Shape merged = g.shape();
+    merged[static_cast<size_t>(d)] = len * step;
+    spread = pad(u, p).reshape(merged);
+  }
+  return pad(spread, pads_for(d, start, shape[static_cast<size_t>(d)] - start - spread.size(d)));
+}
+}  // namespace
+
 // slice / select: the gradient is zero except in the part that was read.
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
   return view_op("slice", *this, raw::slice(*this, d, s, e, st), [d, s, e, st](const Tensor& g, const InputInfo& i) {
+    const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), "slice");
+    const int64_t n = i.shape[static_cast<size_t>(dim)];
+    const int64_t start = std::clamp<int64_t>(s < 0 ? s + n : s, 0, n);
+    if (autograd::create_graph_enabled()) return embed_slice(g, i.shape, dim, start, st);
     Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
     Tensor part = raw::slice(gx, d, s, e, st);
     raw::copy_(part, g);
@@ -84,6 +117,11 @@ Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
 }
 Tensor Tensor::select(int64_t d, int64_t idx) const {
   return view_op("select", *this, raw::select(*this, d, idx), [d, idx](const Tensor& g, const InputInfo& i) {
+    if (autograd::create_graph_enabled()) {
+      const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), "select");
+      const int64_t n = i.shape[static_cast<size_t>(dim)];
+      return embed_slice(g.unsqueeze(dim), i.shape, dim, idx < 0 ? idx + n : idx, 1);
+    }
     Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
     Tensor part = raw::select(gx, d, idx);
     raw::copy_(part, g);
@@ -152,10 +190,14 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
                 const std::function<void()>& apply, InplaceGrad grad) {
   const bool rec = check_inplace(name, self, other.defined() ? &other : nullptr);
   Tensor before = rec && keep_before ? raw::clone(self) : Tensor();
+  // self's value before the op, at self's place in the graph before the op (a create_graph pass differentiates
+  // through it to what computed self)
+  const autograd::SavedTensor sb =
+      rec && keep_before ? autograd::SavedTensor(before, autograd::gradient_edge(self)) : autograd::SavedTensor();
   // `other` is saved before the op: it may be self (x.mul_(x): then its value before is `before`) or share self's
   // memory through another view (then the op bumps its version and backward says so instead of using new values).
   autograd::SavedTensor so;
-  if (rec && keep_before && other.defined()) so = save(other.impl() == self.impl() ? before : other);
+  if (rec && keep_before && other.defined()) so = other.impl() == self.impl() ? sb : save(other);
   apply();
   if (!rec) return self;
   std::vector<Tensor> inputs = {self};
@@ -164,7 +206,7 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
   // record() reads self's current edge (its previous grad_fn) before making this node its grad_fn
   record(name, inputs, {self},
          // ops that keep `before` (mul_, div_) also need `other`
-         [name, io, grad, sb = save(before), so, sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
+         [name, io, grad, sb, so, sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
            Grads r = grad(g[0], sb.get(name), so.get(name), sa.get(name));
            if (r.size() > 1) r[1] = reduce_to(r[1], io);
            return r;
@@ -228,7 +270,8 @@ Tensor& Tensor::relu_() {
   return inplace(
       "relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
-        return {raw::binary(BinaryOp::ReluBackward, g, after)};  // as in relu()
+        if (autograd::create_graph_enabled()) return {g * gt(after, 0.0).to(g.dtype())};  // records: differentiable
+        return {raw::binary(BinaryOp::ReluBackward, g, after)};                           // as in relu()
       });
 }
 Tensor& Tensor::clamp_(double lo, double hi) {

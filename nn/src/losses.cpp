@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ember/autograd/amp.h"
+#include "ember/autograd/engine.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/autograd/ops.h"
@@ -44,14 +45,28 @@ Tensor soft_cross_entropy(const char* op, const Tensor& logits, const Tensor& ta
     const DType tdtype = tgrad ? targets.dtype() : t.dtype();
     autograd::record(
         op, inputs, {loss},
-        [op, n, tgrad, tdtype, slogp = autograd::save(logp), st = autograd::save(t)](const Grads& g) -> Grads {
+        [op, n, tgrad, tdtype, sz = autograd::save(logits), st = autograd::save(t),
+         starg = autograd::save(tgrad ? targets : Tensor())](const Grads& g) -> Grads {
+          const Tensor& z = sz.get(op);
           const Tensor& tv = st.get(op);
-          const Tensor& lp = slogp.get(op);
+          if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+            std::vector<Tensor> in = {z};
+            if (tgrad) in.push_back(starg.get(op));
+            return autograd::grads_by_recompute(
+                in,
+                [&](const std::vector<Tensor>& v) {
+                  const Tensor target = tgrad ? v[1].to(v[0].dtype()) : tv;
+                  return -sum(target * log_softmax(v[0], 1)) / n;
+                },
+                g[0]);
+          }
           Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
-          Tensor p = raw::unary(UnaryOp::Exp, lp);
+          Tensor p = raw::softmax(z, 1);
           Tensor d = raw::binary(BinaryOp::Sub, raw::binary(BinaryOp::Mul, p, raw::sum(tv, {1}, true)), tv);
           Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
-          if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, lp), scale), tdtype));
+          if (tgrad)
+            out.push_back(
+                raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, raw::log_softmax(z, 1)), scale), tdtype));
           return out;
         });
   }
@@ -274,9 +289,22 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) 
     // d/dx = (sigmoid(x) - t) / n, d/dt = -x / n
     autograd::record(
         "binary_cross_entropy_with_logits", inputs, {loss},
-        [n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv)](const Grads& g) -> Grads {
+        [n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv),
+         starg = autograd::save(tgrad ? t : Tensor())](const Grads& g) -> Grads {
           const char* op = "binary_cross_entropy_with_logits";
           const Tensor& xv = sx.get(op);
+          if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+            std::vector<Tensor> in = {xv};
+            if (tgrad) in.push_back(starg.get(op));
+            const Tensor& tc = st.get(op);
+            return autograd::grads_by_recompute(
+                in,
+                [&](const std::vector<Tensor>& v) {
+                  const Tensor target = tgrad ? v[1].to(v[0].dtype()) : tc;
+                  return sum(relu(v[0]) - v[0] * target + log1p(exp(-abs(v[0])))) / n;
+                },
+                g[0]);
+          }
           Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
           Tensor d = raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Sigmoid, xv), st.get(op));
           Grads out = {raw::binary(BinaryOp::Mul, d, scale)};

@@ -60,7 +60,7 @@ struct Config {
 
 TEST(Attention, TiledEqualsTheCompositeInValueAndGradient) {
   const Config configs[] = {
-      {"plain", 2, 3, 17, 17, 8, 8, false, 0},          {"causal_blocks", 1, 2, 150, 150, 16, 16, true, 0},
+      {"plain", 2, 3, 17, 17, 8, 8, false, 0},           {"causal_blocks", 1, 2, 150, 150, 16, 16, true, 0},
       {"cross_lengths", 2, 2, 70, 129, 8, 12, false, 0}, {"bool_mask", 1, 2, 65, 90, 8, 8, false, 1},
       {"additive_mask", 2, 2, 40, 64, 4, 4, false, 2},   {"causal_and_mask", 1, 1, 100, 100, 8, 8, true, 1},
       {"wide_head", 1, 1, 33, 33, 96, 80, true, 0},
@@ -75,7 +75,8 @@ TEST(Attention, TiledEqualsTheCompositeInValueAndGradient) {
       if (c.mask == 1) opts.mask = gt(rand({c.tq, c.tk}), 0.3);
       if (c.mask == 2) opts.mask = randn({c.b, 1, c.tq, c.tk}, o);
       if (c.mask == 1) opts.mask.select(1, 0).fill_(true);  // no row entirely masked (tested on its own)
-      const Grads3 t = run(q, k, v, [&](auto& a, auto& b, auto& cc) { return scaled_dot_product_attention(a, b, cc, opts); });
+      const Grads3 t =
+          run(q, k, v, [&](auto& a, auto& b, auto& cc) { return scaled_dot_product_attention(a, b, cc, opts); });
       const Grads3 r = run(q, k, v, [&](auto& a, auto& b, auto& cc) { return naive(a, b, cc, opts); });
       const double tol = dt == kFloat64 ? 1e-11 : 2e-5;
       const std::string what = std::string(c.name) + (dt == kFloat64 ? " f64" : " f32");
@@ -109,7 +110,8 @@ TEST(Attention, FullyMaskedRowsGiveZeroAndNoGradient) {
   Tensor q = randn({1, 1, 3, 4}), k = randn({1, 1, 5, 4}), v = randn({1, 1, 5, 4});
   Tensor mask = ones({3, 5}, {.dtype = kBool});
   mask.select(0, 1).fill_(false);  // row 1 sees no key
-  Grads3 g = run(q, k, v, [&](auto& a, auto& b, auto& c) { return scaled_dot_product_attention(a, b, c, {.mask = mask}); });
+  Grads3 g =
+      run(q, k, v, [&](auto& a, auto& b, auto& c) { return scaled_dot_product_attention(a, b, c, {.mask = mask}); });
   EXPECT_EQ(values(g.y.select(2, 1)), std::vector<double>(4, 0.0));
   EXPECT_EQ(values(g.gq.select(2, 1)), std::vector<double>(4, 0.0));
   EXPECT_TRUE(values(g.y.select(2, 0)) != std::vector<double>(4, 0.0));  // the other rows are not
@@ -162,13 +164,34 @@ TEST(Attention, DropoutIsSeededAndKeepsTheExpectation) {
   EXPECT_TRUE(ql.grad().defined());
 }
 
-TEST(Attention, RefusesDoubleBackward) {
+// A create_graph pass differentiates the composite (the tiled kernel's backward keeps no graph): its first
+// derivatives equal the fused backward's, and its second derivatives match finite differences of the first, with a
+// causal rule and a boolean mask.
+TEST(Attention, DoubleBackwardThroughTheComposite) {
   manual_seed(3);
-  Tensor q = randn({1, 1, 4, 3}, {.dtype = kFloat64}).requires_grad_(true);
-  Tensor k = randn({1, 1, 4, 3}, {.dtype = kFloat64}), v = randn({1, 1, 4, 3}, {.dtype = kFloat64});
-  Tensor y = sum(scaled_dot_product_attention(q, k, v));
-  EXPECT_THROW_MSG(autograd::grad({y}, {q}, {.create_graph = true}), Error, "scaled_dot_product_attention",
-                   "not differentiable in Ember yet");
+  const Tensor mask = gt(randn({1, 1, 5, 6}, {.dtype = kFloat64}), -0.8);
+  for (bool causal : {false, true}) {
+    const SdpaOptions o{.causal = causal, .mask = causal ? Tensor() : mask};
+    std::vector<Tensor> in = {randn({1, 2, 5, 3}, {.dtype = kFloat64}), randn({1, 2, 6, 3}, {.dtype = kFloat64}),
+                              randn({1, 2, 6, 4}, {.dtype = kFloat64})};
+    const Tensor wout = randn({1, 2, 5, 4}, {.dtype = kFloat64});
+    auto first = [&](const std::vector<Tensor>& xs, bool create_graph) {
+      EnableGradGuard on;
+      std::vector<Tensor> leaves;
+      for (const Tensor& x : xs) leaves.push_back(x.requires_grad() ? x : x.detach().requires_grad_(true));
+      const Tensor y = sum(scaled_dot_product_attention(leaves[0], leaves[1], leaves[2], o) * wout);
+      return autograd::grad({y}, leaves, {.create_graph = create_graph});
+    };
+    const std::vector<Tensor> fused = first(in, false), composite = first(in, true);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_TENSOR_NEAR(composite[i], fused[i].shape(), test::values(fused[i]), 1e-12, 1e-10) << "input " << i;
+    auto flat_first = [&](const std::vector<Tensor>& xs) {
+      std::vector<Tensor> parts;
+      for (const Tensor& g : first(xs, true)) parts.push_back(g.reshape({-1}));
+      return cat(parts);
+    };
+    EXPECT_TRUE(autograd::gradcheck(flat_first, in)) << (causal ? "causal" : "mask");
+  }
 }
 
 TEST(Attention, BadInputsNameTheOpAndTheShapes) {
@@ -184,8 +207,8 @@ TEST(Attention, BadInputsNameTheOpAndTheShapes) {
                    "floating-point");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.mask = ones({5, 7}, {.dtype = kBool})}), ShapeError,
                    "[5, 7]", "[2, 2, 5, 6]");
-  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.mask = ones({5, 6}, {.dtype = kInt64})}), DTypeError,
-                   "mask", "int64");
+  EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.mask = ones({5, 6}, {.dtype = kInt64})}), DTypeError, "mask",
+                   "int64");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.dropout_p = 1.0}), ValueError, "dropout_p");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.scale = std::nan("")}), ValueError, "scale");
   EXPECT_THROW_MSG(scaled_dot_product_attention(q, k, v, {.mask = zeros({5, 6}).requires_grad_(true)}), ValueError,

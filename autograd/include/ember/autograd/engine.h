@@ -6,6 +6,7 @@
 //   auto [gx] = ember::autograd::grad({d_out.sum()}, {x}, {.create_graph = true});
 //   Tensor penalty = square(sqrt(sum(gx * gx, {1})) - 1).mean();   // penalty.backward() reaches the weights
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "ember/core/tensor.h"
@@ -23,9 +24,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 struct GradOptions {
   bool retain_graph = false;  // keep the graph for another pass (implied by create_graph)
   // Record the backward pass itself, so the returned gradients can be differentiated again (double backward,
-  // gradient penalties). Every node between the outputs and the inputs must have a differentiable backward — the
-  // elementwise ops, matmul/linear, sum/mean, the views and custom Functions do; others (conv2d, softmax, ...)
-  // throw Error.
+  // gradient penalties). Every built-in op supports it (the fused ones — conv2d, pooling, softmax, the norms,
+  // attention, the losses — by differentiating their composite in this pass); a checkpoint or a Function marked
+  // once_differentiable on the way throws Error.
   bool create_graph = false;
   bool allow_unused = false;  // an input the outputs do not depend on gives an undefined tensor
 };
@@ -43,5 +44,14 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return grad(outputs, inputs, static_cast<const std::vector<Tensor>&>(grad_outputs),
               GradOptions{.retain_graph = retain_graph, .create_graph = false, .allow_unused = allow_unused});
 }
+
+// The gradients of a fused op in a create_graph pass: its forward recomputed from `inputs` (its saved tensors, which a
+// create_graph pass hands back attached to the graph) through `composite`, an equivalent built of differentiable
+// ops, then differentiated with create_graph against grad_output, so that the gradients are differentiable again.
+// The plain backward keeps the fused kernel; only passes that build a graph pay for the recomputation. An input
+// that does not require grad (or is undefined) gets an undefined gradient.
+std::vector<Tensor> grads_by_recompute(const std::vector<Tensor>& inputs,
+                                       const std::function<Tensor(const std::vector<Tensor>&)>& composite,
+                                       const Tensor& grad_output);
 
 }  // namespace ember::autograd

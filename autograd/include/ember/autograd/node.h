@@ -50,10 +50,11 @@ struct Node {
   uint64_t seq;
   std::vector<Edge> next;
   std::string created;  // where it was recorded (filled in anomaly mode only)
-  // Its backward is built of differentiable ops only, so a create_graph pass may run it (see double_backward
-  // in node.cpp for the list); a create_graph pass refuses the other nodes rather than return a wrong
+  // A create_graph pass may run its backward: every op's backward is differentiable again (built of recorded ops,
+  // or through the op's composite: autograd::grads_by_recompute). The exceptions clear it — checkpoint, and custom
+  // Functions marked once_differentiable — and a create_graph pass refuses them rather than return a wrong
   // second derivative.
-  bool double_differentiable = false;
+  bool double_differentiable = true;
   std::vector<TensorHookEntry> tensor_hooks;  // hooks of the non-leaf tensors this node computed
   static std::atomic<int64_t> live;           // nodes alive now (tests check that graphs are freed)
 };
@@ -102,6 +103,9 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
+  // A value saved for backward that sits at graph position `where` (an in-place op's input: a copy of self made
+  // before the op, whose gradient belongs to self's earlier grad_fn).
+  SavedTensor(const Tensor& value, Edge where);
   // Throws if the tensor was modified in place since saved. In a create_graph pass: the tensor with its graph.
   Tensor get(const char* op) const;
 
