@@ -120,7 +120,7 @@ struct SdpaOptions {
 // softmax(q k^T * scale + mask) v for q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv] with one set of leading
 // dims ([batch, heads, T, d] as PyTorch). Tiled (FlashAttention-2): memory linear in T, the scores recomputed in
 // backward. A row whose keys are all masked out gives 0. dropout_p > 0 takes the plain composite (memory
-// quadratic in T). Differentiable in q, k and v (once: no double backward); an additive mask is a constant.
+// quadratic in T). Differentiable in q, k and v (twice too: through the composite); an additive mask is a constant.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& opts = {});
 
 // --- shape
