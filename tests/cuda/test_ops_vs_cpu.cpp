@@ -1,7 +1,7 @@
 // tests: every case of the gradcheck op table (tests/support/op_cases.h) run forward and backward on CUDA in
 // float32 (TF32 off) and compared with the same case on the CPU: the outputs and every input gradient agree
-// to a relative 1e-4. Inputs keep their strides on both devices (non-contiguous cases stay non-contiguous),
-// so the strided kernel paths are exercised too. Skipped without a GPU.
+// to a relative 1e-4, the second derivatives (double backward) to 1e-3. Inputs keep their strides on both devices
+// (non-contiguous cases stay non-contiguous), so the strided kernel paths are exercised too. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +58,26 @@ Result run(const OpCase& c, const TV& base, Device dev) {
   return r;
 }
 
+// Second derivatives: the first derivatives of sum(y * seed) taken with create_graph, weighted by their own seed
+// and summed, then backward() to the inputs (each op's double backward: its recorded backward, or its composite).
+Result run_double(const OpCase& c, const TV& base, Device dev) {
+  Result r;
+  TV xs;
+  for (const Tensor& t : base) {
+    r.inputs.push_back(prepare(t, dev));
+    if (r.inputs.back().defined() && r.inputs.back().requires_grad()) xs.push_back(r.inputs.back());
+  }
+  r.y = c.fn(r.inputs);
+  const TV gs = autograd::grad({sum(r.y * seed_grad(r.y))}, xs, {.create_graph = true, .allow_unused = true});
+  Tensor s = zeros({}, {.dtype = kFloat32, .device = dev});
+  for (size_t i = 0; i < gs.size(); ++i) {
+    s = s + sum(xs[i]) * 0.0;  // keeps every input in the graph, so each gets a (possibly zero) gradient
+    if (gs[i].defined()) s = s + sum(gs[i] * seed_grad(gs[i]));
+  }
+  s.backward();
+  return r;
+}
+
 class CudaVsCpu : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(CudaVsCpu, ForwardAndBackwardMatchTheCpu) {
@@ -83,6 +103,25 @@ TEST_P(CudaVsCpu, ForwardAndBackwardMatchTheCpu) {
   }
 }
 
+TEST_P(CudaVsCpu, DoubleBackwardMatchesTheCpu) {
+  EMBER_SKIP_IF_NO_CUDA();
+  cuda::set_allow_tf32(false);
+  const OpCase& c = GetParam();
+  const TV base = c.inputs();
+  const Result cpu = run_double(c, base, Device::cpu());
+  const Result gpu = run_double(c, base, Device::cuda());
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (!cpu.inputs[i].defined() || !cpu.inputs[i].requires_grad()) continue;
+    const Tensor gc = cpu.inputs[i].grad(), gg = gpu.inputs[i].grad();
+    ASSERT_EQ(gc.defined(), gg.defined()) << c.name << " input " << i;
+    if (!gc.defined()) continue;
+    EXPECT_TRUE(gg.is_cuda()) << c.name << " input " << i;
+    const std::vector<double> gref = test::values(gc);
+    EXPECT_TENSOR_NEAR(gg, gc.shape(), gref, 1e-4 * std::max(1.0, max_abs(gref)), 1e-3)
+        << c.name << " second-order gradient of input " << i;
+  }
+}
+
 // The harness itself, with the CPU in the GPU's place: every case runs forward and backward in float32
 // with its inputs' strides kept (runs on every machine).
 TEST(CudaVsCpuHarness, EveryCaseRunsInFloat32OnTheCpu) {
@@ -94,6 +133,10 @@ TEST(CudaVsCpuHarness, EveryCaseRunsInFloat32OnTheCpu) {
       if (!base[i].defined()) continue;
       EXPECT_EQ(r.inputs[i].strides(), base[i].strides()) << c.name << " input " << i;
     }
+    const Result d = run_double(c, base, Device::cpu());  // the second-order harness too
+    for (size_t i = 0; i < base.size(); ++i)
+      if (d.inputs[i].defined() && d.inputs[i].requires_grad())
+        EXPECT_TRUE(d.inputs[i].grad().defined()) << c.name << " input " << i;
   }
 }
 
