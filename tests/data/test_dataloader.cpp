@@ -1,8 +1,10 @@
 // TensorDataset and DataLoader: order, batch contents, partial last batch and drop_last, shuffling per epoch
 // and per seed, identical batches for any num_workers, worker exceptions, early exit, custom datasets, options.
+#include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -65,22 +67,45 @@ struct Faulty {
   }
 };
 
-// Slow samples, to leave workers busy when the consumer leaves.
-struct Slow {
+// Counts get() calls (shared by the copies a loader makes), to see how far workers got.
+struct Counted {
+  std::shared_ptr<std::atomic<int64_t>> calls = std::make_shared<std::atomic<int64_t>>(0);
   int64_t size() const { return 1000; }
   data::Example get(int64_t i) const {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ++*calls;
     return {full({1}, static_cast<double>(i)), full(Shape{}, static_cast<double>(i), {.dtype = kInt64})};
   }
 };
 
-// Counts get() calls, to see how far workers run ahead of the consumer.
-struct Counting {
-  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+// Checks every get() against the window the consumer allows — the batches it has taken plus workers x prefetch,
+// in samples, plus one batch a worker may start as the consumer's batch leaves the queue — and records the worst
+// overshoot. The test waits for calls on a condition variable: no clock, no sleep.
+struct Windowed {
+  struct State {
+    std::mutex m;
+    std::condition_variable cv;
+    int64_t calls = 0, taken = 0, worst_overshoot = 0;
+  };
+  std::shared_ptr<State> s = std::make_shared<State>();
+  int64_t ahead_batches = 0, batch = 0;
   int64_t size() const { return 400; }
   data::Example get(int64_t i) const {
-    ++*calls;
+    {
+      std::lock_guard<std::mutex> l(s->m);
+      ++s->calls;
+      const int64_t allowed = (s->taken + ahead_batches + 1) * batch;
+      s->worst_overshoot = std::max(s->worst_overshoot, s->calls - allowed);
+    }
+    s->cv.notify_all();
     return {full({1}, static_cast<double>(i)), full(Shape{}, static_cast<double>(i), {.dtype = kInt64})};
+  }
+  void took_one() const {
+    std::lock_guard<std::mutex> l(s->m);
+    ++s->taken;
+  }
+  void wait_for_calls(int64_t n) const {  // a loader that stops short hangs here: ctest's timeout reports it
+    std::unique_lock<std::mutex> l(s->m);
+    s->cv.wait(l, [&] { return s->calls >= n; });
   }
 };
 
@@ -243,51 +268,58 @@ TEST(DataLoader, WorkerExceptionIsRethrownAtItsBatch) {
   }
 }
 
-TEST(DataLoader, BreakingOutAndDestroyingDoesNotHang) {
-  const auto start = std::chrono::steady_clock::now();
+// Leaving an epoch early, and destroying the loader (or moving it) with an iterator alive, stops the workers: they
+// fetch a window's worth of samples, never the epoch's 1000 (a hang would be ctest's timeout).
+TEST(DataLoader, BreakingOutAndDestroyingStopsTheWorkers) {
   for (int workers : {1, 4}) {
-    data::DataLoader loader(Slow{}, {.batch_size = 4, .num_workers = workers, .prefetch = 3});
-    int n = 0;
-    for (const auto& b : loader) {
-      (void)b;
-      if (++n == 2) break;
+    Counted ds;
+    {
+      data::DataLoader loader(ds, {.batch_size = 4, .num_workers = workers, .prefetch = 3});
+      int n = 0;
+      for (const auto& b : loader) {
+        (void)b;
+        if (++n == 2) break;
+      }
+      EXPECT_EQ(n, 2);
+      auto it = loader.begin();  // an iterator left mid-epoch while the loader dies
+      ++it;
     }
-    EXPECT_EQ(n, 2);
-    // An iterator left mid-epoch while the loader dies.
-    auto it = loader.begin();
-    ++it;
+    EXPECT_LT(*ds.calls, 1000) << workers << " workers ran through the epoch";
   }
+  Counted ds;
   {
-    data::DataLoader loader(Slow{}, {.batch_size = 4, .num_workers = 2});
+    data::DataLoader loader(ds, {.batch_size = 4, .num_workers = 2});
     auto it = loader.begin();  // iterator outlives the loader: it holds the dataset and its workers
     {
-      data::DataLoader<Slow> moved = std::move(loader);
+      data::DataLoader<Counted> moved = std::move(loader);
       (void)moved;
     }
     ++it;
     EXPECT_EQ(it->x.size(0), 4);
   }
-  // 1000 samples of 0.2 ms on one thread would be 0.2 s per epoch; leaving early must not wait for a full epoch.
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_LT(*ds.calls, 1000);
 }
 
 TEST(DataLoader, WorkersStayWithinThePrefetchWindow) {
-  Counting ds;
+  Windowed ds;
+  ds.ahead_batches = 2 * 2;  // 2 workers x prefetch 2
+  ds.batch = 5;
   data::DataLoader loader(ds, {.batch_size = 5, .num_workers = 2, .prefetch = 2});
-  auto it = loader.begin();  // batch 0 taken: workers may build batches 1..4 (2 workers x prefetch 2) and no more
-  const int window = (1 + 2 * 2) * 5;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (*ds.calls < window && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_EQ(*ds.calls, window);
-  ++it;  // one more taken, one more may be built
-  const auto deadline2 = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (*ds.calls < window + 5 && std::chrono::steady_clock::now() < deadline2)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_EQ(*ds.calls, window + 5);
+  auto it = loader.begin();  // batch 0 taken: workers may build batches 1..4 and no more
+  ds.took_one();
+  ds.wait_for_calls((1 + 4) * 5);  // they fill the window
+  ++it;
+  ds.took_one();
+  ds.wait_for_calls((2 + 4) * 5);  // and one more batch once one more is taken
   EXPECT_TENSOR_NEAR(it->y, Shape({5}), std::vector<double>({5, 6, 7, 8, 9}));
+  int64_t batches = 2;
+  for (++it; it != loader.end(); ++it) {
+    ds.took_one();
+    ++batches;
+  }
+  EXPECT_EQ(batches, 80);
+  EXPECT_EQ(ds.s->calls, 400);
+  EXPECT_LE(ds.s->worst_overshoot, 0) << "workers fetched samples beyond the prefetch window";
 }
 
 TEST(DataLoader, BadOptionsThrow) {
