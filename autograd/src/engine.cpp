@@ -57,8 +57,145 @@ void run_tensor_hooks(Node& n, Grads& grads) {
   }
 }
 
-// The engine proper. With `captures`, gradients are returned instead of accumulated into leaves. With
-// create_graph, the backward functions run with grad mode on, so the gradients carry a graph of their own.
+// One backward pass, the engine proper, in four named steps: seed the roots' gradients, collect the nodes reachable
+// from them in tape order, prune them to the nodes on a path to a requested input (grad() only), and run each node a
+// gradient reached. With `captures`, gradients are returned instead of accumulated into leaves. With create_graph,
+// the backward functions run with grad mode on, so the gradients carry a graph of their own.
+class Sweep {
+ public:
+  Sweep(bool retain_graph, bool create_graph, const std::vector<Capture>* captures, std::vector<Tensor>* captured)
+      : retain_graph_(retain_graph || create_graph),  // the new graph refers to this one's nodes and saved tensors
+        create_graph_(create_graph),
+        captures_(captures),
+        captured_(captured) {
+    if (captures_)
+      for (size_t i = 0; i < captures_->size(); ++i) capture_at_[(*captures_)[i].node].push_back(i);
+  }
+
+  // The roots' gradients (ones for a one-element root given none), in each root's dtype.
+  void seed(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in) {
+    for (size_t i = 0; i < roots.size(); ++i) {
+      const Tensor& r = roots[i];
+      EMBER_CHECK(r.defined(), Error, "backward: output ", i, " is an undefined tensor");
+      Edge e = gradient_edge(r);
+      EMBER_CHECK(e.fn != nullptr, Error, "backward: output ", i, " (", r.dtype(), r.shape(),
+                  ") does not require grad and has no grad_fn: nothing it depends on requires grad");
+      Tensor g = grads_in.empty() ? Tensor() : grads_in[i];
+      if (!g.defined()) {
+        EMBER_CHECK_SHAPE(r.numel() == 1, "backward: grad can be implicitly created only for a one-element output, ",
+                          "got ", r.shape(), "; pass a gradient of that shape");
+        g = ones(r.shape(), {.dtype = r.dtype(), .device = r.device()});
+      } else {
+        EMBER_CHECK_SHAPE(g.shape() == r.shape(), "backward: gradient ", g.shape(), " does not match output ",
+                          r.shape());
+      }
+      add_grad(e.fn.get(), e.input_nr, create_graph_ ? g.to(r.dtype()) : raw::cast(g, r.dtype()));
+      order_.push_back(e.fn);  // the walk's starting points (collect() replaces them with the whole order)
+    }
+  }
+
+  // Every node reachable from the roots, by decreasing sequence number: a node before the inputs it feeds (Note
+  // [Tape order by sequence number]). An explicit stack: deep graphs cannot overflow the call stack.
+  void collect() {
+    std::vector<std::shared_ptr<Node>> stack = std::move(order_), order;
+    std::unordered_set<Node*> seen;
+    while (!stack.empty()) {
+      std::shared_ptr<Node> n = std::move(stack.back());
+      stack.pop_back();
+      if (!seen.insert(n.get()).second) continue;
+      for (const Edge& e : n->next)
+        if (e.fn && !seen.count(e.fn.get())) stack.push_back(e.fn);
+      order.push_back(std::move(n));
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+    order_ = std::move(order);
+  }
+
+  // grad(): only the nodes on a path to a requested input run (as in PyTorch). The others are neither applied nor
+  // released, so a later backward() through them still works, and a create_graph pass never refuses an op it did
+  // not need. Walked inputs first, so that a node's inputs are marked before it is asked about.
+  void prune() {
+    if (!captures_) return;
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+      if (capture_at_.count(it->get()) || feeds_needed(**it)) needed_.insert(it->get());
+  }
+
+  // Each node a gradient reached, in order: its hooks, the captures grad() asked for, its backward, and the
+  // gradients it returns passed on to the nodes it feeds.
+  void run() {
+    for (const std::shared_ptr<Node>& n : order_) {
+      auto it = buffer_.find(n.get());
+      if (it == buffer_.end()) continue;  // no gradient reached it
+      Grads grads = std::move(it->second);
+      buffer_.erase(it);
+      run_tensor_hooks(*n, grads);
+      if (captures_ && !capture(*n, grads)) continue;
+      pass_on(*n, apply(*n, std::move(grads)));
+    }
+  }
+
+ private:
+  // Sums of gradients: recorded (differentiable) in a create_graph pass, a raw add otherwise.
+  Tensor add(const Tensor& a, const Tensor& b) const {
+    return create_graph_ ? a + b : raw::binary(BinaryOp::Add, a, b);
+  }
+  void add_grad(Node* n, uint32_t nr, Tensor g) {
+    Grads& b = buffer_[n];
+    if (b.size() <= nr) b.resize(nr + 1);
+    b[nr] = b[nr].defined() ? add(b[nr], g) : std::move(g);
+  }
+  bool feeds_needed(const Node& n) const {
+    for (const Edge& e : n.next)
+      if (e.fn && needed_.count(e.fn.get())) return true;
+    return false;
+  }
+  // Reads the gradients grad() asked for at this node; whether the node must still run (it feeds a needed node).
+  // A requested input's own node, or a leaf, does not: grad() never touches .grad.
+  bool capture(Node& n, const Grads& grads) {
+    auto c = capture_at_.find(&n);
+    if (c != capture_at_.end())
+      for (size_t i : c->second) {
+        const uint32_t nr = (*captures_)[i].output_nr;
+        Tensor& into = (*captured_)[i];
+        if (nr < grads.size() && grads[nr].defined()) into = into.defined() ? add(into, grads[nr]) : grads[nr];
+      }
+    return feeds_needed(n);
+  }
+  Grads apply(Node& n, Grads&& grads) {
+    EMBER_CHECK(!create_graph_ || n.double_differentiable, Error, "grad(create_graph=true): the backward of ", n.name,
+                " is not differentiable (a checkpoint, or a custom Function marked once_differentiable), so a ",
+                "second derivative through it would be wrong; every built-in op's backward is");
+    Grads out;
+    {
+      memory::OpScope op(n.name);  // an OutOfMemoryError names the backward of this op
+      out = n.apply(std::move(grads));
+    }
+    if (!retain_graph_) n.release();
+    return out;
+  }
+  void pass_on(Node& n, Grads&& out) {
+    for (size_t i = 0; i < out.size() && i < n.next.size(); ++i) {
+      const Edge& e = n.next[i];
+      if (!e.fn || !out[i].defined() || (captures_ && !needed_.count(e.fn.get()))) continue;
+      if (anomaly_enabled() && !all_finite(out[i]))
+        throw Error(detail::str("anomaly: ", n.name, " produced non-finite values (nan or inf) in its gradient ",
+                                "for input ", i, " (", out[i].dtype(), out[i].shape(), ")",
+                                n.created.empty() ? "" : "; the op was recorded as ", n.created));
+      add_grad(e.fn.get(), e.input_nr, std::move(out[i]));
+    }
+  }
+
+  const bool retain_graph_, create_graph_;
+  const std::vector<Capture>* captures_;
+  std::vector<Tensor>* captured_;
+  std::unordered_map<Node*, std::vector<size_t>> capture_at_;
+  std::unordered_map<Node*, Grads> buffer_;   // the gradients that reached each node's outputs so far
+  std::vector<std::shared_ptr<Node>> order_;  // after collect(): the nodes, a node before its inputs
+  std::unordered_set<Node*> needed_;          // after prune(): the nodes on a path to a requested input
+};
+
+// The modes a backward pass runs in (grad mode on only to build a graph, no autocast, the backward memory phase),
+// then its steps.
 void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in, bool retain_graph, bool create_graph,
            const std::vector<Capture>* captures, std::vector<Tensor>* captured) {
   EMBER_CHECK_VALUE(grads_in.empty() || grads_in.size() == roots.size(), "backward: got ", grads_in.size(),
@@ -74,102 +211,11 @@ void sweep(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in
   // runs backward without autocast).
   amp::AutocastSuspend no_autocast;
   memory::PhaseScope phase(memory::Phase::kBackward);
-  if (create_graph) retain_graph = true;  // the new graph refers to this one's nodes and saved tensors
-  // Sums of gradients: recorded (differentiable) in a create_graph pass, in place of a raw add otherwise.
-  auto sum = [create_graph](const Tensor& a, const Tensor& b) {
-    return create_graph ? a + b : raw::binary(BinaryOp::Add, a, b);
-  };
-  std::unordered_map<Node*, Grads> buffer;
-  auto add_grad = [&](Node* n, uint32_t nr, Tensor g) {
-    Grads& b = buffer[n];
-    if (b.size() <= nr) b.resize(nr + 1);
-    b[nr] = b[nr].defined() ? sum(b[nr], g) : std::move(g);
-  };
-
-  // Seed the roots.
-  std::vector<std::shared_ptr<Node>> stack;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    const Tensor& r = roots[i];
-    EMBER_CHECK(r.defined(), Error, "backward: output ", i, " is an undefined tensor");
-    Edge e = gradient_edge(r);
-    EMBER_CHECK(e.fn != nullptr, Error, "backward: output ", i, " (", r.dtype(), r.shape(),
-                ") does not require grad and has no grad_fn: nothing it depends on requires grad");
-    Tensor g = grads_in.empty() ? Tensor() : grads_in[i];
-    if (!g.defined()) {
-      EMBER_CHECK_SHAPE(r.numel() == 1, "backward: grad can be implicitly created only for a one-element output, got ",
-                        r.shape(), "; pass a gradient of that shape");
-      g = ones(r.shape(), {.dtype = r.dtype(), .device = r.device()});
-    } else {
-      EMBER_CHECK_SHAPE(g.shape() == r.shape(), "backward: gradient ", g.shape(), " does not match output ", r.shape());
-    }
-    add_grad(e.fn.get(), e.input_nr, create_graph ? g.to(r.dtype()) : raw::cast(g, r.dtype()));
-    stack.push_back(e.fn);
-  }
-
-  // Collect every node reachable from the roots.
-  std::vector<std::shared_ptr<Node>> order;
-  std::unordered_set<Node*> seen;
-  while (!stack.empty()) {
-    std::shared_ptr<Node> n = std::move(stack.back());
-    stack.pop_back();
-    if (!seen.insert(n.get()).second) continue;
-    for (const Edge& e : n->next)
-      if (e.fn && !seen.count(e.fn.get())) stack.push_back(e.fn);
-    order.push_back(std::move(n));
-  }
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
-
-  std::unordered_map<Node*, std::vector<size_t>> capture_at;
-  if (captures)
-    for (size_t i = 0; i < captures->size(); ++i) capture_at[(*captures)[i].node].push_back(i);
-  // grad(): only the nodes on a path to a requested input run (as in PyTorch). The others are neither applied nor
-  // released, so a later backward() through them still works, and a create_graph pass does not refuse an op it
-  // never needed to go through. Nodes come in decreasing sequence number: inputs after the nodes that use them.
-  std::unordered_set<Node*> needed;
-  auto feeds_needed = [&](const Node& n) {
-    for (const Edge& e : n.next)
-      if (e.fn && needed.count(e.fn.get())) return true;
-    return false;
-  };
-  if (captures)
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-      if (capture_at.count(it->get()) || feeds_needed(**it)) needed.insert(it->get());
-
-  for (const std::shared_ptr<Node>& n : order) {
-    auto it = buffer.find(n.get());
-    if (it == buffer.end()) continue;  // no gradient reached it
-    Grads grads = std::move(it->second);
-    buffer.erase(it);
-    run_tensor_hooks(*n, grads);
-    if (captures) {
-      auto c = capture_at.find(n.get());
-      if (c != capture_at.end())
-        for (size_t i : c->second) {
-          uint32_t nr = (*captures)[i].output_nr;
-          if (nr < grads.size() && grads[nr].defined())
-            (*captured)[i] = (*captured)[i].defined() ? sum((*captured)[i], grads[nr]) : grads[nr];
-        }
-      if (!feeds_needed(*n)) continue;  // a requested input's own node, or a leaf: grad() never touches .grad
-    }
-    EMBER_CHECK(!create_graph || n->double_differentiable, Error, "grad(create_graph=true): the backward of ", n->name,
-                " is not differentiable (a checkpoint, or a custom Function marked once_differentiable), so a ",
-                "second derivative through it would be wrong; every built-in op's backward is");
-    Grads out;
-    {
-      memory::OpScope op(n->name);  // an OutOfMemoryError names the backward of this op
-      out = n->apply(std::move(grads));
-    }
-    if (!retain_graph) n->release();
-    for (size_t i = 0; i < out.size() && i < n->next.size(); ++i) {
-      const Edge& e = n->next[i];
-      if (!e.fn || !out[i].defined() || (captures && !needed.count(e.fn.get()))) continue;
-      if (anomaly_enabled() && !all_finite(out[i]))
-        throw Error(detail::str("anomaly: ", n->name, " produced non-finite values (nan or inf) in its gradient ",
-                                "for input ", i, " (", out[i].dtype(), out[i].shape(), ")",
-                                n->created.empty() ? "" : "; the op was recorded as ", n->created));
-      add_grad(e.fn.get(), e.input_nr, std::move(out[i]));
-    }
-  }
+  Sweep s(retain_graph, create_graph, captures, captured);
+  s.seed(roots, grads_in);
+  s.collect();
+  s.prune();
+  s.run();
 }
 
 // sweep() between the bookkeeping of queue_callback: the callbacks queued during the sweep run after it (not
