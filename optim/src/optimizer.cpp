@@ -245,122 +245,150 @@ StateDict Optimizer::state_dict() const {
   return sd;
 }
 
-void Optimizer::load_state_dict(const StateDict& sd) {
-  const std::string op = std::string(name_) + ".load_state_dict";
-  const size_t num_groups = lrs_.size();
+// load_state_dict's steps: each entry read into a new state (the param_groups lists, or one parameter's step or
+// buffer), an unexpected one refused with what this optimiser has, the parameters' state checked complete, and only
+// then everything replaced at once (nothing changes on a throw).
+struct Optimizer::StateDictLoad {
+  Optimizer& o;
+  const std::string op;
+  std::vector<size_t> group_of;         // group_of[i]: parameter i's group
+  std::vector<ParamState> next;         // the state being read
+  std::vector<std::vector<bool>> have;  // have[i][f]: field f (0: step, 1 + b: buffer b) of parameter i was read
   std::optional<std::vector<double>> lrs, initial_lrs, momenta;
-  std::vector<size_t> group_of(params_.size());
-  for (size_t g = 0; g < num_groups; ++g)
-    for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) group_of[i] = g;
-  std::vector<ParamState> next(params_.size());
-  std::vector<std::vector<bool>> have(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) have[i].assign(layouts_[group_of[i]].buffers.size() + 1, false);
-  auto expect_scalar = [&](const std::string& name, const Tensor& t) {
+
+  explicit StateDictLoad(Optimizer& opt)
+      : o(opt),
+        op(std::string(opt.name_) + ".load_state_dict"),
+        group_of(opt.params_.size()),
+        next(opt.params_.size()),
+        have(opt.params_.size()) {
+    for (size_t g = 0; g < o.lrs_.size(); ++g)
+      for (size_t i = o.group_begin_[g]; i < o.group_begin_[g + 1]; ++i) group_of[i] = g;
+    for (size_t i = 0; i < o.params_.size(); ++i) have[i].assign(o.layouts_[group_of[i]].buffers.size() + 1, false);
+  }
+
+  void read(const std::string& name, const Tensor& t) {
+    EMBER_CHECK(t.defined(), Error, op, ": entry '", name, "' is an undefined tensor");
+    if (!read_group_entry(name, t) && !read_param_entry(name, t)) refuse(name);
+  }
+
+  // param_groups.lr, .initial_lr (absent from dicts saved before schedulers recorded it: then the current values
+  // stay) and .momentum; false for any other name.
+  bool read_group_entry(const std::string& name, const Tensor& t) {
+    if (name == "param_groups.lr" || name == "param_groups.initial_lr") {
+      std::optional<std::vector<double>>& out = name == "param_groups.lr" ? lrs : initial_lrs;
+      read_groups(name, t, out);
+      for (size_t g = 0; g < out->size(); ++g)
+        EMBER_CHECK(std::isfinite((*out)[g]) && (*out)[g] >= 0, Error, op, ": entry '", name, "' holds an invalid lr ",
+                    (*out)[g], o.lrs_.size() == 1 ? "" : detail::str(" for param group ", g));
+      return true;
+    }
+    if (name != "param_groups.momentum") return false;
+    EMBER_CHECK(o.has_momentum(), Error, op, ": unexpected entry '", name, "' (this ", o.name_, " has no momentum)");
+    read_groups(name, t, momenta);
+    for (size_t g = 0; g < momenta->size(); ++g) {
+      try {
+        o.check_momentum((*momenta)[g]);
+      } catch (const ValueError& e) {
+        throw Error(detail::str(op, ": entry '", name, "'",
+                                o.lrs_.size() == 1 ? "" : detail::str(" (param group ", g, ")"), ": ", e.what()));
+      }
+    }
+    return true;
+  }
+  void read_groups(const std::string& name, const Tensor& t, std::optional<std::vector<double>>& out) {
+    EMBER_CHECK(!out, Error, op, ": entry '", name, "' appears twice");
+    out = read_per_group(op, name, t, o.lrs_.size(), detail::str("this ", o.name_));
+  }
+
+  // state.<i>.step or state.<i>.<buffer> of a parameter whose group keeps that field; false otherwise.
+  bool read_param_entry(const std::string& name, const Tensor& t) {
+    auto parsed = parse_state_name(name);
+    if (!parsed || parsed->first >= o.params_.size()) return false;
+    const size_t i = parsed->first;
+    const StateLayout& layout = o.layouts_[group_of[i]];
+    size_t field = layout.buffers.size() + 1;
+    if (layout.has_step && parsed->second == "step") field = 0;
+    for (size_t b = 0; b < layout.buffers.size(); ++b)
+      if (parsed->second == layout.buffers[b]) field = 1 + b;
+    if (field > layout.buffers.size()) return false;
+    EMBER_CHECK(!have[i][field], Error, op, ": entry '", name, "' appears twice");
+    have[i][field] = true;
+    next[i].initialized = true;
+    if (field == 0) next[i].step = read_step(name, t);
+    else set_buffer(i, field - 1, layout.buffers.size(), name, t);
+    return true;
+  }
+  int64_t read_step(const std::string& name, const Tensor& t) const {
     EMBER_CHECK(t.dim() == 0 && t.dtype() == kFloat64, Error, op, ": entry '", name, "' is ", t.dtype(), t.shape(),
                 "; expected a 0-dim float64 tensor");
-    return t.to_vector<double>()[0];  // works whatever the device
-  };
-  auto expect_groups = [&](const std::string& name, const Tensor& t, std::optional<std::vector<double>>& out) {
-    EMBER_CHECK(!out, Error, op, ": entry '", name, "' appears twice");
-    out = read_per_group(op, name, t, num_groups, detail::str("this ", name_));
-  };
-  auto check_lrs = [&](const std::string& name, const std::vector<double>& v) {
-    for (size_t g = 0; g < v.size(); ++g)
-      EMBER_CHECK(std::isfinite(v[g]) && v[g] >= 0, Error, op, ": entry '", name, "' holds an invalid lr ", v[g],
-                  num_groups == 1 ? "" : detail::str(" for param group ", g));
-  };
-  for (const auto& [name, t] : sd) {
-    EMBER_CHECK(t.defined(), Error, op, ": entry '", name, "' is an undefined tensor");
-    if (name == "param_groups.lr") {
-      expect_groups(name, t, lrs);
-      check_lrs(name, *lrs);
-      continue;
-    }
-    // Absent from dicts saved before schedulers and OneCycleLR recorded them: then the current values stay.
-    if (name == "param_groups.initial_lr") {
-      expect_groups(name, t, initial_lrs);
-      check_lrs(name, *initial_lrs);
-      continue;
-    }
-    if (name == "param_groups.momentum") {
-      EMBER_CHECK(!momenta, Error, op, ": entry '", name, "' appears twice");
-      EMBER_CHECK(has_momentum(), Error, op, ": unexpected entry '", name, "' (this ", name_, " has no momentum)");
-      expect_groups(name, t, momenta);
-      for (size_t g = 0; g < num_groups; ++g) {
-        try {
-          check_momentum((*momenta)[g]);
-        } catch (const ValueError& e) {
-          throw Error(detail::str(op, ": entry '", name, "'",
-                                  num_groups == 1 ? "" : detail::str(" (param group ", g, ")"), ": ", e.what()));
-        }
-      }
-      continue;
-    }
+    const double step = t.to_vector<double>()[0];  // works whatever the device
+    EMBER_CHECK(step >= 0 && step == std::floor(step) && step < 9e15, Error, op, ": entry '", name,
+                "' holds an invalid step count ", step);
+    return static_cast<int64_t>(step);
+  }
+  void set_buffer(size_t i, size_t b, size_t count, const std::string& name, const Tensor& t) {
+    const Tensor& p = o.params_[i];
+    EMBER_CHECK(t.shape() == p.shape() && t.dtype() == state_dtype(p.dtype()), Error, op, ": entry '", name, "' is ",
+                t.dtype(), t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape(), " (its state is ",
+                state_dtype(p.dtype()), ")");
+    if (next[i].buffers.empty()) next[i].buffers.resize(count);
+    Tensor buf = empty(p.shape(), {.dtype = t.dtype(), .device = p.device()});  // a copy, on the param's device
+    raw::copy_(buf, t);
+    next[i].buffers[b] = buf;
+  }
+
+  // An entry no group or parameter of this optimiser has: the error names what it does have. SGD keeps a
+  // momentum_buffer only in the groups with momentum.
+  [[noreturn]] void refuse(const std::string& name) const {
     auto parsed = parse_state_name(name);
-    if (parsed && parsed->first < params_.size()) {
-      const size_t i = parsed->first, g = group_of[i];
-      const StateLayout& layout = layouts_[g];
-      size_t field = layout.buffers.size() + 1;  // 0: step, 1 + b: buffer b
-      if (layout.has_step && parsed->second == "step") field = 0;
-      for (size_t b = 0; b < layout.buffers.size(); ++b)
-        if (parsed->second == layout.buffers[b]) field = 1 + b;
-      if (field <= layout.buffers.size()) {
-        EMBER_CHECK(!have[i][field], Error, op, ": entry '", name, "' appears twice");
-        have[i][field] = true;
-        ParamState& s = next[i];
-        s.initialized = true;
-        if (field == 0) {
-          const double step = expect_scalar(name, t);
-          EMBER_CHECK(step >= 0 && step == std::floor(step) && step < 9e15, Error, op, ": entry '", name,
-                      "' holds an invalid step count ", step);
-          s.step = static_cast<int64_t>(step);
-        } else {
-          const Tensor& p = params_[i];
-          EMBER_CHECK(t.shape() == p.shape() && t.dtype() == state_dtype(p.dtype()), Error, op, ": entry '", name,
-                      "' is ", t.dtype(), t.shape(), " but parameter ", i, " is ", p.dtype(), p.shape(),
-                      " (its state is ", state_dtype(p.dtype()), ")");
-          if (s.buffers.empty()) s.buffers.resize(layout.buffers.size());
-          Tensor buf = empty(p.shape(), {.dtype = t.dtype(), .device = p.device()});  // a copy, on the param's device
-          raw::copy_(buf, t);
-          s.buffers[field - 1] = buf;
-        }
-        continue;
-      }
-    }
-    // Unexpected. SGD keeps a momentum_buffer only in the groups with momentum.
-    if (parsed && parsed->first < params_.size())
-      for (const StateLayout& layout : layouts_)
+    if (parsed && parsed->first < o.params_.size())
+      for (const StateLayout& layout : o.layouts_)
         EMBER_CHECK(std::find(layout.buffers.begin(), layout.buffers.end(), parsed->second) == layout.buffers.end(),
                     Error, op, ": unexpected entry '", name, "' (parameter ", parsed->first, " is in param group ",
                     group_of[parsed->first], ", which keeps no ", parsed->second, ")");
     std::string fields;
-    for (const StateLayout& layout : layouts_) {
+    for (const StateLayout& layout : o.layouts_) {
       std::vector<std::string> names = layout.buffers;
       if (layout.has_step) names.insert(names.begin(), "step");
       for (const std::string& n : names)
         if (fields.find(n) == std::string::npos) fields += (fields.empty() ? "" : ", ") + n;
     }
-    throw Error(detail::str(op, ": unexpected entry '", name, "' (", name_, " has entries param_groups.{lr, initial_lr",
-                            has_momentum() ? ", momentum" : "", "} and state.<i>.{", fields, "} for parameters i < ",
-                            params_.size(), ")"));
+    throw Error(detail::str(op, ": unexpected entry '", name, "' (", o.name_,
+                            " has entries param_groups.{lr, initial_lr", o.has_momentum() ? ", momentum" : "",
+                            "} and state.<i>.{", fields, "} for parameters i < ", o.params_.size(), ")"));
   }
-  EMBER_CHECK(lrs.has_value(), Error, op, ": entry 'param_groups.lr' is missing");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!next[i].initialized) continue;
-    const StateLayout& layout = layouts_[group_of[i]];
-    for (size_t f = 0; f < have[i].size(); ++f) {
-      if (f == 0 && !layout.has_step) continue;
-      EMBER_CHECK(have[i][f], Error, op, ": entry 'state.", i, ".", f == 0 ? "step" : layout.buffers[f - 1],
-                  "' is missing (the dict has other state of parameter ", i, ")");
+
+  // The lrs are there, and a parameter with some state has all of its group's fields.
+  void check_complete() const {
+    EMBER_CHECK(lrs.has_value(), Error, op, ": entry 'param_groups.lr' is missing");
+    for (size_t i = 0; i < o.params_.size(); ++i) {
+      if (!next[i].initialized) continue;
+      const StateLayout& layout = o.layouts_[group_of[i]];
+      for (size_t f = 0; f < have[i].size(); ++f) {
+        if (f == 0 && !layout.has_step) continue;
+        EMBER_CHECK(have[i][f], Error, op, ": entry 'state.", i, ".", f == 0 ? "step" : layout.buffers[f - 1],
+                    "' is missing (the dict has other state of parameter ", i, ")");
+      }
     }
   }
-  lrs_ = *lrs;
-  if (initial_lrs) initial_lrs_ = *initial_lrs;
-  if (momenta) {
-    for (size_t g = 0; g < num_groups; ++g) write_momentum(g, (*momenta)[g]);
-    momentum_set_ = true;
+
+  void commit() {
+    o.lrs_ = *lrs;
+    if (initial_lrs) o.initial_lrs_ = *initial_lrs;
+    if (momenta) {
+      for (size_t g = 0; g < o.lrs_.size(); ++g) o.write_momentum(g, (*momenta)[g]);
+      o.momentum_set_ = true;
+    }
+    o.state_ = std::move(next);
   }
-  state_ = std::move(next);
+};
+
+void Optimizer::load_state_dict(const StateDict& sd) {
+  StateDictLoad load(*this);
+  for (const auto& [name, t] : sd) load.read(name, t);
+  load.check_complete();
+  load.commit();
 }
 
 }  // namespace ember::optim

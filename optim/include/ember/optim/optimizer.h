@@ -151,6 +151,7 @@ class Optimizer {
     Optimizer* opt;
   };
   friend class LRScheduler;
+  struct StateDictLoad;  // load_state_dict's steps (optimizer.cpp)
   const std::shared_ptr<Anchor>& anchor();  // made on first use (and again for a moved-from optimiser)
   // Sets every group's lr at once (schedulers): all checked before any changes.
   void set_lrs(const std::vector<double>& lrs);
