@@ -25,18 +25,30 @@ bool tiles(const Pool2dParams& p) {
   return p.kernel_h == p.stride_h && p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0;
 }
 
-// The position (within xc, row length W) and value of the first maximum of the kh x kw window at w0, where a
-// NaN counts as the maximum (so it propagates), as the general path below decides it.
+// A window's rows [hs, he) and columns [ws, we) in the input, clipped to it (padding reads nothing).
+struct WindowRange {
+  int64_t hs, he, ws, we;
+};
+inline WindowRange window_at(const Pool2dParams& p, int64_t oh, int64_t ow, int64_t H, int64_t W) {
+  const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
+  return {std::max<int64_t>(h0, 0), std::min(h0 + p.kernel_h, H), std::max<int64_t>(w0, 0),
+          std::min(w0 + p.kernel_w, W)};
+}
+
+// The position (within xc, row length W) and value m of the window's first maximum, a NaN counting as the maximum
+// (the first NaN wins, so it propagates); -1 and -inf for an empty window. The forward's value and the backward's
+// position both come from here, so the gradient always goes where the forward's maximum was.
 template <class T>
-inline int64_t first_max(const T* xc, int64_t W, int64_t kh, int64_t kw, T& m) {
-  int64_t best = 0;
-  m = xc[0];
-  for (int64_t h = 0; h < kh; ++h)
-    for (int64_t w = 0; w < kw; ++w) {
+inline int64_t first_max(const T* xc, int64_t W, const WindowRange& r, T& m) {
+  int64_t best = -1;
+  m = -std::numeric_limits<T>::infinity();
+  for (int64_t h = r.hs; h < r.he; ++h)
+    for (int64_t w = r.ws; w < r.we; ++w) {
       const T v = xc[h * W + w];
-      if (v > m || (v != v && m == m)) {
+      if (best < 0 || v > m || v != v) {
         m = v;
         best = h * W + w;
+        if (v != v) return best;
       }
     }
   return best;
@@ -132,7 +144,7 @@ void pool_tiles_forward(PoolKind kind, const T* xc, T* oc, int64_t W, int64_t OH
         o[ow] = (cd > ab || (cd != cd && ab == ab)) ? cd : ab;
       }
     } else if (kind == PoolKind::Max) {
-      for (int64_t ow = 0; ow < OW; ++ow) first_max(row + ow * kw, W, kh, kw, o[ow]);
+      for (int64_t ow = 0; ow < OW; ++ow) first_max(row + ow * kw, W, WindowRange{0, kh, 0, kw}, o[ow]);
     } else {
       for (int64_t ow = 0; ow < OW; ++ow) {
         double s = 0;
@@ -205,7 +217,7 @@ void pool_tiles_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int64_
       const T g = gc[oh * OW + ow];
       if (kind == PoolKind::Max) {
         T m;
-        const int64_t best = first_max(xc + w0, W, kh, kw, m);
+        const int64_t best = first_max(xc + w0, W, WindowRange{0, kh, 0, kw}, m);
         for (int64_t h = 0; h < kh; ++h)
           for (int64_t w = 0; w < kw; ++w) gxc[w0 + h * W + w] = h * W + w == best ? g : T(0);
       } else {
@@ -214,6 +226,45 @@ void pool_tiles_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int64_
       }
     }
   }
+}
+
+// Any window (strides, padding): one channel's outputs, or its input gradient (zeroed, then each output's
+// gradient added to where the forward read: its first maximum, or every element of an average's window).
+template <class T>
+void pool_general_forward(PoolKind kind, const T* xc, T* oc, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                          const Pool2dParams& p) {
+  const double inv_area = 1.0 / static_cast<double>(p.kernel_h * p.kernel_w);
+  for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const WindowRange r = window_at(p, oh, ow, H, W);
+      T& out = oc[oh * OW + ow];
+      if (kind == PoolKind::Max) {
+        first_max(xc, W, r, out);
+        continue;
+      }
+      double s = 0;
+      for (int64_t h = r.hs; h < r.he; ++h)
+        for (int64_t w = r.ws; w < r.we; ++w) s += xc[h * W + w];
+      out = static_cast<T>(s * inv_area);
+    }
+}
+template <class T>
+void pool_general_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int64_t H, int64_t W, int64_t OH,
+                           int64_t OW, const Pool2dParams& p) {
+  std::fill(gxc, gxc + H * W, T(0));
+  const T inv_area = static_cast<T>(1.0 / static_cast<double>(p.kernel_h * p.kernel_w));
+  for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const WindowRange r = window_at(p, oh, ow, H, W);
+      const T g = gc[oh * OW + ow];
+      if (kind == PoolKind::Max) {
+        T m;
+        if (const int64_t best = first_max(xc, W, r, m); best >= 0) gxc[best] += g;
+        continue;
+      }
+      for (int64_t h = r.hs; h < r.he; ++h)
+        for (int64_t w = r.ws; w < r.we; ++w) gxc[h * W + w] += g * inv_area;
+    }
 }
 
 }  // namespace
@@ -233,37 +284,13 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
     } else {
       const T* xp = static_cast<const T*>(x.data_ptr());
       T* op = static_cast<T*>(out.data_ptr());
-      const double inv_area = 1.0 / static_cast<double>(p.kernel_h * p.kernel_w);
       parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
                    [&](int64_t c0, int64_t c1) {
                      for (int64_t c = c0; c < c1; ++c) {
                        const T* xc = xp + c * H * W;
                        T* oc = op + c * OH * OW;
-                       if (tiles(p)) {
-                         pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
-                         continue;
-                       }
-                       for (int64_t oh = 0; oh < OH; ++oh)
-                         for (int64_t ow = 0; ow < OW; ++ow) {
-                           const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
-                           const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
-                           const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
-                           if (kind == PoolKind::Max) {
-                             T m = -std::numeric_limits<T>::infinity();
-                             for (int64_t h = hs; h < he; ++h)
-                               for (int64_t w = ws; w < we; ++w) {
-                                 T v = xc[h * W + w];
-                                 if (v > m || std::isnan(v)) m = v;
-                                 if (std::isnan(m)) break;
-                               }
-                             oc[oh * OW + ow] = m;
-                           } else {
-                             double s = 0;
-                             for (int64_t h = hs; h < he; ++h)
-                               for (int64_t w = ws; w < we; ++w) s += xc[h * W + w];
-                             oc[oh * OW + ow] = static_cast<T>(s * inv_area);
-                           }
-                         }
+                       if (tiles(p)) pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
+                       else pool_general_forward(kind, xc, oc, H, W, OH, OW, p);
                      }
                    });
     }
@@ -287,42 +314,14 @@ void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& 
       const T* xp = static_cast<const T*>(x.data_ptr());
       const T* gyp = static_cast<const T*>(gy.data_ptr());
       T* gxp = static_cast<T*>(gx.data_ptr());
-      const T inv_area = static_cast<T>(1.0 / static_cast<double>(p.kernel_h * p.kernel_w));
       parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
                    [&](int64_t c0, int64_t c1) {
                      for (int64_t c = c0; c < c1; ++c) {
                        const T* xc = xp + c * H * W;
                        const T* gc = gyp + c * OH * OW;
                        T* gxc = gxp + c * H * W;
-                       if (tiles(p)) {
-                         pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
-                         continue;
-                       }
-                       std::fill(gxc, gxc + H * W, T(0));
-                       for (int64_t oh = 0; oh < OH; ++oh)
-                         for (int64_t ow = 0; ow < OW; ++ow) {
-                           const int64_t h0 = oh * p.stride_h - p.pad_h, w0 = ow * p.stride_w - p.pad_w;
-                           const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + p.kernel_h, H);
-                           const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + p.kernel_w, W);
-                           const T g = gc[oh * OW + ow];
-                           if (kind == PoolKind::Max) {  // the same first maximum the forward picked
-                             int64_t best = -1;
-                             T m = -std::numeric_limits<T>::infinity();
-                             for (int64_t h = hs; h < he && !(best >= 0 && std::isnan(m)); ++h)
-                               for (int64_t w = ws; w < we; ++w) {
-                                 const T v = xc[h * W + w];
-                                 if (best < 0 || v > m || std::isnan(v)) {
-                                   m = v;
-                                   best = h * W + w;
-                                 }
-                                 if (std::isnan(m)) break;
-                               }
-                             if (best >= 0) gxc[best] += g;
-                           } else {
-                             for (int64_t h = hs; h < he; ++h)
-                               for (int64_t w = ws; w < we; ++w) gxc[h * W + w] += g * inv_area;
-                           }
-                         }
+                       if (tiles(p)) pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
+                       else pool_general_backward(kind, xc, gc, gxc, H, W, OH, OW, p);
                      }
                    });
     }
