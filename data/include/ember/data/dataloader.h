@@ -1,7 +1,7 @@
 // defines: DataLoaderOptions and DataLoader<D, Collate>, which walks a dataset in batches: range-for yields the
 // batches (`auto [x, y]` for datasets of Examples), size() is the number of batches, and each begin() starts a new
 // epoch. The order of an epoch is sequential, a permutation fixed by (seed, epoch) with .shuffle, or a Sampler's.
-// With num_workers > 0, std::jthread workers build sequence-numbered batches ahead of the consumer (at most
+// With num_workers > 0, worker threads (batch_pool.h) build sequence-numbered batches ahead of the consumer (at most
 // prefetch * num_workers at a time: a bounded queue), the consumer takes them strictly in order, and an exception
 // thrown while building a batch is carried back (std::exception_ptr) and rethrown by the loop at that batch. The
 // batches are the same whatever num_workers — random augmentation included, when get(i) draws from
@@ -39,19 +39,14 @@
 #pragma once
 #include <algorithm>
 #include <concepts>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <iterator>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
-#include <stop_token>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -61,6 +56,7 @@
 #include "ember/core/tensor.h"
 #include "ember/cuda/event.h"
 #include "ember/cuda/stream.h"
+#include "ember/data/batch_pool.h"
 #include "ember/data/collate.h"
 #include "ember/data/dataset.h"
 #include "ember/data/sample_rng.h"
@@ -169,8 +165,9 @@ class DeviceFeeder {
   bool busy_ = false;
 };
 
-// Builds the batches of one epoch at a time: the order, the batch jobs, and (with workers) the threads and the
-// reorder buffer. A loader without persistent workers makes one per epoch; with them, one for its lifetime.
+// Builds the batches of one epoch at a time: the plan (which samples each batch holds) and the batches, here or on
+// the workers of a BatchPool (batch_pool.h: the threads, the prefetch window and the reorder buffer live there). A
+// loader without persistent workers makes one per epoch; with them, one for its lifetime.
 template <class D, class C>
 class Runner {
  public:
@@ -179,23 +176,16 @@ class Runner {
 
   Runner(std::shared_ptr<D> ds, std::shared_ptr<const C> collate, const DataLoaderOptions& o,
          std::optional<cuda::Stream> side)
-      : ds_(std::move(ds)),
-        collate_(std::move(collate)),
-        opts_(o),
-        capacity_(static_cast<int64_t>(o.prefetch) * o.num_workers),
-        pin_(pinning(o)) {
+      : ds_(std::move(ds)), collate_(std::move(collate)), opts_(o), pin_(pinning(o)) {
     if constexpr (TensorBatch<B>)
       if (pin_ && o.device.is_cuda()) feeder_ = std::make_unique<DeviceFeeder<B>>(o.device, *side);
-    workers_.reserve(static_cast<size_t>(o.num_workers));
-    for (int w = 0; w < o.num_workers; ++w) workers_.emplace_back([this](std::stop_token st) { work(st); });
+    if (o.num_workers > 0)
+      pool_ = std::make_unique<BatchPool>(
+          o.num_workers, static_cast<int64_t>(o.prefetch) * o.num_workers,
+          [this](const EpochPlan::Job& job) -> BatchPool::Erased { return std::make_shared<B>(build(job)); });
   }
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
-  // Stops and joins the workers; a worker busy in get() finishes that batch first.
-  ~Runner() {
-    for (auto& w : workers_) w.request_stop();
-    for (auto& w : workers_) w.join();
-  }
 
   // Begins an epoch and returns its id; an unfinished earlier epoch is abandoned (its batches are dropped).
   // `seed` keys the samples' streams; `first_position` is where `order` starts in the epoch's full order (a resumed
@@ -205,23 +195,13 @@ class Runner {
     if constexpr (TensorBatch<B>)
       if (feeder_ && feeder_->busy()) (void)feeder_->finish();
     pending_ = nullptr;
-    {
-      std::lock_guard lk(mu_);
-      ++gen_;
-      order_ = std::move(order);
-      num_batches_ = num_batches;
-      epoch_ = epoch;
-      seed_ = seed;
-      first_position_ = first_position;
-      taken_ = 0;
-      next_job_ = 0;
-      ready_.clear();
-    }
-    job_cv_.notify_all();
-    return gen_;
+    plan_ = {std::move(order), num_batches, opts_.batch_size, epoch, seed, first_position};
+    taken_ = 0;
+    if (pool_) pool_->start(plan_);
+    return ++gen_;
   }
 
-  int64_t num_batches() const { return num_batches_; }
+  int64_t num_batches() const { return plan_.num_batches; }
 
   // Throws ValueError when epoch `gen` is no longer the current one.
   void check(uint64_t gen) const {
@@ -239,7 +219,7 @@ class Runner {
         B b = feeder_->finish();
         // Start copying the next batch now, so that the copy overlaps the caller's work on this one. An error
         // building it is kept and rethrown by the call that would have returned it.
-        if (taken_ < num_batches_) {
+        if (taken_ < plan_.num_batches) {
           try {
             feeder_->start(take());
           } catch (...) {
@@ -253,44 +233,16 @@ class Runner {
   }
 
  private:
-  struct Slot {
-    B batch{};
-    std::exception_ptr error;
-  };
-
   // The next batch in order, on the host.
   B take() {
-    const int64_t k = taken_;
-    if (workers_.empty()) {
-      ++taken_;
-      return build(indices_of(k), epoch_, seed_, position_of(k));
-    }
-    Slot slot;
-    {
-      std::unique_lock lk(mu_);
-      ready_cv_.wait(lk, [&] { return ready_.contains(k); });
-      auto node = ready_.extract(k);
-      slot = std::move(node.mapped());
-      taken_ = k + 1;
-    }
-    job_cv_.notify_all();  // a place in the window opened
-    if (slot.error) std::rethrow_exception(slot.error);
-    return std::move(slot.batch);
+    const int64_t k = taken_++;
+    if (!pool_) return build(plan_.job(k));
+    return std::move(*std::static_pointer_cast<B>(pool_->take()));
   }
 
-  // The sample indices of batch k (under mu_ when workers exist: start() replaces the order).
-  std::vector<int64_t> indices_of(int64_t k) const {
-    const auto first = static_cast<size_t>(k * opts_.batch_size);
-    const size_t last = std::min(order_.size(), first + static_cast<size_t>(opts_.batch_size));
-    return {order_.begin() + static_cast<std::ptrdiff_t>(first), order_.begin() + static_cast<std::ptrdiff_t>(last)};
-  }
-
-  // Where batch k's first sample sits in the epoch's full order.
-  int64_t position_of(int64_t k) const { return first_position_ + k * opts_.batch_size; }
-
-  // The batch of samples idx (the first at position pos of the epoch), pinned when pinning.
-  B build(const std::vector<int64_t>& idx, uint64_t epoch, uint64_t seed, int64_t pos) {
-    B b = build_plain(idx, epoch, seed, pos);
+  // A batch, pinned when pinning (on a worker thread when there are workers).
+  B build(const EpochPlan::Job& job) {
+    B b = build_plain(job.samples, job.epoch, job.seed, job.position);
     return pin_ ? pin(std::move(b)) : b;
   }
 
@@ -323,61 +275,16 @@ class Runner {
     }
   }
 
-  void work(std::stop_token st) {
-    for (;;) {
-      uint64_t gen, epoch, seed;
-      int64_t k, pos;
-      std::vector<int64_t> idx;
-      {
-        std::unique_lock lk(mu_);
-        // Claim the next job only inside the window [taken_, taken_ + capacity_): bounds memory held.
-        job_cv_.wait(lk, st, [&] { return next_job_ < num_batches_ && next_job_ < taken_ + capacity_; });
-        if (st.stop_requested()) return;
-        k = next_job_++;
-        gen = gen_;
-        epoch = epoch_;
-        seed = seed_;
-        pos = position_of(k);
-      }
-      Slot slot;
-      try {
-        {
-          std::lock_guard lk(mu_);  // start() may replace the order
-          if (gen != gen_) continue;
-          idx = indices_of(k);
-        }
-        slot.batch = build(idx, epoch, seed, pos);
-      } catch (...) {
-        slot.error = std::current_exception();  // carried to the consumer, never std::terminate on this thread
-      }
-      {
-        std::lock_guard lk(mu_);
-        if (gen != gen_) continue;  // the epoch was abandoned while this batch was built
-        ready_.emplace(k, std::move(slot));
-      }
-      ready_cv_.notify_all();
-    }
-  }
-
   std::shared_ptr<D> ds_;  // shared: an iterator may outlive its loader
   std::shared_ptr<const C> collate_;
   DataLoaderOptions opts_;
-  int64_t capacity_;
-  std::mutex mu_;
-  std::condition_variable_any job_cv_;  // _any: its wait takes the workers' stop_token
-  std::condition_variable ready_cv_;
-  // The current epoch (written under mu_ by start(), on the consumer thread).
-  uint64_t gen_ = 0, epoch_ = 0, seed_ = 0;
-  int64_t first_position_ = 0;  // of order_[0] in the epoch's full order
-  std::vector<int64_t> order_;
-  int64_t num_batches_ = 0;
-  int64_t taken_ = 0;  // batches handed to the consumer
-  int64_t next_job_ = 0;
-  std::map<int64_t, Slot> ready_;  // finished batches by sequence number, waiting for their turn
   bool pin_;
+  uint64_t gen_ = 0;  // the current epoch's id (the consumer's thread only)
+  EpochPlan plan_;
+  int64_t taken_ = 0;                        // batches handed on from the current epoch
   std::unique_ptr<DeviceFeeder<B>> feeder_;  // with pinning and a CUDA device
   std::exception_ptr pending_;               // building the prefetched batch failed
-  std::vector<std::jthread> workers_;        // last: joined first, while the members they use are alive
+  std::unique_ptr<BatchPool> pool_;          // last: its workers stop first, while what build() uses is alive
 };
 
 // Holds a persistent Runner; a copied loader starts its own.
