@@ -179,8 +179,8 @@ say "suites: $(grep -c '^suites: PASS' "$summary") passed, $fails failed ($(elap
 # ---------------------------------------------------------------- example
 ex=$out/example.log
 timeout -k 5 150 "$root/examples/ember_mnist" --device cuda --epochs 1 --data "$root/data" > "$ex" 2>&1
-rc=$?
-say "example: rc $rc: $(grep -iE 'accuracy' "$ex" | tail -1) ($(elapsed)s)"
+example_rc=$?
+say "example: rc $example_rc: $(grep -iE 'accuracy' "$ex" | tail -1) ($(elapsed)s)"
 
 # ---------------------------------------------------------------- bench
 bl=$out/bench.log
@@ -226,5 +226,6 @@ if [[ "$isa" == *avx512_bf16* || "$isa" == *amx_bf16* ]] && [ "$(left)" -gt 30 ]
     --benchmark_min_time=0.2 >> "$xl" 2>&1
   say "extras: BM_matmul vs BM_matmul_bf16 at 1024: rc $?"; grep -E '^BM_matmul' "$xl" | tee -a "$summary"
 fi
-((fails)) && finish 1
+# The run fails when a must-pass suite, the example or Ember's benchmark did (the extras only report).
+((fails || example_rc || erc)) && finish 1
 finish 0
