@@ -1,7 +1,6 @@
 // defines: the public conv2d, max_pool2d and avg_pool2d of ops.h, recording their backward when an input
 // requires grad, and adaptive_avg_pool2d (a composite of two matmuls).
 #include <limits>
-#include <utility>
 
 #include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
@@ -15,28 +14,21 @@ namespace ember {
 namespace {
 // The composites a create_graph pass differentiates instead of the fused kernels (autograd::grads_by_recompute),
 // built of differentiable ops: each window offset (i, j) of the kernel reads one strided slice of the padded input.
+// The window comes from the raw ops' own resolution of the arguments (raw::conv_params / pool_params), and the output
+// size from the forward's output.
 struct Window {
   int64_t kh, kw, sh, sw, ph, pw;
+  int64_t oh, ow;  // the output's height and width
 };
-std::pair<int64_t, int64_t> pair_of(const std::vector<int64_t>& v, int64_t dflt) {
-  if (v.empty()) return {dflt, dflt};
-  return {v[0], v.back()};
+Window conv_window(const Conv2dParams& p, const Tensor& w, const Shape& out) {
+  return {w.size(2), w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, out[2], out[3]};
 }
-// A pooling window (the stride defaults to the kernel) or a convolution's (kernel from the weight, stride 1).
-Window pool_window(const std::vector<int64_t>& k, const std::vector<int64_t>& s, const std::vector<int64_t>& p) {
-  auto [kh, kw] = pair_of(k, 1);
-  auto [sh, sw] = s.empty() ? std::pair{kh, kw} : pair_of(s, 1);
-  auto [ph, pw] = pair_of(p, 0);
-  return {kh, kw, sh, sw, ph, pw};
-}
-Window conv_window(const Tensor& w, const std::vector<int64_t>& s, const std::vector<int64_t>& p) {
-  auto [sh, sw] = pair_of(s, 1);
-  auto [ph, pw] = pair_of(p, 0);
-  return {w.size(2), w.size(3), sh, sw, ph, pw};
+Window pool_window(const Pool2dParams& p, const Shape& out) {
+  return {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, out[2], out[3]};
 }
 // The [N, C, OH, OW] slice of the padded input xp that kernel offset (i, j) reads.
-Tensor offset_slice(const Tensor& xp, const Window& win, int64_t oh, int64_t ow, int64_t i, int64_t j) {
-  return xp.slice(2, i, i + (oh - 1) * win.sh + 1, win.sh).slice(3, j, j + (ow - 1) * win.sw + 1, win.sw);
+Tensor offset_slice(const Tensor& xp, const Window& win, int64_t i, int64_t j) {
+  return xp.slice(2, i, i + (win.oh - 1) * win.sh + 1, win.sh).slice(3, j, j + (win.ow - 1) * win.sw + 1, win.sw);
 }
 Tensor padded(const Tensor& x, const Window& win, double value) {
   return win.ph == 0 && win.pw == 0 ? x : pad(x, {win.pw, win.pw, win.ph, win.ph}, value);
@@ -44,14 +36,11 @@ Tensor padded(const Tensor& x, const Window& win, double value) {
 
 // conv2d as one [N, OH, OW, C] x [C, K] product per kernel offset, summed.
 Tensor conv2d_composite(const Tensor& x, const Tensor& w, const Tensor& b, const Window& win) {
-  const int64_t oh = (x.size(2) + 2 * win.ph - win.kh) / win.sh + 1,
-                ow = (x.size(3) + 2 * win.pw - win.kw) / win.sw + 1;
   const Tensor xp = padded(x, win, 0.0);
   Tensor acc;
   for (int64_t i = 0; i < win.kh; ++i)
     for (int64_t j = 0; j < win.kw; ++j) {
-      const Tensor term =
-          matmul(offset_slice(xp, win, oh, ow, i, j).permute({0, 2, 3, 1}), w.select(3, j).select(2, i).t());
+      const Tensor term = matmul(offset_slice(xp, win, i, j).permute({0, 2, 3, 1}), w.select(3, j).select(2, i).t());
       acc = acc.defined() ? acc + term : term;
     }
   Tensor y = acc.permute({0, 3, 1, 2});
@@ -61,13 +50,11 @@ Tensor conv2d_composite(const Tensor& x, const Tensor& w, const Tensor& b, const
 // the kernels) of the kernel offsets' slices. Ties between offsets share the gradient here, where the fused
 // backward gives it to the first maximum: the two agree wherever the maximum is unique.
 Tensor pool2d_composite(const Tensor& x, const Window& win, bool is_max) {
-  const int64_t oh = (x.size(2) + 2 * win.ph - win.kh) / win.sh + 1,
-                ow = (x.size(3) + 2 * win.pw - win.kw) / win.sw + 1;
   const Tensor xp = padded(x, win, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   Tensor acc;
   for (int64_t i = 0; i < win.kh; ++i)
     for (int64_t j = 0; j < win.kw; ++j) {
-      const Tensor s = offset_slice(xp, win, oh, ow, i, j);
+      const Tensor s = offset_slice(xp, win, i, j);
       acc = !acc.defined() ? s : is_max ? maximum(acc, s) : acc + s;
     }
   return is_max ? acc : acc * (1.0 / static_cast<double>(win.kh * win.kw));
@@ -84,13 +71,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::v
   const bool nx = x.requires_grad(), nw = w.requires_grad(), nb = b.defined() && b.requires_grad();
   record("conv2d", {x, w, b}, {y},
          [s, p, nx, nw, nb, sx = save(x), sw = save(w), sb = save(b)](const Grads& g) -> Grads {
-           if (autograd::create_graph_enabled())  // differentiable again: through the composite
+           if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+             const Tensor &xv = sx.get("conv2d"), &wv = sw.get("conv2d");
+             const Window win = conv_window(raw::conv_params(xv, wv, s, p), wv, g[0].shape());
              return autograd::grads_by_recompute(
-                 {sx.get("conv2d"), sw.get("conv2d"), sb.get("conv2d")},
-                 [&](const std::vector<Tensor>& in) {
-                   return conv2d_composite(in[0], in[1], in[2], conv_window(in[1], s, p));
-                 },
-                 g[0]);
+                 {xv, wv, sb.get("conv2d")},
+                 [&](const std::vector<Tensor>& in) { return conv2d_composite(in[0], in[1], in[2], win); }, g[0]);
+           }
            raw::Conv2dGrads r = raw::conv2d_backward(g[0], sx.get("conv2d"), sw.get("conv2d"), s, p, nx, nw, nb);
            return {r.x, r.w, r.b};
          });
@@ -101,10 +88,12 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> 
   Tensor y = raw::max_pool2d(x, k, s, p);
   if (!needs_grad({&x})) return y;
   record("max_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
-    if (autograd::create_graph_enabled())  // differentiable again: through the composite
+    if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+      const Tensor& xv = sx.get("max_pool2d");
+      const Window win = pool_window(raw::pool_params("max_pool2d", xv, k, s, p), g[0].shape());
       return autograd::grads_by_recompute(
-          {sx.get("max_pool2d")},
-          [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], pool_window(k, s, p), true); }, g[0]);
+          {xv}, [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], win, true); }, g[0]);
+    }
     return {raw::max_pool2d_backward(g[0], sx.get("max_pool2d"), k, s, p)};
   });
   return y;
@@ -114,10 +103,12 @@ Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> 
   Tensor y = raw::avg_pool2d(x, k, s, p);
   if (!needs_grad({&x})) return y;
   record("avg_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
-    if (autograd::create_graph_enabled())  // differentiable again: through the composite
+    if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+      const Tensor& xv = sx.get("avg_pool2d");
+      const Window win = pool_window(raw::pool_params("avg_pool2d", xv, k, s, p), g[0].shape());
       return autograd::grads_by_recompute(
-          {sx.get("avg_pool2d")},
-          [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], pool_window(k, s, p), false); }, g[0]);
+          {xv}, [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], win, false); }, g[0]);
+    }
     return {raw::avg_pool2d_backward(g[0], sx.get("avg_pool2d"), k, s, p)};
   });
   return y;

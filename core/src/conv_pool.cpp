@@ -14,7 +14,6 @@ std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
 }  // namespace
 
-namespace {
 Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride,
                          const std::vector<int64_t>& padding) {
   auto [sh, sw] = pair_arg("conv2d", "stride", stride, 1);
@@ -27,7 +26,6 @@ Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int
                     " (input ", x.shape(), ")");
   return {sh, sw, ph, pw};
 }
-}  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> stride,
               std::vector<int64_t> padding) {
@@ -79,7 +77,6 @@ Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, 
   return g;
 }
 
-namespace {
 Pool2dParams pool_params(const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
   detail::check_defined(op, x, "input");
@@ -103,6 +100,8 @@ Pool2dParams pool_params(const char* op, const Tensor& x, const std::vector<int6
                     x.shape(), ")");
   return {kh, kw, sh, sw, ph, pw};
 }
+
+namespace {
 
 Shape pool_out_shape(const Tensor& x, const Pool2dParams& p) {
   return {x.size(0), x.size(1), out_size(x.size(2), p.kernel_h, p.stride_h, p.pad_h),

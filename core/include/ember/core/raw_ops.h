@@ -54,6 +54,12 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0});
 
+// The stride and padding (and a pool's kernel) as the backends take them: checked, with their defaults (stride 1 for
+// a convolution, the kernel for a pool), as conv2d and the pools resolve them.
+Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& padding);
+Pool2dParams pool_params(const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding);
 // Gradients of conv2d with respect to x, w and b (each computed only when its flag is set).
 struct Conv2dGrads {
   Tensor x, w, b;
