@@ -4,17 +4,13 @@
 #include <cmath>
 #include <limits>
 
-#include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 namespace {
-
-constexpr const char* kOp = "scaled_dot_product_attention";
 
 // The composite, for dropout and for a create_graph pass (dropout_p 0: no mask drawn): the weights are
 // materialised, so memory is quadratic in T.
@@ -44,36 +40,35 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const SdpaOptions& opts_in) {
-  memory::OpScope op_scope("scaled_dot_product_attention");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::scaled_dot_product_attention);
   // Autocast: q, k, v (and an additive mask) in the low dtype; the kernel keeps its softmax in float32.
-  const Tensor q = amp::lower(q_in), k = amp::lower(k_in), v = amp::lower(v_in);
+  const Tensor q = op.in(q_in), k = op.in(k_in), v = op.in(v_in);
   SdpaOptions opts = opts_in;
   if (opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.dtype() != q.dtype() &&
       is_floating(opts.mask.dtype()) && q.dtype() != q_in.dtype())
     opts.mask = opts.mask.to(q.dtype());
-  EMBER_CHECK_VALUE(opts.dropout_p >= 0 && opts.dropout_p < 1, kOp, ": dropout_p must be in [0, 1), got ",
+  EMBER_CHECK_VALUE(opts.dropout_p >= 0 && opts.dropout_p < 1, op.name(), ": dropout_p must be in [0, 1), got ",
                     opts.dropout_p);
-  EMBER_CHECK_VALUE(!(opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.requires_grad()), kOp,
+  EMBER_CHECK_VALUE(!(opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.requires_grad()), op.name(),
                     ": gradients for an additive mask are not supported (pass mask.detach())");
   if (opts.dropout_p > 0) {
     raw::check_attention(q, k, v, opts.mask, opts.scale);  // the composite's ops would name themselves
     return attention_composite(q, k, v, opts);
   }
   raw::AttentionResult r = raw::attention(q, k, v, opts.mask, opts.scale, opts.causal);
-  if (!needs_grad({&q, &k, &v})) return r.out;
+  if (!op.needs_grad({&q, &k, &v})) return r.out;
   const InputInfo iq(q), ik(k), iv(v);
-  record(kOp, {q, k, v}, {r.out},
-         [sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, opts, iq, ik,
-          iv](const Grads& g) -> Grads {
-           if (autograd::create_graph_enabled())  // differentiable again: through the composite
-             return autograd::grads_by_recompute(
-                 {sq.get(kOp), sk.get(kOp), sv.get(kOp)},
-                 [&opts](const std::vector<Tensor>& in) { return attention_composite(in[0], in[1], in[2], opts); },
-                 g[0]);
-           raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(kOp), sk.get(kOp), sv.get(kOp), so.get(kOp),
-                                                           lse, opts.mask, opts.scale, opts.causal);
-           return {iq.wants ? d.q : Tensor{}, ik.wants ? d.k : Tensor{}, iv.wants ? d.v : Tensor{}};
-         });
+  op.record({q, k, v}, {r.out})
+      .backward([sq = save(q), sk = save(k), sv = save(v), so = save(r.out), lse = r.lse, opts, iq, ik,
+                 iv](const Grads& g) -> Grads {
+        if (autograd::create_graph_enabled())  // differentiable again: through the composite
+          return autograd::grads_by_recompute(
+              {sq.get(), sk.get(), sv.get()},
+              [&opts](const std::vector<Tensor>& in) { return attention_composite(in[0], in[1], in[2], opts); }, g[0]);
+        raw::AttentionGrads d = raw::attention_backward(g[0], sq.get(), sk.get(), sv.get(), so.get(), lse, opts.mask,
+                                                        opts.scale, opts.causal);
+        return {iq.wants ? d.q : Tensor{}, ik.wants ? d.k : Tensor{}, iv.wants ? d.v : Tensor{}};
+      });
   return r.out;
 }
 

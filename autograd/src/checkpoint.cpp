@@ -7,6 +7,7 @@
 #include "ember/autograd/engine.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
+#include "ember/autograd/op_def.h"
 #include "ember/core/factory.h"
 #include "ember/core/generator.h"
 #include "ember/core/raw_ops.h"
@@ -31,10 +32,12 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     saved.emplace_back(t);
     wants.push_back(t.defined() && t.requires_grad());
   }
-  record("checkpoint", inputs, {out}, [fn, saved, wants, rng, autocast](const Grads& g) -> Grads {
+  // The rerun differentiates fresh leaves with backward(): its gradients carry no graph, so the table marks it
+  // once-differentiable (PyTorch's reentrant checkpoint refuses double backward too).
+  record(opdef::checkpoint, inputs, {out}).backward([fn, saved, wants, rng, autocast](const Grads& g) -> Grads {
     std::vector<Tensor> xs;
     for (size_t i = 0; i < saved.size(); ++i) {
-      Tensor x = saved[i].get("checkpoint");
+      Tensor x = saved[i].get();
       if (x.defined()) x = raw::alias(x);  // a fresh leaf for the rerun
       if (wants[i]) x.requires_grad_(true);
       xs.push_back(x);
@@ -57,9 +60,6 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < saved.size(); ++i) out_grads.push_back(wants[i] ? xs[i].grad() : Tensor());
     return out_grads;
   });
-  // The rerun differentiates fresh leaves with backward(): its gradients carry no graph (PyTorch's reentrant
-  // checkpoint refuses double backward too).
-  autograd::meta(out)->grad_fn->double_differentiable = false;
   return out;
 }
 

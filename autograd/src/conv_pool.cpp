@@ -2,11 +2,9 @@
 // requires grad, and adaptive_avg_pool2d (a composite of two matmuls).
 #include <limits>
 
-#include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -64,52 +62,52 @@ Tensor pool2d_composite(const Tensor& x, const Window& win, bool is_max) {
 // --- convolution family
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::vector<int64_t> s,
               std::vector<int64_t> p) {
-  memory::OpScope op_scope("conv2d");                                             // an OutOfMemoryError names the op
-  const Tensor x = amp::lower(x_in), w = amp::lower(w_in), b = amp::lower(b_in);  // autocast
+  OpEntry op(opdef::conv2d);
+  const Tensor x = op.in(x_in), w = op.in(w_in), b = op.in(b_in);  // autocast
   Tensor y = raw::conv2d(x, w, b, s, p);
-  if (!needs_grad({&x, &w, &b})) return y;
+  if (!op.needs_grad({&x, &w, &b})) return y;
   const bool nx = x.requires_grad(), nw = w.requires_grad(), nb = b.defined() && b.requires_grad();
-  record("conv2d", {x, w, b}, {y},
-         [s, p, nx, nw, nb, sx = save(x), sw = save(w), sb = save(b)](const Grads& g) -> Grads {
-           if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
-             const Tensor &xv = sx.get("conv2d"), &wv = sw.get("conv2d");
-             const Window win = conv_window(raw::conv_params(xv, wv, s, p), wv, g[0].shape());
-             return autograd::grads_by_recompute(
-                 {xv, wv, sb.get("conv2d")},
-                 [&](const std::vector<Tensor>& in) { return conv2d_composite(in[0], in[1], in[2], win); }, g[0]);
-           }
-           raw::Conv2dGrads r = raw::conv2d_backward(g[0], sx.get("conv2d"), sw.get("conv2d"), s, p, nx, nw, nb);
-           return {r.x, r.w, r.b};
-         });
+  op.record({x, w, b}, {y})
+      .backward([s, p, nx, nw, nb, sx = save(x), sw = save(w), sb = save(b)](const Grads& g) -> Grads {
+        if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
+          const Tensor xv = sx.get(), wv = sw.get();
+          const Window win = conv_window(raw::conv_params(xv, wv, s, p), wv, g[0].shape());
+          return autograd::grads_by_recompute(
+              {xv, wv, sb.get()},
+              [&](const std::vector<Tensor>& in) { return conv2d_composite(in[0], in[1], in[2], win); }, g[0]);
+        }
+        raw::Conv2dGrads r = raw::conv2d_backward(g[0], sx.get(), sw.get(), s, p, nx, nw, nb);
+        return {r.x, r.w, r.b};
+      });
   return y;
 }
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  memory::OpScope op_scope("max_pool2d");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::max_pool2d);
   Tensor y = raw::max_pool2d(x, k, s, p);
-  if (!needs_grad({&x})) return y;
-  record("max_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
+  if (!op.needs_grad({&x})) return y;
+  op.record({x}, {y}).backward([k, s, p, sx = save(x)](const Grads& g) -> Grads {
     if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
-      const Tensor& xv = sx.get("max_pool2d");
-      const Window win = pool_window(raw::pool_params("max_pool2d", xv, k, s, p), g[0].shape());
+      const Tensor xv = sx.get();
+      const Window win = pool_window(raw::pool_params(opdef::max_pool2d.name, xv, k, s, p), g[0].shape());
       return autograd::grads_by_recompute(
           {xv}, [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], win, true); }, g[0]);
     }
-    return {raw::max_pool2d_backward(g[0], sx.get("max_pool2d"), k, s, p)};
+    return {raw::max_pool2d_backward(g[0], sx.get(), k, s, p)};
   });
   return y;
 }
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
-  memory::OpScope op_scope("avg_pool2d");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::avg_pool2d);
   Tensor y = raw::avg_pool2d(x, k, s, p);
-  if (!needs_grad({&x})) return y;
-  record("avg_pool2d", {x}, {y}, [k, s, p, sx = save(x)](const Grads& g) -> Grads {
+  if (!op.needs_grad({&x})) return y;
+  op.record({x}, {y}).backward([k, s, p, sx = save(x)](const Grads& g) -> Grads {
     if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
-      const Tensor& xv = sx.get("avg_pool2d");
-      const Window win = pool_window(raw::pool_params("avg_pool2d", xv, k, s, p), g[0].shape());
+      const Tensor xv = sx.get();
+      const Window win = pool_window(raw::pool_params(opdef::avg_pool2d.name, xv, k, s, p), g[0].shape());
       return autograd::grads_by_recompute(
           {xv}, [&](const std::vector<Tensor>& in) { return pool2d_composite(in[0], win, false); }, g[0]);
     }
-    return {raw::avg_pool2d_backward(g[0], sx.get("avg_pool2d"), k, s, p)};
+    return {raw::avg_pool2d_backward(g[0], sx.get(), k, s, p)};
   });
   return y;
 }
@@ -130,21 +128,19 @@ Tensor bin_means(int64_t out, int64_t in, const TensorOptions& opts) {
 // Averaging bins is linear in x: y = Ph x Pw^T with the bin matrices of the rows and the columns, two matmuls that
 // autograd differentiates (twice) and both devices run.
 Tensor adaptive_avg_pool2d(const Tensor& x_in, std::vector<int64_t> output_size) {
-  memory::OpScope op_scope("adaptive_avg_pool2d");  // an OutOfMemoryError names the op
-  autograd::check_defined("adaptive_avg_pool2d", x_in, "x");
-  EMBER_CHECK_SHAPE(x_in.dim() == 3 || x_in.dim() == 4,
-                    "adaptive_avg_pool2d: expected x [N, C, H, W] or [C, H, W], got ", x_in.dtype(), x_in.shape());
-  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "adaptive_avg_pool2d: expected a floating-point tensor, got ",
+  OpEntry op(opdef::adaptive_avg_pool2d);
+  autograd::check_defined(op.name(), x_in, "x");
+  EMBER_CHECK_SHAPE(x_in.dim() == 3 || x_in.dim() == 4, op.name(), ": expected x [N, C, H, W] or [C, H, W], got ",
                     x_in.dtype(), x_in.shape());
-  EMBER_CHECK_VALUE(output_size.size() == 1 || output_size.size() == 2,
-                    "adaptive_avg_pool2d: output_size takes 1 or 2 values, got ", Shape(output_size));
-  const int64_t oh = output_size[0], ow = output_size.back();
-  EMBER_CHECK_VALUE(oh >= 0 && ow >= 0, "adaptive_avg_pool2d: output_size must be non-negative, got ",
-                    Shape(output_size));
-  const int64_t h = x_in.size(-2), w = x_in.size(-1);
-  EMBER_CHECK_SHAPE(h > 0 && w > 0, "adaptive_avg_pool2d: expected a non-empty H and W, got ", x_in.dtype(),
+  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), op.name(), ": expected a floating-point tensor, got ", x_in.dtype(),
                     x_in.shape());
-  const Tensor x = autograd::composite_input("adaptive_avg_pool2d", x_in);  // 16-bit floats in float32
+  EMBER_CHECK_VALUE(output_size.size() == 1 || output_size.size() == 2, op.name(),
+                    ": output_size takes 1 or 2 values, got ", Shape(output_size));
+  const int64_t oh = output_size[0], ow = output_size.back();
+  EMBER_CHECK_VALUE(oh >= 0 && ow >= 0, op.name(), ": output_size must be non-negative, got ", Shape(output_size));
+  const int64_t h = x_in.size(-2), w = x_in.size(-1);
+  EMBER_CHECK_SHAPE(h > 0 && w > 0, op.name(), ": expected a non-empty H and W, got ", x_in.dtype(), x_in.shape());
+  const Tensor x = autograd::composite_input(op.name(), x_in);  // 16-bit floats in float32
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   const Tensor ph = bin_means(oh, h, opts), pw_t = bin_means(ow, w, opts).t();
   // the cheaper order: rows first costs oh*H*W + oh*W*ow multiply-adds, columns first H*W*ow + oh*H*ow

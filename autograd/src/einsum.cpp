@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -39,14 +37,15 @@ Term parse_term(const std::string& eq, const std::string& text) {
     } else if (c >= 'a' && c <= 'z') {
       t.labels.push_back(26 + (c - 'a'));
     } else if (c == '.') {
-      EMBER_CHECK_VALUE(text.compare(i, 3, "...") == 0 && t.ellipsis_at < 0,
-                        "einsum: a '.' that is not part of one "
+      EMBER_CHECK_VALUE(text.compare(i, 3, "...") == 0 && t.ellipsis_at < 0, opdef::einsum.name,
+                        ": a '.' that is not part of one "
                         "ellipsis \"...\" per term in \"",
                         eq, "\"");
       t.ellipsis_at = static_cast<int>(t.labels.size());
       i += 2;
     } else {
-      EMBER_CHECK_VALUE(false, "einsum: invalid character '", c, "' in \"", eq, "\" (indices are letters)");
+      EMBER_CHECK_VALUE(false, opdef::einsum.name, ": invalid character '", c, "' in \"", eq,
+                        "\" (indices are letters)");
     }
   }
   return t;
@@ -156,18 +155,18 @@ Labelled contract(Labelled a, Labelled b, const std::vector<int>& keep) {
 }  // namespace
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
-  memory::OpScope op_scope("einsum");  // an OutOfMemoryError names the op
-  EMBER_CHECK_VALUE(!operands_in.empty(), "einsum: expected at least one operand for \"", equation, "\"");
-  for (const Tensor& t : operands_in) autograd::check_defined("einsum", t, "operands[i]");
+  OpEntry entry(opdef::einsum);
+  EMBER_CHECK_VALUE(!operands_in.empty(), opdef::einsum.name, ": expected at least one operand for \"", equation, "\"");
+  for (const Tensor& t : operands_in) autograd::check_defined(opdef::einsum.name, t, "operands[i]");
   std::vector<Tensor> operands;  // autocast: the products in float16 / bfloat16
-  for (const Tensor& t : operands_in) operands.push_back(amp::lower(t));
+  for (const Tensor& t : operands_in) operands.push_back(entry.in(t));
   std::string eq;
   for (char c : equation)
     if (c != ' ') eq += c;
   // --- parse: terms "lhs1,lhs2,...->rhs" (the arrow and rhs are optional)
   const size_t arrow = eq.find("->");
-  EMBER_CHECK_VALUE(arrow == std::string::npos || eq.find("->", arrow + 2) == std::string::npos,
-                    "einsum: more than one \"->\" in \"", equation, "\"");
+  EMBER_CHECK_VALUE(arrow == std::string::npos || eq.find("->", arrow + 2) == std::string::npos, opdef::einsum.name,
+                    ": more than one \"->\" in \"", equation, "\"");
   const std::string lhs = eq.substr(0, arrow);
   std::vector<Term> terms;
   for (size_t at = 0;;) {
@@ -176,15 +175,15 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
-  EMBER_CHECK_VALUE(terms.size() == operands.size(), "einsum: \"", equation, "\" has ", terms.size(),
+  EMBER_CHECK_VALUE(terms.size() == operands.size(), opdef::einsum.name, ": \"", equation, "\" has ", terms.size(),
                     " operand terms but ", operands.size(), " operands were given");
   // --- each operand's labels, with its ellipsis expanded to the dims its subscripts leave over
   int64_t dots = 0;
   std::vector<int64_t> counts;
   for (size_t i = 0; i < terms.size(); ++i) {
     const int64_t named = static_cast<int64_t>(terms[i].labels.size()), rank = operands[i].dim();
-    EMBER_CHECK_SHAPE(terms[i].ellipsis_at >= 0 ? rank >= named : rank == named, "einsum: operand ", i, " ",
-                      operands[i].dtype(), operands[i].shape(), " has ", rank, " dims but its subscripts in \"",
+    EMBER_CHECK_SHAPE(terms[i].ellipsis_at >= 0 ? rank >= named : rank == named, opdef::einsum.name, ": operand ", i,
+                      " ", operands[i].dtype(), operands[i].shape(), " has ", rank, " dims but its subscripts in \"",
                       equation, "\" name ", named, terms[i].ellipsis_at >= 0 ? " (and an ellipsis)" : "");
     counts.push_back(terms[i].ellipsis_at >= 0 ? rank - named : 0);
     dots = std::max(dots, counts.back());
@@ -197,13 +196,14 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
     Labelled op{operands[i].to(dt), expand(terms[i], counts[i], dots)};
     for (size_t d = 0; d < op.labels.size(); ++d) {
       const int l = op.labels[d];
-      EMBER_CHECK_VALUE(std::count(op.labels.begin(), op.labels.end(), l) == 1, "einsum: index ", index_name(l),
-                        " is repeated in operand ", i, " of \"", equation, "\"; diagonals are not supported");
+      EMBER_CHECK_VALUE(std::count(op.labels.begin(), op.labels.end(), l) == 1, opdef::einsum.name, ": index ",
+                        index_name(l), " is repeated in operand ", i, " of \"", equation,
+                        "\"; diagonals are not supported");
       int64_t& s = sizes[static_cast<size_t>(l)];
       const int64_t here = op.t.size(static_cast<int64_t>(d));
-      EMBER_CHECK_SHAPE(s < 0 || s == here || s == 1 || here == 1, "einsum: index ", index_name(l), " has size ", s,
-                        " in an earlier operand but ", here, " in operand ", i, " ", op.t.dtype(), op.t.shape(),
-                        " of \"", equation, "\"");
+      EMBER_CHECK_SHAPE(s < 0 || s == here || s == 1 || here == 1, opdef::einsum.name, ": index ", index_name(l),
+                        " has size ", s, " in an earlier operand but ", here, " in operand ", i, " ", op.t.dtype(),
+                        op.t.shape(), " of \"", equation, "\"");
       if (s < 0 || s == 1) s = here;
     }
     ops.push_back(op);
@@ -214,9 +214,9 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
     const Term rhs = parse_term(equation, eq.substr(arrow + 2));
     out = expand(rhs, dots, dots);
     for (int l : rhs.labels) {
-      EMBER_CHECK_VALUE(std::count(out.begin(), out.end(), l) == 1, "einsum: output index ", index_name(l),
-                        " appears more than once in \"", equation, "\"");
-      EMBER_CHECK_VALUE(sizes[static_cast<size_t>(l)] >= 0, "einsum: output index ", index_name(l),
+      EMBER_CHECK_VALUE(std::count(out.begin(), out.end(), l) == 1, opdef::einsum.name, ": output index ",
+                        index_name(l), " appears more than once in \"", equation, "\"");
+      EMBER_CHECK_VALUE(sizes[static_cast<size_t>(l)] >= 0, opdef::einsum.name, ": output index ", index_name(l),
                         " appears in no operand of \"", equation, "\"");
     }
   } else {

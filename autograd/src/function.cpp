@@ -22,13 +22,14 @@ void FunctionCtx::save_for_backward(const std::vector<Tensor>& ts) {
 }
 std::vector<Tensor> FunctionCtx::saved() const {
   std::vector<Tensor> out;
-  for (const SavedTensor& s : saved_) out.push_back(s.get(name_));
+  for (const SavedTensor& s : saved_) out.push_back(s.get());
   return out;
 }
 
 namespace detail {
 
 bool FunctionAccess::saved_graph(const FunctionCtx& c) { return c.saved_graph_; }
+std::vector<SavedTensor>& FunctionAccess::saved_tensors(FunctionCtx& c) { return c.saved_; }
 
 const char* function_name(const std::type_info& t) {
   static std::mutex mu;
@@ -67,7 +68,12 @@ std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>&
     infos.push_back(t.defined() ? Info{t.shape(), t.dtype(), t.device(), t.requires_grad()}
                                 : Info{{}, kFloat32, Device::cpu(), false});
   const size_t n_out = diff.size();
-  record(name, inputs, diff, [name, infos, ctx, backward, n_out](const Grads& g) -> Grads {
+  Recording rec = record(name, inputs, diff);
+  // Tensors ctx saved in forward, before this node existed, that are its outputs: their place in the graph.
+  for (SavedTensor& s : FunctionAccess::saved_tensors(*ctx)) s.adopt_output(rec.node(), diff);
+  // The user's backward is made of ember ops unless it says otherwise (and is checked below).
+  rec.node()->double_differentiable = !once_differentiable;
+  std::move(rec).backward([name, infos, ctx, backward, n_out](const Grads& g) -> Grads {
     Grads padded = g;  // the engine passes gradients up to the last output that got one
     padded.resize(n_out);
     Grads r = backward(*ctx, padded);
@@ -95,8 +101,6 @@ std::vector<Tensor> record_function(const char* name, const std::vector<Tensor>&
     }
     return r;
   });
-  // The user's backward is made of ember ops unless it says otherwise (and is checked above).
-  meta(diff[0])->grad_fn->double_differentiable = !once_differentiable;
   return outputs;
 }
 

@@ -2,6 +2,7 @@
 // shape its gradient, and the reduction of a broadcast / promoted gradient back to that input.
 #pragma once
 #include "ember/autograd/node.h"
+#include "ember/autograd/op_def.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/raw_ops.h"
 
@@ -55,10 +56,12 @@ inline Tensor reduce_to(const Tensor& g, const InputInfo& in) {
 
 namespace ember {
 // The op files of autograd are written in namespace ember with these names at hand.
+namespace opdef = autograd::opdef;
 using autograd::Grads;
 using autograd::InputInfo;
 using autograd::needs_grad;
-using autograd::record;
+using autograd::OpDef;
+using autograd::OpEntry;
 using autograd::reduce_to;
 using autograd::save;
 }  // namespace ember

@@ -1,21 +1,19 @@
 // defines: the public cat, stack, index_select, gather, scatter_add and masked_fill of ops.h, recording their
 // backward when an input requires grad (gather, scatter_add and masked_fill are composites).
-#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
 
 // --- shape
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
-  memory::OpScope op_scope("cat");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::cat);
   Tensor y = raw::cat(xs, dim);
-  if (!needs_grad(xs)) return y;
-  const int64_t d = normalize_dim(dim, xs[0].dim(), "cat");
+  if (!op.needs_grad(xs)) return y;
+  const int64_t d = normalize_dim(dim, xs[0].dim(), op.name());
   std::vector<InputInfo> infos;
   for (const Tensor& t : xs) infos.emplace_back(t);
-  record("cat", xs, {y}, [infos, d](const Grads& g) -> Grads {
+  op.record(xs, {y}).backward([infos, d](const Grads& g) -> Grads {
     Grads out;
     int64_t at = 0;
     for (const InputInfo& in : infos) {
@@ -28,13 +26,13 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   return y;
 }
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
-  memory::OpScope op_scope("stack");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::stack);
   Tensor y = raw::stack(xs, dim);
-  if (!needs_grad(xs)) return y;
-  const int64_t d = normalize_dim(dim, xs[0].dim() + 1, "stack");
+  if (!op.needs_grad(xs)) return y;
+  const int64_t d = normalize_dim(dim, xs[0].dim() + 1, op.name());
   std::vector<InputInfo> infos;
   for (const Tensor& t : xs) infos.emplace_back(t);
-  record("stack", xs, {y}, [infos, d](const Grads& g) -> Grads {
+  op.record(xs, {y}).backward([infos, d](const Grads& g) -> Grads {
     Grads out;
     for (size_t i = 0; i < infos.size(); ++i)
       out.push_back(infos[i].wants ? g[0].select(d, static_cast<int64_t>(i)).to(infos[i].dtype) : Tensor());
@@ -48,22 +46,23 @@ namespace {
 // A zero tensor of `shape` with src added at the positions index_select(dim, index) reads: the adjoint of
 // index_select. Recorded, with index_select as its gradient, so that each one's backward is differentiable again.
 Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src) {
+  OpEntry op(opdef::index_add);
   Tensor y = raw::index_add_zeros(shape, dim, index, src);
-  if (!needs_grad({&src})) return y;
-  record("index_add", {src}, {y}, [dim, si = save(index)](const Grads& g) -> Grads {
-    return {ember::index_select(g[0], dim, si.get("index_add"))};
+  if (!op.needs_grad({&src})) return y;
+  op.record({src}, {y}).backward([dim, si = save(index)](const Grads& g) -> Grads {
+    return {ember::index_select(g[0], dim, si.get())};
   });
   return y;
 }
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  memory::OpScope op_scope("index_select");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::index_select);
   Tensor y = raw::index_select(x, dim, index);
-  if (!needs_grad({&x})) return y;
+  if (!op.needs_grad({&x})) return y;
   InputInfo ix(x);
-  record("index_select", {x}, {y}, [ix, dim, si = save(index)](const Grads& g) -> Grads {
-    return {index_add_zeros(ix.shape, dim, si.get("index_select"), g[0])};
+  op.record({x}, {y}).backward([ix, dim, si = save(index)](const Grads& g) -> Grads {
+    return {index_add_zeros(ix.shape, dim, si.get(), g[0])};
   });
   return y;
 }
@@ -113,28 +112,28 @@ Tensor flat_positions(const Shape& shape, int64_t dim, const Tensor& index) {
 
 // Composites of index_select / index_add on flattened tensors: differentiable (twice) on every device.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  memory::OpScope op_scope("gather");  // an OutOfMemoryError names the op
-  const int64_t d = check_index("gather", x, dim, index);
+  OpEntry op(opdef::gather);
+  const int64_t d = check_index(op.name(), x, dim, index);
   const Tensor pos = x.dim() == 0 ? index.reshape({-1}) : flat_positions(x.shape(), d, index);
   return index_select(x.reshape({-1}), 0, pos).reshape(index.shape());
 }
 
 Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index, const Tensor& src_in) {
-  memory::OpScope op_scope("scatter_add");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::scatter_add);
   // Autocast promotes x and src to the wider of their float dtypes (as PyTorch's autocast "promote" list).
-  const std::vector<Tensor> xs = amp::promote({x_in, src_in});
+  const std::vector<Tensor> xs = op.in({x_in, src_in});
   const Tensor &x = xs[0], &src = xs[1];
-  const int64_t d = check_index("scatter_add", x, dim, index);
-  autograd::check_defined("scatter_add", src, "src");
-  EMBER_CHECK_DTYPE(src.dtype() == x.dtype(), "scatter_add: src must have the input's dtype, got ", src.dtype(),
+  const int64_t d = check_index(op.name(), x, dim, index);
+  autograd::check_defined(op.name(), src, "src");
+  EMBER_CHECK_DTYPE(src.dtype() == x.dtype(), op.name(), ": src must have the input's dtype, got ", src.dtype(),
                     src.shape(), " and ", x.dtype(), x.shape());
-  EMBER_CHECK_DEVICE(src.device() == x.device(), "scatter_add: expected all tensors on the same device, got ",
+  EMBER_CHECK_DEVICE(src.device() == x.device(), op.name(), ": expected all tensors on the same device, got ",
                      x.device(), " and ", src.device());
   bool src_larger = false;
-  EMBER_CHECK_SHAPE(src.dim() == index.dim(), "scatter_add: src ", src.shape(), " must have as many dims as index ",
+  EMBER_CHECK_SHAPE(src.dim() == index.dim(), op.name(), ": src ", src.shape(), " must have as many dims as index ",
                     index.shape());
   for (int64_t k = 0; k < src.dim(); ++k) {
-    EMBER_CHECK_SHAPE(index.size(k) <= src.size(k), "scatter_add: index ", index.shape(), " is larger than src ",
+    EMBER_CHECK_SHAPE(index.size(k) <= src.size(k), op.name(), ": index ", index.shape(), " is larger than src ",
                       src.shape(), " in dim ", k);
     src_larger = src_larger || src.size(k) > index.size(k);
   }
@@ -146,20 +145,20 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim, const Tensor& index, const T
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
-  memory::OpScope op_scope("masked_fill");  // an OutOfMemoryError names the op
-  autograd::check_defined("masked_fill", x, "x");
-  autograd::check_defined("masked_fill", mask, "mask");
-  autograd::check_defined("masked_fill", value, "value");
-  EMBER_CHECK_DTYPE(mask.dtype() == kBool, "masked_fill: mask must be bool, got ", mask.dtype(), mask.shape());
-  EMBER_CHECK_SHAPE(value.dim() == 0, "masked_fill: value must be a 0-dim tensor, got ", value.dtype(), value.shape());
-  EMBER_CHECK_DEVICE(mask.device() == x.device(), "masked_fill: expected all tensors on the same device, got ",
+  OpEntry op(opdef::masked_fill);
+  autograd::check_defined(op.name(), x, "x");
+  autograd::check_defined(op.name(), mask, "mask");
+  autograd::check_defined(op.name(), value, "value");
+  EMBER_CHECK_DTYPE(mask.dtype() == kBool, op.name(), ": mask must be bool, got ", mask.dtype(), mask.shape());
+  EMBER_CHECK_SHAPE(value.dim() == 0, op.name(), ": value must be a 0-dim tensor, got ", value.dtype(), value.shape());
+  EMBER_CHECK_DEVICE(mask.device() == x.device(), op.name(), ": expected all tensors on the same device, got ",
                      x.device(), " and ", mask.device());
-  (void)broadcast_shapes(x.shape(), mask.shape(), "masked_fill");  // throws naming both shapes
+  (void)broadcast_shapes(x.shape(), mask.shape(), op.name());  // throws naming both shapes
   return where(mask, value.to(x.dtype()).to(x.device()), x);
 }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
-  memory::OpScope op_scope("masked_fill");  // an OutOfMemoryError names the op
-  autograd::check_defined("masked_fill", x, "x");
+  OpEntry op(opdef::masked_fill);
+  autograd::check_defined(op.name(), x, "x");
   return masked_fill(x, mask, full({}, value, {.dtype = x.dtype(), .device = x.device()}));
 }
 

@@ -1,6 +1,7 @@
 // defines: GradMode, anomaly mode's flag, Node bookkeeping, SavedTensor, AccumulateGrad, record() and the
 // autograd parts of Tensor (requires_grad_, grad, set_grad, is_leaf).
 #include "ember/autograd/node.h"
+#include "ember/autograd/op_def.h"
 
 #include <sstream>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "ember/autograd/anomaly.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/hooks.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/memory_plan.h"
 #include "ember/core/raw_ops.h"
 
@@ -105,12 +107,6 @@ struct SavedTensor::Slot {
   uint32_t output_nr = 0;
 };
 
-namespace {
-// Slots saved on this thread since the last record(): the op being recorded saved them (ops save in the
-// arguments of record()), so record() can tell which of them are its own outputs.
-thread_local std::vector<std::weak_ptr<SavedTensor::Slot>> t_pending;
-}  // namespace
-
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   slot_ = std::make_shared<Slot>();
@@ -118,24 +114,44 @@ SavedTensor::SavedTensor(const Tensor& t) {
   memory::tag(t, memory::Category::kActivations);  // held until backward (memory::plan's categories)
   slot_->version = t.version();
   slot_->source = t.impl_ptr();
-  // No cycle: this node's edges hold the same node already. record() drops it when the tensor is this op's own
-  // output (an in-place op's self).
-  if (t.requires_grad()) slot_->input = gradient_edge(t);
-  if (t_pending.size() >= 1024)  // saves never followed by a record(): forget the dead ones
-    std::erase_if(t_pending, [](const auto& w) { return w.expired(); });
-  t_pending.push_back(slot_);
+  if (!t.requires_grad()) return;
+  // One of the outputs of the op being recorded (its grad_fn is that node, still recording): remember the place,
+  // not the handle, which would own the node. Any other tensor: its edge (no cycle: the node's edges hold the
+  // same node already).
+  const AutogradMeta* m = meta(t);
+  if (m && m->grad_fn && m->grad_fn->recording) {
+    slot_->output_of = m->grad_fn;
+    slot_->output_nr = m->output_nr;
+  } else {
+    slot_->input = gradient_edge(t);
+  }
 }
 
 SavedTensor::SavedTensor(const Tensor& value, Edge where) : SavedTensor(value) {
   if (slot_) slot_->input = std::move(where);
 }
 
-Tensor SavedTensor::get(const char* op) const {
+void SavedTensor::adopt_output(const std::shared_ptr<Node>& node, const std::vector<Tensor>& outputs) {
+  if (!slot_) return;
+  const std::shared_ptr<TensorImpl> src = slot_->source.lock();
+  for (size_t i = 0; src && i < outputs.size(); ++i)
+    if (outputs[i].defined() && outputs[i].impl() == src.get()) {
+      slot_->input = Edge{};
+      slot_->output_of = node;
+      slot_->output_nr = static_cast<uint32_t>(i);
+      return;
+    }
+}
+
+Tensor SavedTensor::get() const {
   if (!slot_) return {};
   const Tensor& t = slot_->data;
-  EMBER_CHECK(t.version() == slot_->version, Error, op, ": one of the tensors saved for backward (", t.dtype(),
-              t.shape(), ") was modified by an in-place operation after it was saved (its version is ", t.version(),
-              ", expected ", slot_->version, "); use an out-of-place op or clone() it first");
+  if (t.version() != slot_->version) {  // named by the backward running now (the engine's memory scope)
+    const char* op = memory::current_context().op;
+    throw Error(detail::str(op ? op : "backward", ": one of the tensors saved for backward (", t.dtype(), t.shape(),
+                            ") was modified by an in-place operation after it was saved (its version is ", t.version(),
+                            ", expected ", slot_->version, "); use an out-of-place op or clone() it first"));
+  }
   if (!t_create_graph) return t;
   // The value re-attached where it sat in the graph: gradients flowing into it reach that node (for a leaf, its
   // accumulator, which autograd::grad captures and backward() accumulates from).
@@ -176,12 +192,13 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, LambdaNode::Fn fn,
-            bool outputs_are_views) {
+Recording record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 bool outputs_are_views) {
   std::vector<Edge> next;
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
-  auto node = std::make_shared<LambdaNode>(name, std::move(next), std::move(fn));
+  auto node = std::make_shared<LambdaNode>(name, std::move(next), nullptr);
+  node->recording = true;
   if (t_anomaly) {
     std::ostringstream os;
     os << name << " -> " << outputs[0].dtype() << outputs[0].shape();
@@ -193,21 +210,19 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     m.output_nr = static_cast<uint32_t>(i);
     m.is_view = outputs_are_views;
   }
-  // Saved tensors that are this op's outputs: drop the strong handle (it would own this node: a cycle) and
-  // remember where they sit in the graph instead.
-  for (const auto& w : t_pending) {
-    std::shared_ptr<SavedTensor::Slot> slot = w.lock();
-    if (!slot) continue;
-    std::shared_ptr<TensorImpl> src = slot->source.lock();
-    for (size_t i = 0; src && i < outputs.size(); ++i)
-      if (outputs[i].defined() && outputs[i].impl() == src.get()) {
-        slot->input = Edge{};
-        slot->output_of = node;
-        slot->output_nr = static_cast<uint32_t>(i);
-        break;
-      }
-  }
-  t_pending.clear();
+  return Recording(std::move(node));
+}
+
+Recording record(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 bool outputs_are_views) {
+  Recording r = record(op.name, inputs, outputs, outputs_are_views);
+  r.node()->double_differentiable = op.derivative == Derivative::kTwice;
+  return r;
+}
+
+void Recording::backward(LambdaNode::Fn fn) && {
+  node_->set_fn(std::move(fn));
+  node_->recording = false;
 }
 
 }  // namespace autograd

@@ -1,9 +1,7 @@
 // defines: the public batch_norm and layer_norm of ops.h: fused raw ops (core/src/norm.cpp), each with one
 // backward node whose gradients come from a few passes over the data (PyTorch's formulas).
-#include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -48,20 +46,20 @@ Tensor layer_norm_composite(const Tensor& x, int64_t k, const Tensor& w, const T
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  memory::OpScope op_scope("batch_norm");  // an OutOfMemoryError names the op
-  const Tensor x = amp::fp32(x_in);        // autocast: normalisation in float32
+  OpEntry op(opdef::batch_norm);
+  const Tensor x = op.in(x_in);  // autocast: normalisation in float32
   raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
-  if (!needs_grad({&x, &weight, &bias})) return r.y;
+  if (!op.needs_grad({&x, &weight, &bias})) return r.y;
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
              b_wants = bias.defined() && bias.requires_grad();
   const DType wdt = weight.defined() ? weight.dtype() : x.dtype(), bdt = bias.defined() ? bias.dtype() : x.dtype();
-  record(
-      "batch_norm", {x, weight, bias}, {r.y},
-      [=, sx = save(x), sw = save(weight), sb = save(bias), mean = r.mean, invstd = r.invstd](const Grads& g) -> Grads {
-        const Tensor &xv = sx.get("batch_norm"), &wv = sw.get("batch_norm");
+  op.record({x, weight, bias}, {r.y})
+      .backward([=, sx = save(x), sw = save(weight), sb = save(bias), mean = r.mean,
+                 invstd = r.invstd](const Grads& g) -> Grads {
+        const Tensor xv = sx.get(), wv = sw.get();
         if (autograd::create_graph_enabled())  // differentiable again: through the composite
           return autograd::grads_by_recompute(
-              {xv, wv, sb.get("batch_norm")},
+              {xv, wv, sb.get()},
               [&](const std::vector<Tensor>& in) {
                 return batch_norm_composite(in[0], in[1], in[2], training, mean, invstd, eps);
               },
@@ -77,34 +75,32 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
 // in float32 and round once. A create_graph pass differentiates the composite instead (twice differentiable).
 Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  memory::OpScope op_scope("layer_norm");  // an OutOfMemoryError names the op
-  const Tensor x_in = amp::fp32(x_arg);
-  autograd::check_defined("layer_norm", x_in, "x");
+  OpEntry op(opdef::layer_norm);
+  const Tensor x_in = op.in(x_arg);
+  autograd::check_defined(op.name(), x_in, "x");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   EMBER_CHECK_SHAPE(
       k >= 1 && x_in.dim() >= k && Shape(x_in.shape().end() - k, x_in.shape().end()) == Shape(normalized_shape),
-      "layer_norm: input ", x_in.dtype(), x_in.shape(), " does not end in normalized_shape ", Shape(normalized_shape));
+      op.name(), ": input ", x_in.dtype(), x_in.shape(), " does not end in normalized_shape ", Shape(normalized_shape));
   for (const Tensor* t : {&weight, &bias})
-    EMBER_CHECK_SHAPE(!t->defined() || t->shape() == Shape(normalized_shape),
-                      "layer_norm: ", t == &weight ? "weight " : "bias ", t->shape(), " must have normalized_shape ",
+    EMBER_CHECK_SHAPE(!t->defined() || t->shape() == Shape(normalized_shape), op.name(), ": ",
+                      t == &weight ? "weight " : "bias ", t->shape(), " must have normalized_shape ",
                       Shape(normalized_shape));
-  EMBER_CHECK_VALUE(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  const Tensor x = autograd::composite_input("layer_norm", x_in);
-  const Tensor w = weight.defined() ? amp::fp32(weight) : weight, b = bias.defined() ? amp::fp32(bias) : bias;
+  EMBER_CHECK_VALUE(eps >= 0, op.name(), ": eps must be >= 0, got ", eps);
+  const Tensor x = autograd::composite_input(op.name(), x_in);
+  const Tensor w = op.in(weight), b = op.in(bias);
   raw::LayerNormResult r = raw::layer_norm(x, k, w, b, eps);
   Tensor y = r.y;
-  if (needs_grad({&x, &w, &b})) {
+  if (op.needs_grad({&x, &w, &b})) {
     const bool x_wants = x.requires_grad(), w_wants = w.defined() && w.requires_grad(),
                b_wants = b.defined() && b.requires_grad();
     const DType wdt = w.defined() ? w.dtype() : x.dtype(), bdt = b.defined() ? b.dtype() : x.dtype();
-    record(
-        "layer_norm", {x, w, b}, {y},
-        [=, sx = save(x), sw = save(w), sb = save(b), mean = r.mean, rstd = r.rstd](const Grads& g) -> Grads {
-          const Tensor& xv = sx.get("layer_norm");
-          const Tensor& wv = sw.get("layer_norm");
+    op.record({x, w, b}, {y})
+        .backward([=, sx = save(x), sw = save(w), sb = save(b), mean = r.mean, rstd = r.rstd](const Grads& g) -> Grads {
+          const Tensor xv = sx.get(), wv = sw.get();
           if (autograd::create_graph_enabled())  // differentiable again: through the composite
             return autograd::grads_by_recompute(
-                {xv, wv, sb.get("layer_norm")},
+                {xv, wv, sb.get()},
                 [&](const std::vector<Tensor>& in) { return layer_norm_composite(in[0], k, in[1], in[2], eps); }, g[0]);
           raw::LayerNormGrads gr = raw::layer_norm_backward(g[0], xv, k, mean, rstd, wv, x_wants, w_wants, b_wants);
           return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};

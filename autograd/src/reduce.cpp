@@ -5,9 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember/autograd/amp.h"
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -52,14 +50,15 @@ std::vector<int64_t> checked_dims(const char* op, const Tensor& x, const std::ve
   return d;
 }
 
-Tensor sum_impl(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
-  memory::OpScope op_scope(is_mean ? "mean" : "sum");  // an OutOfMemoryError names the op
+Tensor sum_impl(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
+  OpEntry op(is_mean ? opdef::mean : opdef::sum);
+  const Tensor x = op.in(x_in);
   Tensor y = is_mean ? raw::mean(x, dims, keepdim) : raw::sum(x, dims, keepdim);
-  if (!needs_grad({&x})) return y;
+  if (!op.needs_grad({&x})) return y;
   InputInfo ix(x);
   std::vector<int64_t> d = norm_dims(x.shape(), dims);
   const double scale = is_mean ? 1.0 / static_cast<double>(std::max<int64_t>(count_of(x.shape(), d), 1)) : 1.0;
-  record(is_mean ? "mean" : "sum", {x}, {y}, [ix, d, keepdim, scale](const Grads& g) -> Grads {
+  op.record({x}, {y}).backward([ix, d, keepdim, scale](const Grads& g) -> Grads {
     Tensor gk = unsqueeze_reduced(g[0], ix.shape, d, keepdim);
     if (scale != 1.0) gk = gk * scale;
     if (autograd::create_graph_enabled()) return {gk.expand(ix.shape).to(ix.dtype)};
@@ -70,14 +69,14 @@ Tensor sum_impl(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
 
 // max/min over dims: the gradient is shared by the elements equal to the result (evenly among ties).
 Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_max) {
+  OpEntry op(is_max ? opdef::max : opdef::min);
   Tensor y = is_max ? raw::max(x, dims, keepdim) : raw::min(x, dims, keepdim);
-  if (!needs_grad({&x})) return y;
+  if (!op.needs_grad({&x})) return y;
   InputInfo ix(x);
   std::vector<int64_t> d = norm_dims(x.shape(), dims);
-  const char* name = is_max ? "max" : "min";
-  record(name, {x}, {y}, [ix, d, keepdim, name, sx = save(x), sy = save(y)](const Grads& g) -> Grads {
-    const Tensor& xv = sx.get(name);
-    Tensor yk = unsqueeze_reduced(sy.get(name), ix.shape, d, keepdim);
+  op.record({x}, {y}).backward([ix, d, keepdim, sx = save(x), sy = save(y)](const Grads& g) -> Grads {
+    const Tensor xv = sx.get();
+    Tensor yk = unsqueeze_reduced(sy.get(), ix.shape, d, keepdim);
     Tensor mask = eq(xv, yk).to(g[0].dtype());
     Tensor ties = raw::sum(mask, d, true);
     return {mask * (unsqueeze_reduced(g[0], ix.shape, d, keepdim) / ties)};
@@ -86,9 +85,8 @@ Tensor extremum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
 }
 }  // namespace
 
-// sum, cumsum, logsumexp, norm, softmax and log_softmax are autocast "float32" ops (amp.h).
-Tensor sum(const Tensor& x) { return sum_impl(amp::fp32(x), {}, false, false); }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(amp::fp32(x), d, k, false); }
+Tensor sum(const Tensor& x) { return sum_impl(x, {}, false, false); }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(x, d, k, false); }
 Tensor mean(const Tensor& x) { return sum_impl(x, {}, false, true); }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum_impl(x, d, k, true); }
 Tensor max(const Tensor& x) { return extremum(x, {}, false, true); }
@@ -97,15 +95,15 @@ Tensor min(const Tensor& x) { return extremum(x, {}, false, false); }
 Tensor min(const Tensor& x, const std::vector<int64_t>& d, bool k) { return extremum(x, d, k, false); }
 Tensor var(const Tensor& x) { return var(x, {}, false, 1); }
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
-  memory::OpScope op_scope("var");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::var);
   Tensor y = raw::var(x, dims, keepdim, correction);
-  if (!needs_grad({&x})) return y;
+  if (!op.needs_grad({&x})) return y;
   InputInfo ix(x);
   std::vector<int64_t> d = norm_dims(x.shape(), dims);
   const double denom = static_cast<double>(std::max<int64_t>(count_of(x.shape(), d) - correction, 0));
   // d var / dx = 2 (x - mean) / (N - correction)
-  record("var", {x}, {y}, [ix, d, keepdim, denom, sx = save(x)](const Grads& g) -> Grads {
-    const Tensor& xv = sx.get("var");
+  op.record({x}, {y}).backward([ix, d, keepdim, denom, sx = save(x)](const Grads& g) -> Grads {
+    const Tensor xv = sx.get();
     Tensor centered = xv - mean(xv, d, true);
     return {unsqueeze_reduced(g[0], ix.shape, d, keepdim) * centered * (2.0 / denom)};
   });
@@ -115,10 +113,10 @@ Tensor argmax(const Tensor& x, int64_t d, bool k) { return raw::argmax(x, d, k);
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k); }
 
 Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool keepdim) {
-  memory::OpScope op_scope("logsumexp");  // an OutOfMemoryError names the op
-  const Tensor x_in = amp::fp32(x_arg);
-  const Tensor x = autograd::composite_input("logsumexp", x_in);  // integers give float32
-  const std::vector<int64_t> d = checked_dims("logsumexp", x, dims);
+  OpEntry op(opdef::logsumexp);
+  const Tensor x_in = op.in(x_arg);
+  const Tensor x = autograd::composite_input(op.name(), x_in);  // integers give float32
+  const std::vector<int64_t> d = checked_dims(op.name(), x, dims);
   // The shift m: the max over dims, a constant to autograd (the result does not depend on it). It is 0 where the
   // max is not finite (an all -inf slice: no -inf - -inf; +inf and NaN reach the sum as they are) and for an
   // empty slice (whose sum is 0: log gives -inf, as PyTorch's).
@@ -138,19 +136,19 @@ Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool kee
 }
 
 Tensor norm(const Tensor& x_arg, double p, const std::vector<int64_t>& dims, bool keepdim) {
-  memory::OpScope op_scope("norm");  // an OutOfMemoryError names the op
-  const Tensor x_in = amp::fp32(x_arg);
-  autograd::check_defined("norm", x_in, "x");
-  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), "norm: expected a floating-point tensor, got ", x_in.dtype(),
+  OpEntry op(opdef::norm);
+  const Tensor x_in = op.in(x_arg);
+  autograd::check_defined(op.name(), x_in, "x");
+  EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), op.name(), ": expected a floating-point tensor, got ", x_in.dtype(),
                     x_in.shape(), " (convert with .to(kFloat32))");
-  EMBER_CHECK_VALUE(p >= 1 || std::isinf(p), "norm: p must be >= 1, inf or -inf, got ", p);
-  const std::vector<int64_t> d = checked_dims("norm", x_in, dims);
+  EMBER_CHECK_VALUE(p >= 1 || std::isinf(p), op.name(), ": p must be >= 1, inf or -inf, got ", p);
+  const std::vector<int64_t> d = checked_dims(op.name(), x_in, dims);
   if (std::isinf(p)) {  // the largest (smallest) |x|, which an empty slice does not have (exact in any dtype)
-    EMBER_CHECK_INDEX(count_of(x_in.shape(), d) > 0, "norm: the ", p > 0 ? "inf" : "-inf", "-norm over dims ", Shape(d),
-                      " of ", x_in.dtype(), x_in.shape(), " reduces an empty slice");
+    EMBER_CHECK_INDEX(count_of(x_in.shape(), d) > 0, op.name(), ": the ", p > 0 ? "inf" : "-inf", "-norm over dims ",
+                      Shape(d), " of ", x_in.dtype(), x_in.shape(), " reduces an empty slice");
     return p > 0 ? max(abs(x_in), d, keepdim) : min(abs(x_in), d, keepdim);
   }
-  const Tensor x = autograd::composite_input("norm", x_in);
+  const Tensor x = autograd::composite_input(op.name(), x_in);
   if (p == 1) return autograd::composite_result(sum(abs(x), d, keepdim), x_in);
   // (sum |x|^p)^(1/p). Where the sum is 0 the root's derivative is infinite and the gradient would be 0 * inf =
   // NaN: there the root is taken of 1 instead and the result replaced by 0, so the gradient is 0, as PyTorch's.
@@ -165,38 +163,40 @@ Tensor norm(const Tensor& x_arg, double p, const std::vector<int64_t>& dims, boo
 namespace {
 // cumsum from the start (reverse: from the end). Its gradient is the running sum of the gradient taken the other
 // way, itself a recorded op: differentiable again.
-Tensor cumsum_dir(const Tensor& x, int64_t dim, bool reverse) {
+Tensor cumsum_dir(const Tensor& x_in, int64_t dim, bool reverse) {
+  OpEntry op(opdef::cumsum);
+  const Tensor x = op.in(x_in);
   Tensor y = raw::cumsum(x, dim, reverse);
-  if (!needs_grad({&x})) return y;
-  record("cumsum", {x}, {y}, [dim, reverse](const Grads& g) -> Grads { return {cumsum_dir(g[0], dim, !reverse)}; });
+  if (!op.needs_grad({&x})) return y;
+  op.record({x}, {y}).backward([dim, reverse](const Grads& g) -> Grads { return {cumsum_dir(g[0], dim, !reverse)}; });
   return y;
 }
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(amp::fp32(x), dim, false); }
+Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(x, dim, false); }
 
 // --- softmax family
 Tensor softmax(const Tensor& x_in, int64_t dim) {
-  memory::OpScope op_scope("softmax");  // an OutOfMemoryError names the op
-  const Tensor x = amp::fp32(x_in);
+  OpEntry op(opdef::softmax);
+  const Tensor x = op.in(x_in);
   Tensor y = raw::softmax(x, dim);
-  if (!needs_grad({&x})) return y;
-  const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), "softmax");
-  record("softmax", {x}, {y}, [d, sy = save(y)](const Grads& g) -> Grads {
-    const Tensor& yv = sy.get("softmax");  // dx = y * (g - sum(g * y))
+  if (!op.needs_grad({&x})) return y;
+  const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), op.name());
+  op.record({x}, {y}).backward([d, sy = save(y)](const Grads& g) -> Grads {
+    const Tensor yv = sy.get();  // dx = y * (g - sum(g * y))
     if (yv.dim() == 0) return {zeros_like(yv)};
     return {yv * (g[0] - sum(g[0] * yv, {d}, true))};  // differentiable ops: a create_graph pass records them
   });
   return y;
 }
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
-  memory::OpScope op_scope("log_softmax");  // an OutOfMemoryError names the op
-  const Tensor x = amp::fp32(x_in);
+  OpEntry op(opdef::log_softmax);
+  const Tensor x = op.in(x_in);
   Tensor y = raw::log_softmax(x, dim);
-  if (!needs_grad({&x})) return y;
-  const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), "log_softmax");
-  record("log_softmax", {x}, {y}, [d, sy = save(y)](const Grads& g) -> Grads {
-    const Tensor& yv = sy.get("log_softmax");  // dx = g - softmax * sum(g)
+  if (!op.needs_grad({&x})) return y;
+  const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), op.name());
+  op.record({x}, {y}).backward([d, sy = save(y)](const Grads& g) -> Grads {
+    const Tensor yv = sy.get();  // dx = g - softmax * sum(g)
     if (yv.dim() == 0) return {zeros_like(yv)};
     return {g[0] - exp(yv) * sum(g[0], {d}, true)};
   });

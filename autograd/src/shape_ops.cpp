@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "ember/autograd/ops.h"
-#include "ember/core/memory_context.h"
 #include "grad_utils.h"
 
 namespace ember {
@@ -58,20 +57,21 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value) {
-  memory::OpScope op_scope("pad");  // an OutOfMemoryError names the op
-  autograd::check_defined("pad", x, "x");
+  OpEntry op(opdef::pad);
+  autograd::check_defined(opdef::pad.name, x, "x");
   const int64_t pairs = static_cast<int64_t>(pads.size() / 2);
-  EMBER_CHECK_VALUE(pads.size() % 2 == 0, "pad: pads must come in (before, after) pairs, got ", pads.size(), " values ",
-                    Shape(pads));
-  EMBER_CHECK_VALUE(pairs <= x.dim(), "pad: pads ", Shape(pads), " cover ", pairs, " dims but the input ", x.dtype(),
-                    x.shape(), " has ", x.dim());
+  EMBER_CHECK_VALUE(pads.size() % 2 == 0, opdef::pad.name, ": pads must come in (before, after) pairs, got ",
+                    pads.size(), " values ", Shape(pads));
+  EMBER_CHECK_VALUE(pairs <= x.dim(), opdef::pad.name, ": pads ", Shape(pads), " cover ", pairs, " dims but the input ",
+                    x.dtype(), x.shape(), " has ", x.dim());
   // Pair k pads dim (rank - 1 - k). A negative pad crops, but no more than the dim has.
   Shape out_shape = x.shape();
   for (int64_t k = 0; k < pairs; ++k) {
     const size_t d = static_cast<size_t>(x.dim() - 1 - k);
     const int64_t lo = pads[static_cast<size_t>(2 * k)], hi = pads[static_cast<size_t>(2 * k + 1)];
-    EMBER_CHECK_VALUE(x.shape()[d] + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0) >= 0, "pad: pads (", lo, ", ",
-                      hi, ") crop more than the ", x.shape()[d], " elements of dim ", d, " of ", x.dtype(), x.shape());
+    EMBER_CHECK_VALUE(x.shape()[d] + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0) >= 0, opdef::pad.name,
+                      ": pads (", lo, ", ", hi, ") crop more than the ", x.shape()[d], " elements of dim ", d, " of ",
+                      x.dtype(), x.shape());
     out_shape[d] += lo + hi;
   }
   Tensor y = full(out_shape, value, {.dtype = x.dtype(), .device = x.device()});
@@ -84,10 +84,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value) {
     dst = raw::slice(dst, d, std::max<int64_t>(lo, 0), out_shape[static_cast<size_t>(d)] - std::max<int64_t>(hi, 0));
   }
   if (src.numel() > 0) raw::copy_(dst, src);
-  if (!needs_grad({&x})) return y;
+  if (!op.needs_grad({&x})) return y;
   std::vector<int64_t> back(pads.size());
   std::transform(pads.begin(), pads.end(), back.begin(), [](int64_t p) { return -p; });
-  record("pad", {x}, {y}, [back](const Grads& g) -> Grads { return {pad(g[0], back, 0)}; });
+  op.record({x}, {y}).backward([back](const Grads& g) -> Grads { return {pad(g[0], back, 0)}; });
   return y;
 }
 

@@ -9,18 +9,20 @@ namespace ember {
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return raw::argsort(x, dim, descending); }
 
 SortResult sort(const Tensor& x, int64_t dim, bool descending) {
-  autograd::check_defined("sort", x, "x");
-  const int64_t d = normalize_dim(dim, x.dim(), "sort");
+  OpEntry op(opdef::sort);  // a composite of argsort and gather, named as one op
+  autograd::check_defined(opdef::sort.name, x, "x");
+  const int64_t d = normalize_dim(dim, x.dim(), opdef::sort.name);
   Tensor indices = raw::argsort(x, d, descending);
   return {gather(x, d, indices), indices};
 }
 
 SortResult topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
-  autograd::check_defined("topk", x, "x");
-  const int64_t d = normalize_dim(dim, x.dim(), "topk");
+  OpEntry op(opdef::topk);  // a composite of argsort and gather, named as one op
+  autograd::check_defined(opdef::topk.name, x, "x");
+  const int64_t d = normalize_dim(dim, x.dim(), opdef::topk.name);
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  EMBER_CHECK_INDEX(k >= 0 && k <= n, "topk: k = ", k, " is out of range for dim ", d, " of size ", n, " (input ",
-                    x.dtype(), x.shape(), ")");
+  EMBER_CHECK_INDEX(k >= 0 && k <= n, opdef::topk.name, ": k = ", k, " is out of range for dim ", d, " of size ", n,
+                    " (input ", x.dtype(), x.shape(), ")");
   // The first k of a stable sort: among equal values the earlier ones win, and a 0-dim x is its own top 1 (and, as
   // in PyTorch, its own top 0).
   Tensor indices = raw::argsort(x, d, largest);

@@ -17,62 +17,66 @@ namespace ember {
 namespace {
 // Records a view op: its gradient maps back through `back`. `is_view` is false for the ops here that copy
 // (clone, contiguous, to): their output owns fresh storage, so in-place changes to it are allowed.
+// (Views allocate nothing, so they open no memory scope; the copies' callers open theirs, an OpEntry, around the
+// copy.)
 template <class Back>
-Tensor view_op(const char* name, const Tensor& x, Tensor y, Back back, bool is_view = true) {
-  if (!needs_grad({&x})) return y;
+Tensor view_op(const OpDef& op, const Tensor& x, Tensor y, Back back, bool is_view = true) {
+  if (!OpEntry::needs_grad({&x})) return y;
   InputInfo ix(x);
-  record(
-      name, {x}, {y}, [ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; }, /*outputs_are_views=*/is_view);
+  autograd::record(op, {x}, {y}, /*outputs_are_views=*/is_view).backward([ix, back](const Grads& g) -> Grads {
+    return {back(g[0], ix)};
+  });
   return y;
 }
 template <class Back>
-Tensor copy_op(const char* name, const Tensor& x, Tensor y, Back back) {
-  return view_op(name, x, std::move(y), back, /*is_view=*/false);
+Tensor copy_op(const OpEntry& op, const Tensor& x, Tensor y, Back back) {
+  return view_op(op.def(), x, std::move(y), back, /*is_view=*/false);
 }
 }  // namespace
 
 Tensor Tensor::reshape(const Shape& s) const {
-  return view_op("reshape", *this, raw::reshape(*this, s),
+  return view_op(opdef::reshape, *this, raw::reshape(*this, s),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::view(const Shape& s) const {
-  return view_op("view", *this, raw::view(*this, s),
+  return view_op(opdef::view, *this, raw::view(*this, s),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::flatten(int64_t a, int64_t b) const {
-  return view_op("flatten", *this, raw::flatten(*this, a, b),
+  return view_op(opdef::flatten, *this, raw::flatten(*this, a, b),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::squeeze() const {
-  return view_op("squeeze", *this, raw::squeeze(*this),
+  return view_op(opdef::squeeze, *this, raw::squeeze(*this),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::squeeze(int64_t d) const {
-  return view_op("squeeze", *this, raw::squeeze(*this, d),
+  return view_op(opdef::squeeze, *this, raw::squeeze(*this, d),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::unsqueeze(int64_t d) const {
-  return view_op("unsqueeze", *this, raw::unsqueeze(*this, d),
+  return view_op(opdef::unsqueeze, *this, raw::unsqueeze(*this, d),
                  [](const Tensor& g, const InputInfo& i) { return g.reshape(i.shape); });
 }
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
-  return view_op("transpose", *this, raw::transpose(*this, a, b),
+  return view_op(opdef::transpose, *this, raw::transpose(*this, a, b),
                  [a, b](const Tensor& g, const InputInfo&) { return g.transpose(a, b); });
 }
 Tensor Tensor::t() const {
-  EMBER_CHECK_SHAPE(dim() <= 2, "t: expects a tensor with <= 2 dims, got ", shape(), " (use transpose(a, b))");
-  return dim() < 2 ? view_op("t", *this, raw::alias(*this), [](const Tensor& g, const InputInfo&) { return g; })
+  EMBER_CHECK_SHAPE(dim() <= 2, opdef::t.name, ": expects a tensor with <= 2 dims, got ", shape(),
+                    " (use transpose(a, b))");
+  return dim() < 2 ? view_op(opdef::t, *this, raw::alias(*this), [](const Tensor& g, const InputInfo&) { return g; })
                    : transpose(0, 1);
 }
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   Tensor y = raw::permute(*this, dims);
   std::vector<int64_t> inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i)
-    inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
-  return view_op("permute", *this, y, [inverse](const Tensor& g, const InputInfo&) { return g.permute(inverse); });
+    inverse[static_cast<size_t>(normalize_dim(dims[i], dim(), opdef::permute.name))] = static_cast<int64_t>(i);
+  return view_op(opdef::permute, *this, y, [inverse](const Tensor& g, const InputInfo&) { return g.permute(inverse); });
 }
 Tensor Tensor::expand(const Shape& s) const {
-  return view_op("expand", *this, raw::expand(*this, s),
+  return view_op(opdef::expand, *this, raw::expand(*this, s),
                  [](const Tensor& g, const InputInfo& i) { return autograd::sum_to(g, i.shape); });
 }
 namespace {
@@ -104,21 +108,22 @@ Tensor embed_slice(const Tensor& g, const Shape& shape, int64_t d, int64_t start
 
 // slice / select: the gradient is zero except in the part that was read.
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
-  return view_op("slice", *this, raw::slice(*this, d, s, e, st), [d, s, e, st](const Tensor& g, const InputInfo& i) {
-    const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), "slice");
-    const int64_t n = i.shape[static_cast<size_t>(dim)];
-    const int64_t start = std::clamp<int64_t>(s < 0 ? s + n : s, 0, n);
-    if (autograd::create_graph_enabled()) return embed_slice(g, i.shape, dim, start, st);
-    Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
-    Tensor part = raw::slice(gx, d, s, e, st);
-    raw::copy_(part, g);
-    return gx;
-  });
+  return view_op(opdef::slice, *this, raw::slice(*this, d, s, e, st),
+                 [d, s, e, st](const Tensor& g, const InputInfo& i) {
+                   const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), opdef::slice.name);
+                   const int64_t n = i.shape[static_cast<size_t>(dim)];
+                   const int64_t start = std::clamp<int64_t>(s < 0 ? s + n : s, 0, n);
+                   if (autograd::create_graph_enabled()) return embed_slice(g, i.shape, dim, start, st);
+                   Tensor gx = zeros(i.shape, {.dtype = g.dtype(), .device = g.device()});
+                   Tensor part = raw::slice(gx, d, s, e, st);
+                   raw::copy_(part, g);
+                   return gx;
+                 });
 }
 Tensor Tensor::select(int64_t d, int64_t idx) const {
-  return view_op("select", *this, raw::select(*this, d, idx), [d, idx](const Tensor& g, const InputInfo& i) {
+  return view_op(opdef::select, *this, raw::select(*this, d, idx), [d, idx](const Tensor& g, const InputInfo& i) {
     if (autograd::create_graph_enabled()) {
-      const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), "select");
+      const int64_t dim = normalize_dim(d, static_cast<int64_t>(i.shape.size()), opdef::select.name);
       const int64_t n = i.shape[static_cast<size_t>(dim)];
       return embed_slice(g.unsqueeze(dim), i.shape, dim, idx < 0 ? idx + n : idx, 1);
     }
@@ -144,21 +149,25 @@ std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d) 
 // --- copies, dtypes, devices
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  return copy_op("contiguous", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+  OpEntry op(opdef::contiguous);
+  return copy_op(op, *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
 }
 Tensor Tensor::clone() const {
-  return copy_op("clone", *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+  OpEntry op(opdef::clone);
+  return copy_op(op, *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
 }
 Tensor Tensor::detach() const { return raw::alias(*this); }
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
+  OpEntry op(opdef::to);
   Tensor y = raw::cast(*this, dt);
   if (!is_floating(dt)) return y;  // an integer result carries no gradient
-  return copy_op("to", *this, y, [](const Tensor& g, const InputInfo& i) { return g.to(i.dtype); });
+  return copy_op(op, *this, y, [](const Tensor& g, const InputInfo& i) { return g.to(i.dtype); });
 }
 Tensor Tensor::to(Device dev, bool non_blocking) const {
   if (dev == device()) return *this;
-  return copy_op("to", *this, raw::to_device(*this, dev, non_blocking),
+  OpEntry op(opdef::to);
+  return copy_op(op, *this, raw::to_device(*this, dev, non_blocking),
                  [](const Tensor& g, const InputInfo& i) { return g.to(i.device); });
 }
 
@@ -186,9 +195,10 @@ bool check_inplace(const char* op, const Tensor& self, const Tensor* other) {
 // gets (g, value of self before the op, saved other, value of self after).
 using InplaceGrad =
     std::function<Grads(const Tensor& g, const Tensor& before, const Tensor& other, const Tensor& after)>;
-Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_before, bool keep_after,
+Tensor& inplace(const OpDef& def, Tensor& self, const Tensor& other, bool keep_before, bool keep_after,
                 const std::function<void()>& apply, InplaceGrad grad) {
-  const bool rec = check_inplace(name, self, other.defined() ? &other : nullptr);
+  OpEntry op(def);
+  const bool rec = check_inplace(op.name(), self, other.defined() ? &other : nullptr);
   Tensor before = rec && keep_before ? raw::clone(self) : Tensor();
   // self's value before the op, at self's place in the graph before the op (a create_graph pass differentiates
   // through it to what computed self)
@@ -204,41 +214,42 @@ Tensor& inplace(const char* name, Tensor& self, const Tensor& other, bool keep_b
   if (other.defined()) inputs.push_back(other);
   InputInfo io = other.defined() ? InputInfo(other) : InputInfo(self);
   // record() reads self's current edge (its previous grad_fn) before making this node its grad_fn
-  record(name, inputs, {self},
-         // ops that keep `before` (mul_, div_) also need `other`
-         [name, io, grad, sb, so, sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
-           Grads r = grad(g[0], sb.get(name), so.get(name), sa.get(name));
-           if (r.size() > 1) r[1] = reduce_to(r[1], io);
-           return r;
-         });
+  op.record(inputs, {self})
+      .backward(
+          // ops that keep `before` (mul_, div_) also need `other`
+          [io, grad, sb, so, sa = save(keep_after ? self : Tensor())](const Grads& g) -> Grads {
+            Grads r = grad(g[0], sb.get(), so.get(), sa.get());
+            if (r.size() > 1) r[1] = reduce_to(r[1], io);
+            return r;
+          });
   return self;
 }
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& o) {
   return inplace(
-      "add_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Add, *this, o); },
+      opdef::add_, *this, o, false, false, [&] { raw::binary_(BinaryOp::Add, *this, o); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
         return {g, g};
       });
 }
 Tensor& Tensor::sub_(const Tensor& o) {
   return inplace(
-      "sub_", *this, o, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, o); },
+      opdef::sub_, *this, o, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, o); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
         return {g, -g};
       });
 }
 Tensor& Tensor::mul_(const Tensor& o) {
   return inplace(
-      "mul_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Mul, *this, o); },
+      opdef::mul_, *this, o, true, false, [&] { raw::binary_(BinaryOp::Mul, *this, o); },
       [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
         return {g * other, g * before};
       });
 }
 Tensor& Tensor::div_(const Tensor& o) {
   return inplace(
-      "div_", *this, o, true, false, [&] { raw::binary_(BinaryOp::Div, *this, o); },
+      opdef::div_, *this, o, true, false, [&] { raw::binary_(BinaryOp::Div, *this, o); },
       [](const Tensor& g, const Tensor& before, const Tensor& other, const Tensor&) -> Grads {
         Tensor ga = g / other;
         return {ga, -(ga * before / other)};
@@ -246,29 +257,29 @@ Tensor& Tensor::div_(const Tensor& o) {
 }
 Tensor& Tensor::add_(Scalar s) {
   return inplace(
-      "add_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Add, *this, s); },
+      opdef::add_, *this, {}, false, false, [&] { raw::binary_(BinaryOp::Add, *this, s); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
 }
 Tensor& Tensor::sub_(Scalar s) {
   return inplace(
-      "sub_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, s); },
+      opdef::sub_, *this, {}, false, false, [&] { raw::binary_(BinaryOp::Sub, *this, s); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g}; });
 }
 Tensor& Tensor::mul_(Scalar s) {
   const double v = s.value;
   return inplace(
-      "mul_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Mul, *this, s); },
+      opdef::mul_, *this, {}, false, false, [&] { raw::binary_(BinaryOp::Mul, *this, s); },
       [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g * v}; });
 }
 Tensor& Tensor::div_(Scalar s) {
   const double v = s.value;
   return inplace(
-      "div_", *this, {}, false, false, [&] { raw::binary_(BinaryOp::Div, *this, s); },
+      opdef::div_, *this, {}, false, false, [&] { raw::binary_(BinaryOp::Div, *this, s); },
       [v](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {g / v}; });
 }
 Tensor& Tensor::relu_() {
   return inplace(
-      "relu_", *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
+      opdef::relu_, *this, {}, false, true, [&] { raw::unary_(UnaryOp::Relu, *this); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor& after) -> Grads {
         if (autograd::create_graph_enabled()) return {g * gt(after, 0.0).to(g.dtype())};  // records: differentiable
         return {raw::binary(BinaryOp::ReluBackward, g, after)};                           // as in relu()
@@ -276,7 +287,7 @@ Tensor& Tensor::relu_() {
 }
 Tensor& Tensor::clamp_(double lo, double hi) {
   return inplace(
-      "clamp_", *this, {}, true, false, [&] { raw::clamp_(*this, lo, hi); },
+      opdef::clamp_, *this, {}, true, false, [&] { raw::clamp_(*this, lo, hi); },
       [lo, hi](const Tensor& g, const Tensor& before, const Tensor&, const Tensor&) -> Grads {
         return {g * (ge(before, lo).to(g.dtype()) * le(before, hi).to(g.dtype()))};
       });
@@ -284,12 +295,12 @@ Tensor& Tensor::clamp_(double lo, double hi) {
 // fill_ and copy_ overwrite self: no gradient flows to its old value.
 Tensor& Tensor::fill_(Scalar v) {
   return inplace(
-      "fill_", *this, {}, false, false, [&] { raw::fill_(*this, v); },
+      opdef::fill_, *this, {}, false, false, [&] { raw::fill_(*this, v); },
       [](const Tensor&, const Tensor&, const Tensor&, const Tensor&) -> Grads { return {Tensor()}; });
 }
 Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   return inplace(
-      "copy_", *this, src, false, false, [&] { raw::copy_(*this, src, non_blocking); },
+      opdef::copy_, *this, src, false, false, [&] { raw::copy_(*this, src, non_blocking); },
       [](const Tensor& g, const Tensor&, const Tensor&, const Tensor&) -> Grads {
         return {Tensor(), g};
       });

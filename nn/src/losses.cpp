@@ -10,17 +10,18 @@
 #include <utility>
 #include <vector>
 
-#include "ember/autograd/amp.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
+#include "ember/autograd/op_def.h"
 #include "ember/autograd/ops.h"
 #include "ember/core/factory.h"
-#include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::nn {
+namespace opdef = autograd::opdef;
 using autograd::Grads;
+using autograd::OpEntry;
 
 namespace {
 std::string desc(const Tensor& t) { return detail::str(t.dtype(), t.shape(), " on ", t.device()); }
@@ -33,25 +34,23 @@ void check_logits(const char* op, const Tensor& logits) {
 
 // -mean(sum(t * log_softmax(z), 1)) and its gradients (softmax(z) * sum(t, 1) - t) / N for the logits and
 // -log_softmax(z) / N for `targets` (when given and it requires grad; t is its value in the logits' dtype).
-Tensor soft_cross_entropy(const char* op, const Tensor& logits, const Tensor& targets, const Tensor& t) {
+Tensor soft_cross_entropy(const OpEntry& op, const Tensor& logits, const Tensor& targets, const Tensor& t) {
   Tensor logp = raw::log_softmax(logits, 1);
   const double n = static_cast<double>(std::max<int64_t>(logits.size(0), 1));
   Tensor loss =
       raw::binary(BinaryOp::Div, raw::unary(UnaryOp::Neg, raw::sum(raw::binary(BinaryOp::Mul, logp, t))), Scalar(n));
-  const bool tgrad = targets.defined() && autograd::needs_grad({&targets});
-  if (tgrad || autograd::needs_grad({&logits})) {
+  const bool tgrad = targets.defined() && op.needs_grad({&targets});
+  if (tgrad || op.needs_grad({&logits})) {
     std::vector<Tensor> inputs = {logits};
     if (tgrad) inputs.push_back(targets);
     const DType tdtype = tgrad ? targets.dtype() : t.dtype();
-    autograd::record(
-        op, inputs, {loss},
-        [op, n, tgrad, tdtype, sz = autograd::save(logits), st = autograd::save(t),
-         starg = autograd::save(tgrad ? targets : Tensor())](const Grads& g) -> Grads {
-          const Tensor& z = sz.get(op);
-          const Tensor& tv = st.get(op);
+    op.record(inputs, {loss})
+        .backward([n, tgrad, tdtype, sz = autograd::save(logits), st = autograd::save(t),
+                   starg = autograd::save(tgrad ? targets : Tensor())](const Grads& g) -> Grads {
+          const Tensor z = sz.get(), tv = st.get();
           if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
             std::vector<Tensor> in = {z};
-            if (tgrad) in.push_back(starg.get(op));
+            if (tgrad) in.push_back(starg.get());
             return autograd::grads_by_recompute(
                 in,
                 [&](const std::vector<Tensor>& v) {
@@ -95,39 +94,39 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
-  memory::OpScope op_scope("cross_entropy");  // an OutOfMemoryError names the op
+  OpEntry op(opdef::cross_entropy);
   // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32.
-  const Tensor logits = amp::fp32(logits_in);
-  check_logits("cross_entropy", logits);
-  EMBER_CHECK(targets.defined(), Error, "cross_entropy: targets are undefined");
-  EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32,
-                    "cross_entropy: targets must be class indices (int64), got ", desc(targets),
+  const Tensor logits = op.in(logits_in);
+  check_logits(opdef::cross_entropy.name, logits);
+  EMBER_CHECK(targets.defined(), Error, opdef::cross_entropy.name, ": targets are undefined");
+  EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32, opdef::cross_entropy.name,
+                    ": targets must be class indices (int64), got ", desc(targets),
                     "; for one-hot or soft targets use logitcrossentropy");
-  EMBER_CHECK_SHAPE(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: logits ", logits.shape(),
-                    " and targets ", targets.shape(), " do not match (expected targets [", logits.size(0), "])");
-  EMBER_CHECK_DEVICE(targets.device() == logits.device(),
-                     "cross_entropy: expected all tensors on the same device, got ", logits.device(), " and ",
-                     targets.device());
+  EMBER_CHECK_SHAPE(targets.dim() == 1 && targets.size(0) == logits.size(0), opdef::cross_entropy.name, ": logits ",
+                    logits.shape(), " and targets ", targets.shape(), " do not match (expected targets [",
+                    logits.size(0), "])");
+  EMBER_CHECK_DEVICE(targets.device() == logits.device(), opdef::cross_entropy.name,
+                     ": expected all tensors on the same device, got ", logits.device(), " and ", targets.device());
   // without the host waiting on a GPU (Backend::check_range)
   raw::check_index_range(targets, 0, logits.size(1),
                          [c = logits.size(1), shape = logits.shape()](int64_t lo, int64_t hi) {
-                           return detail::str("cross_entropy: targets must be class indices in [0, ", c,
+                           return detail::str(opdef::cross_entropy.name, ": targets must be class indices in [0, ", c,
                                               ") for logits ", shape, ", got values from ", lo, " to ", hi);
                          });
-  return soft_cross_entropy("cross_entropy", logits, Tensor(),
-                            raw::cast(one_hot(targets, logits.size(1)), logits.dtype()));
+  return soft_cross_entropy(op, logits, Tensor(), raw::cast(one_hot(targets, logits.size(1)), logits.dtype()));
 }
 
 Tensor logitcrossentropy(const Tensor& logits_in, const Tensor& targets_in) {
-  const Tensor logits = amp::fp32(logits_in), targets = amp::fp32(targets_in);
-  check_logits("logitcrossentropy", logits);
-  EMBER_CHECK(targets.defined(), Error, "logitcrossentropy: targets are undefined");
-  EMBER_CHECK_SHAPE(targets.shape() == logits.shape(), "logitcrossentropy: logits ", logits.shape(), " and targets ",
-                    targets.shape(), " must have the same shape (use cross_entropy for class indices)");
-  EMBER_CHECK_DEVICE(targets.device() == logits.device(),
-                     "logitcrossentropy: expected all tensors on the same device, got ", logits.device(), " and ",
-                     targets.device());
-  return soft_cross_entropy("logitcrossentropy", logits, targets, raw::cast(targets.detach(), logits.dtype()));
+  OpEntry op(opdef::logitcrossentropy);
+  const Tensor logits = op.in(logits_in), targets = op.in(targets_in);
+  check_logits(opdef::logitcrossentropy.name, logits);
+  EMBER_CHECK(targets.defined(), Error, opdef::logitcrossentropy.name, ": targets are undefined");
+  EMBER_CHECK_SHAPE(targets.shape() == logits.shape(), opdef::logitcrossentropy.name, ": logits ", logits.shape(),
+                    " and targets ", targets.shape(),
+                    " must have the same shape (use cross_entropy for class indices)");
+  EMBER_CHECK_DEVICE(targets.device() == logits.device(), opdef::logitcrossentropy.name,
+                     ": expected all tensors on the same device, got ", logits.device(), " and ", targets.device());
+  return soft_cross_entropy(op, logits, targets, raw::cast(targets.detach(), logits.dtype()));
 }
 
 // --- the composite losses: built of differentiable ops (autograd differentiates them, twice where their ops allow)
@@ -199,24 +198,27 @@ TargetTerms nll_terms(const char* op, const Tensor& lp, const Tensor& targets, i
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const NllLossOptions& opts) {
-  const Tensor log_probs = amp::fp32(log_probs_in);
-  const TargetTerms terms = nll_terms("nll_loss", log_probs, targets, opts.ignore_index, opts.weight);
+  OpEntry op(opdef::nll_loss);
+  const Tensor log_probs = op.in(log_probs_in);
+  const TargetTerms terms = nll_terms(opdef::nll_loss.name, log_probs, targets, opts.ignore_index, opts.weight);
   return reduce(terms.loss, opts.reduction, terms.weight);
 }
 
 // PyTorch's (1.13) label smoothing: (1 - s) nll + s / C * smooth, where smooth is -sum over the classes of
 // weight[c] * log_probs[c] (0 for an ignored target), reduced as nll is (the mean divides by the same weights).
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& opts) {
-  memory::OpScope op_scope("cross_entropy");  // an OutOfMemoryError names the op
-  const Tensor logits = amp::fp32(logits_in);
-  EMBER_CHECK(logits.defined(), Error, "cross_entropy: logits are undefined");
-  EMBER_CHECK_DTYPE(is_floating(logits.dtype()), "cross_entropy: logits must be floating point, got ", desc(logits));
-  EMBER_CHECK_SHAPE(logits.dim() >= 1, "cross_entropy: expected logits [N, C, ...] or [C], got a 0-dim ", desc(logits));
+  OpEntry op(opdef::cross_entropy);
+  const Tensor logits = op.in(logits_in);
+  EMBER_CHECK(logits.defined(), Error, opdef::cross_entropy.name, ": logits are undefined");
+  EMBER_CHECK_DTYPE(is_floating(logits.dtype()), opdef::cross_entropy.name, ": logits must be floating point, got ",
+                    desc(logits));
+  EMBER_CHECK_SHAPE(logits.dim() >= 1, opdef::cross_entropy.name, ": expected logits [N, C, ...] or [C], got a 0-dim ",
+                    desc(logits));
   const double s = opts.label_smoothing;
-  EMBER_CHECK_VALUE(s >= 0 && s <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ", s);
+  EMBER_CHECK_VALUE(s >= 0 && s <= 1, opdef::cross_entropy.name, ": label_smoothing must be in [0, 1], got ", s);
   const int64_t cdim = logits.dim() == 1 ? 0 : 1;
   const Tensor lp = log_softmax(logits, cdim);
-  const TargetTerms terms = nll_terms("cross_entropy", lp, targets, opts.ignore_index, opts.weight);
+  const TargetTerms terms = nll_terms(opdef::cross_entropy.name, lp, targets, opts.ignore_index, opts.weight);
   const Tensor nll = reduce(terms.loss, opts.reduction, terms.weight);
   if (s == 0) return nll;
   Tensor per_class = lp;
@@ -231,47 +233,50 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
 }
 
 Tensor mse_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
-  memory::OpScope op_scope("mse_loss");  // an OutOfMemoryError names the op
-  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
-  check_pair("mse_loss", pred, target);
+  OpEntry op(opdef::mse_loss);
+  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  check_pair(opdef::mse_loss.name, pred, target);
   return reduce(square(pred - target), opts.reduction);
 }
 
 Tensor l1_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
-  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
-  check_pair("l1_loss", pred, target);
+  OpEntry op(opdef::l1_loss);
+  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  check_pair(opdef::l1_loss.name, pred, target);
   return reduce(abs(pred - target), opts.reduction);  // the gradient at pred == target is 0, as PyTorch's
 }
 
 Tensor huber_loss(const Tensor& pred_in, const Tensor& target_in, const HuberLossOptions& opts) {
-  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
-  check_pair("huber_loss", pred, target);
+  OpEntry op(opdef::huber_loss);
+  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  check_pair(opdef::huber_loss.name, pred, target);
   const double delta = opts.delta;
-  EMBER_CHECK_VALUE(delta > 0, "huber_loss: delta must be positive, got ", delta);
+  EMBER_CHECK_VALUE(delta > 0, opdef::huber_loss.name, ": delta must be positive, got ", delta);
   const Tensor d = pred - target, ad = abs(d);
   return reduce(where(lt(ad, delta), square(d) * 0.5, (ad - 0.5 * delta) * delta), opts.reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& pred_in, const Tensor& target_in, const SmoothL1LossOptions& opts) {
-  const Tensor pred = amp::fp32(pred_in), target = amp::fp32(target_in);
-  check_pair("smooth_l1_loss", pred, target);
+  OpEntry op(opdef::smooth_l1_loss);
+  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  check_pair(opdef::smooth_l1_loss.name, pred, target);
   const double beta = opts.beta;
-  EMBER_CHECK_VALUE(beta >= 0, "smooth_l1_loss: beta must be non-negative, got ", beta);
+  EMBER_CHECK_VALUE(beta >= 0, opdef::smooth_l1_loss.name, ": beta must be non-negative, got ", beta);
   if (beta == 0) return l1_loss(pred, target, {.reduction = opts.reduction});  // no division by 0, as PyTorch
   const Tensor d = pred - target, ad = abs(d);
   return reduce(where(lt(ad, beta), square(d) * (0.5 / beta), ad - 0.5 * beta), opts.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) {
-  const Tensor x = amp::fp32(x_in), t = amp::fp32(t_in);
-  EMBER_CHECK(x.defined() && t.defined(), Error, "binary_cross_entropy_with_logits: undefined argument");
-  EMBER_CHECK_SHAPE(x.shape() == t.shape(), "binary_cross_entropy_with_logits: logits ", x.shape(), " and targets ",
-                    t.shape(), " must have the same shape");
-  EMBER_CHECK_DTYPE(is_floating(x.dtype()), "binary_cross_entropy_with_logits: logits must be floating point, got ",
-                    desc(x));
-  EMBER_CHECK_DEVICE(t.device() == x.device(),
-                     "binary_cross_entropy_with_logits: expected all tensors on the same device, got ", x.device(),
-                     " and ", t.device());
+  OpEntry op(opdef::binary_cross_entropy_with_logits);
+  const Tensor x = op.in(x_in), t = op.in(t_in);
+  EMBER_CHECK(x.defined() && t.defined(), Error, opdef::binary_cross_entropy_with_logits.name, ": undefined argument");
+  EMBER_CHECK_SHAPE(x.shape() == t.shape(), opdef::binary_cross_entropy_with_logits.name, ": logits ", x.shape(),
+                    " and targets ", t.shape(), " must have the same shape");
+  EMBER_CHECK_DTYPE(is_floating(x.dtype()), opdef::binary_cross_entropy_with_logits.name,
+                    ": logits must be floating point, got ", desc(x));
+  EMBER_CHECK_DEVICE(t.device() == x.device(), opdef::binary_cross_entropy_with_logits.name,
+                     ": expected all tensors on the same device, got ", x.device(), " and ", t.device());
   Tensor tv = raw::cast(t.detach(), x.dtype());
   // max(x, 0) - x t + log(1 + exp(-|x|)): never exponentiates a large positive number
   Tensor per = raw::binary(
@@ -282,21 +287,19 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) 
                       Scalar(1.0))));
   const double n = static_cast<double>(std::max<int64_t>(x.numel(), 1));
   Tensor loss = raw::binary(BinaryOp::Div, raw::sum(per), Scalar(n));
-  const bool tgrad = autograd::needs_grad({&t});
-  if (tgrad || autograd::needs_grad({&x})) {
+  const bool tgrad = op.needs_grad({&t});
+  if (tgrad || op.needs_grad({&x})) {
     std::vector<Tensor> inputs = {x};
     if (tgrad) inputs.push_back(t);
     // d/dx = (sigmoid(x) - t) / n, d/dt = -x / n
-    autograd::record(
-        "binary_cross_entropy_with_logits", inputs, {loss},
-        [n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv),
-         starg = autograd::save(tgrad ? t : Tensor())](const Grads& g) -> Grads {
-          const char* op = "binary_cross_entropy_with_logits";
-          const Tensor& xv = sx.get(op);
+    op.record(inputs, {loss})
+        .backward([n, tgrad, tdtype = t.dtype(), sx = autograd::save(x), st = autograd::save(tv),
+                   starg = autograd::save(tgrad ? t : Tensor())](const Grads& g) -> Grads {
+          const Tensor xv = sx.get();
           if (autograd::create_graph_enabled()) {  // differentiable again: through the composite
             std::vector<Tensor> in = {xv};
-            if (tgrad) in.push_back(starg.get(op));
-            const Tensor& tc = st.get(op);
+            if (tgrad) in.push_back(starg.get());
+            const Tensor tc = st.get();
             return autograd::grads_by_recompute(
                 in,
                 [&](const std::vector<Tensor>& v) {
@@ -306,7 +309,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) 
                 g[0]);
           }
           Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
-          Tensor d = raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Sigmoid, xv), st.get(op));
+          Tensor d = raw::binary(BinaryOp::Sub, raw::unary(UnaryOp::Sigmoid, xv), st.get());
           Grads out = {raw::binary(BinaryOp::Mul, d, scale)};
           if (tgrad) out.push_back(raw::cast(raw::binary(BinaryOp::Mul, raw::unary(UnaryOp::Neg, xv), scale), tdtype));
           return out;

@@ -126,14 +126,12 @@ Tensor Module::call_with_hooks(const Tensor& input) const {
       // an in-place change of it inside forward would rewrite the caller's tensor behind the caller's graph, so
       // it is refused (as PyTorch does).
       Tensor alias = raw::alias(x);
-      autograd::record(
-          "ModuleBackwardHook", {x}, {alias},
-          [call](const autograd::Grads& g) -> autograd::Grads {
+      autograd::record("ModuleBackwardHook", {x}, {alias}, /*outputs_are_views=*/true)
+          .backward([call](const autograd::Grads& g) -> autograd::Grads {
             std::vector<Tensor> grad_input = {g[0]};
             run_backward_hooks(*call, grad_input);
             return grad_input;
-          },
-          /*outputs_are_views=*/true);
+          });
       x = alias;
     }
   }
@@ -144,7 +142,7 @@ Tensor Module::call_with_hooks(const Tensor& input) const {
 
   if (call && y.defined() && y.requires_grad()) {
     Tensor alias = raw::alias(y);
-    autograd::record("ModuleBackwardHook", {y}, {alias}, [call](const autograd::Grads& g) -> autograd::Grads {
+    autograd::record("ModuleBackwardHook", {y}, {alias}).backward([call](const autograd::Grads& g) -> autograd::Grads {
       call->grad_output = {g[0]};
       if (!call->input_tracked) {  // no input node will come: the hooks run now, with an undefined grad_input
         std::vector<Tensor> grad_input(1);

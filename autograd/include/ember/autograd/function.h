@@ -67,6 +67,7 @@ class FunctionCtx {
 namespace detail {
 struct FunctionAccess {
   static bool saved_graph(const FunctionCtx& c);
+  static std::vector<SavedTensor>& saved_tensors(FunctionCtx& c);
 };
 // The node of a Function call: runs the user's backward and checks what it returned. Output aliases of an
 // input get a handle of their own, so recording does not rewrite the input's graph.

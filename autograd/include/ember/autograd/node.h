@@ -55,6 +55,9 @@ struct Node {
   // Functions marked once_differentiable — and a create_graph pass refuses them rather than return a wrong
   // second derivative.
   bool double_differentiable = true;
+  // Between record() and Recording::backward(): the op is still saving what its backward keeps (SavedTensor
+  // recognises the op's own outputs by it).
+  bool recording = false;
   std::vector<TensorHookEntry> tensor_hooks;  // hooks of the non-leaf tensors this node computed
   static std::atomic<int64_t> live;           // nodes alive now (tests check that graphs are freed)
 };
@@ -65,6 +68,7 @@ struct LambdaNode final : Node {
   LambdaNode(const char* name, std::vector<Edge> next, Fn fn) : Node(name, std::move(next)), fn_(std::move(fn)) {}
   Grads apply(Grads&& grad_outputs) override;
   void release() override { fn_ = nullptr; }
+  void set_fn(Fn fn) { fn_ = std::move(fn); }
 
  private:
   Fn fn_;
@@ -106,8 +110,12 @@ class SavedTensor {
   // A value saved for backward that sits at graph position `where` (an in-place op's input: a copy of self made
   // before the op, whose gradient belongs to self's earlier grad_fn).
   SavedTensor(const Tensor& value, Edge where);
-  // Throws if the tensor was modified in place since saved. In a create_graph pass: the tensor with its graph.
-  Tensor get(const char* op) const;
+  // Throws if the tensor was modified in place since saved, naming the op whose backward is running. In a
+  // create_graph pass: the tensor with its graph.
+  Tensor get() const;
+  // A tensor saved before its op was recorded (a custom Function's ctx.save_for_backward in forward) that is one
+  // of `outputs` of `node`: kept as that place in the graph, as if saved after record().
+  void adopt_output(const std::shared_ptr<Node>& node, const std::vector<Tensor>& outputs);
 
   struct Slot;
 
@@ -121,9 +129,25 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 // The edge a gradient for `t` flows along: its grad_fn, its leaf accumulator, or none.
 Edge gradient_edge(const Tensor& t);
-// Attaches a LambdaNode named `name` with edges to `inputs` to each of `outputs` (output i gets output_nr i).
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, LambdaNode::Fn fn,
-            bool outputs_are_views = false);
+// Recording an op takes two steps, so that what its backward keeps is saved once its node exists:
+//   record("name", {x}, {y}).backward([sy = save(y)](const Grads& g) -> Grads { ... });
+// record() makes a LambdaNode named `name` with edges to `inputs` (read now: an in-place op's self still has its
+// previous grad_fn) and makes it the grad_fn of each output (output i gets output_nr i); backward() gives the node
+// its function. A tensor saved in between that is one of the outputs is recognised by its grad_fn, the node being
+// recorded, and kept as a place in the graph instead of a handle (which would own the node: a cycle). No state
+// outside the node: an op's saved tensors are the backward's captures, passed explicitly. (The library's ops call
+// op_def.h's record(OpDef), which names and marks the node from the op table.)
+class Recording {
+ public:
+  explicit Recording(std::shared_ptr<LambdaNode> node) : node_(std::move(node)) {}
+  void backward(LambdaNode::Fn fn) &&;
+  const std::shared_ptr<LambdaNode>& node() const { return node_; }
+
+ private:
+  std::shared_ptr<LambdaNode> node_;
+};
+Recording record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 bool outputs_are_views = false);
 
 // Anomaly mode (see anomaly.h): on this thread, whether to check every gradient for NaN/Inf.
 bool anomaly_enabled();

@@ -1,0 +1,212 @@
+// defines: the definition of every public differentiable op — its name, its autocast rule and whether its
+// backward is differentiable again — as one X-macro table, and OpEntry, the entry wrapper each of those ops runs
+// through. The name in the table is the op's one spelling in the library: out-of-memory messages, memory plans'
+// per-op rows, grad_fn names and the "<op>: ..." of error messages all read it from here.
+//
+// An op written with it (the whole pattern; autograd/src/elementwise.cpp has many):
+//
+//   Tensor exp(const Tensor& x_in) {
+//     OpEntry op(opdef::exp);            // opens the memory scope: an OOM in here names "exp"
+//     const Tensor x = op.in(x_in);      // autocast: exp computes 16-bit inputs in float32
+//     Tensor y = raw::unary(UnaryOp::Exp, x);
+//     if (op.needs_grad({&x}))
+//       op.record({x}, {y}).backward([sy = save(y)](const Grads& g) -> Grads { return {g[0] * sy.get()}; });
+//     return y;
+//   }
+//
+// The saved tensors are the lambda's captures, made after record() (C++17 evaluates `record(...)` before the
+// argument of `.backward(...)`): a saved output is then recognised by its grad_fn, the node being recorded.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "ember/autograd/amp.h"
+#include "ember/autograd/node.h"
+#include "ember/core/memory_context.h"
+
+namespace ember::autograd {
+
+// What autocast (amp.h) does to an op's inputs: PyTorch's three lists, plus the ops on none of them.
+enum class Autocast : uint8_t {
+  kKeep,     // runs in its inputs' dtypes (elementwise arithmetic, views, most activations)
+  kFp32,     // range/precision sensitive: 16-bit float inputs computed in float32 (exp, softmax, norms, losses)
+  kLower,    // matrix products: float32 inputs in the autocast dtype (matmul, linear, conv2d, attention)
+  kPromote,  // several inputs: every floating one in the widest floating dtype among them (index_add)
+};
+
+// Twice: the backward is built of recorded ops (or of the op's composite, grads_by_recompute), so a create_graph
+// pass differentiates it again. Once: a create_graph pass refuses the op rather than return a wrong derivative.
+enum class Derivative : uint8_t { kTwice, kOnce };
+
+struct OpDef {
+  const char* name;
+  Autocast autocast;
+  Derivative derivative;
+};
+
+// X(name, autocast, derivative): the ops of ops.h, the Tensor members that record, nn's losses, checkpoint.
+// (The elementwise names match op_list.h's kernel names, which core's raw ops use in their own messages.)
+#define EMBER_AUTOGRAD_OPS(X) \
+  /* arithmetic and comparisons' neighbours */ \
+  X(add, Keep, Twice) \
+  X(sub, Keep, Twice) \
+  X(mul, Keep, Twice) \
+  X(div, Keep, Twice) \
+  X(pow, Fp32, Twice) \
+  X(maximum, Keep, Twice) \
+  X(minimum, Keep, Twice) \
+  X(where, Keep, Twice) \
+  X(clamp, Keep, Twice) \
+  /* unary math and activations */ \
+  X(neg, Keep, Twice) \
+  X(abs, Keep, Twice) \
+  X(sqrt, Keep, Twice) \
+  X(exp, Fp32, Twice) \
+  X(log, Fp32, Twice) \
+  X(log1p, Fp32, Twice) \
+  X(sin, Keep, Twice) \
+  X(cos, Keep, Twice) \
+  X(square, Keep, Twice) \
+  X(sign, Keep, Twice) \
+  X(relu, Keep, Twice) \
+  X(sigmoid, Keep, Twice) \
+  X(tanh, Keep, Twice) \
+  X(gelu, Keep, Twice) \
+  X(gelu_grad, Keep, Twice) \
+  X(softplus, Fp32, Twice) \
+  X(silu, Keep, Twice) \
+  X(mish, Keep, Twice) \
+  X(hardswish, Keep, Twice) \
+  X(leaky_relu, Keep, Twice) \
+  X(elu, Keep, Twice) \
+  /* reductions and the softmax family */ \
+  X(sum, Fp32, Twice) \
+  X(mean, Keep, Twice) \
+  X(max, Keep, Twice) \
+  X(min, Keep, Twice) \
+  X(var, Keep, Twice) \
+  X(logsumexp, Fp32, Twice) \
+  X(norm, Fp32, Twice) \
+  X(cumsum, Fp32, Twice) \
+  X(softmax, Fp32, Twice) \
+  X(log_softmax, Fp32, Twice) \
+  /* normalisation */ \
+  X(batch_norm, Fp32, Twice) \
+  X(layer_norm, Fp32, Twice) \
+  X(rms_norm, Fp32, Twice) \
+  /* products, convolution, pooling, attention */ \
+  X(matmul, Lower, Twice) \
+  X(linear, Lower, Twice) \
+  X(einsum, Lower, Twice) \
+  X(conv2d, Lower, Twice) \
+  X(max_pool2d, Keep, Twice) \
+  X(avg_pool2d, Keep, Twice) \
+  X(adaptive_avg_pool2d, Keep, Twice) \
+  X(scaled_dot_product_attention, Lower, Twice) \
+  /* joining, indexing, padding */ \
+  X(cat, Keep, Twice) \
+  X(stack, Keep, Twice) \
+  X(pad, Keep, Twice) \
+  X(index_select, Keep, Twice) \
+  X(index_add, Promote, Twice) \
+  X(gather, Keep, Twice) \
+  X(scatter_add, Promote, Twice) \
+  X(masked_fill, Keep, Twice) \
+  X(sort, Keep, Twice) \
+  X(topk, Keep, Twice) \
+  /* views and copies (Tensor members) */ \
+  X(reshape, Keep, Twice) \
+  X(view, Keep, Twice) \
+  X(flatten, Keep, Twice) \
+  X(squeeze, Keep, Twice) \
+  X(unsqueeze, Keep, Twice) \
+  X(transpose, Keep, Twice) \
+  X(t, Keep, Twice) \
+  X(permute, Keep, Twice) \
+  X(expand, Keep, Twice) \
+  X(slice, Keep, Twice) \
+  X(select, Keep, Twice) \
+  X(clone, Keep, Twice) \
+  X(contiguous, Keep, Twice) \
+  X(to, Keep, Twice) \
+  /* in-place (Tensor members) */ \
+  X(add_, Keep, Twice) \
+  X(sub_, Keep, Twice) \
+  X(mul_, Keep, Twice) \
+  X(div_, Keep, Twice) \
+  X(copy_, Keep, Twice) \
+  X(fill_, Keep, Twice) \
+  X(clamp_, Keep, Twice) \
+  X(relu_, Keep, Twice) \
+  /* losses (nn) */ \
+  X(cross_entropy, Fp32, Twice) \
+  X(logitcrossentropy, Fp32, Twice) \
+  X(nll_loss, Fp32, Twice) \
+  X(binary_cross_entropy_with_logits, Fp32, Twice) \
+  X(mse_loss, Fp32, Twice) \
+  X(l1_loss, Fp32, Twice) \
+  X(smooth_l1_loss, Fp32, Twice) \
+  X(huber_loss, Fp32, Twice) \
+  /* recomputation: its backward reruns the forward and differentiates fresh leaves */ \
+  X(checkpoint, Keep, Once)
+
+namespace opdef {
+#define EMBER_X(Name, cast, deriv) inline constexpr OpDef Name{#Name, Autocast::k##cast, Derivative::k##deriv};
+EMBER_AUTOGRAD_OPS(EMBER_X)
+#undef EMBER_X
+}  // namespace opdef
+
+// Records an op's node with the flags of its definition (node.h's record(), named and marked from the table).
+Recording record(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 bool outputs_are_views = false);
+
+// One call of a public op, from entry to return: the memory scope (OOM messages and plans name the op), the
+// autocast of its inputs, the test whether to record, and the recording. Everything here is inline: the op pays
+// what it paid when each of these was written out by hand.
+class OpEntry {
+ public:
+  explicit OpEntry(const OpDef& op) : def_(op), scope_(op.name) {}
+  OpEntry(const OpEntry&) = delete;
+  OpEntry& operator=(const OpEntry&) = delete;
+
+  const OpDef& def() const { return def_; }
+  const char* name() const { return def_.name; }
+
+  // An input as this op's autocast rule makes it (a no-op, one thread-local test, when no autocast is on). An
+  // undefined tensor (an absent bias) stays undefined.
+  Tensor in(const Tensor& t) const {
+    if (!t.defined()) return t;
+    switch (def_.autocast) {
+      case Autocast::kFp32:
+        return amp::fp32(t);
+      case Autocast::kLower:
+        return amp::lower(t);
+      default:
+        return t;
+    }
+  }
+  // The inputs of a promoting op, together (kPromote); the others one by one.
+  std::vector<Tensor> in(const std::vector<Tensor>& ts) const {
+    if (def_.autocast == Autocast::kPromote) return amp::promote(ts);
+    std::vector<Tensor> r;
+    r.reserve(ts.size());
+    for (const Tensor& t : ts) r.push_back(in(t));
+    return r;
+  }
+
+  static bool needs_grad(std::initializer_list<const Tensor*> inputs) { return autograd::needs_grad(inputs); }
+  static bool needs_grad(const std::vector<Tensor>& inputs) { return autograd::needs_grad(inputs); }
+
+  // record(inputs, outputs).backward(fn): see node.h's record().
+  Recording record(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   bool outputs_are_views = false) const {
+    return autograd::record(def_, inputs, outputs, outputs_are_views);
+  }
+
+ private:
+  const OpDef& def_;
+  memory::OpScope scope_;
+};
+
+}  // namespace ember::autograd
