@@ -13,30 +13,8 @@ namespace ember {
 namespace {
 Tensor zeros_like_grad(const Tensor& g) { return zeros(g.shape(), {.dtype = g.dtype(), .device = g.device()}); }
 
-// The definitions of the arithmetic ops that record (op_def.h).
-const OpDef& def_of(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add:
-      return opdef::add;
-    case BinaryOp::Sub:
-      return opdef::sub;
-    case BinaryOp::Mul:
-      return opdef::mul;
-    case BinaryOp::Div:
-      return opdef::div;
-    case BinaryOp::Pow:
-      return opdef::pow;
-    case BinaryOp::Maximum:
-      return opdef::maximum;
-    case BinaryOp::Minimum:
-      return opdef::minimum;
-    default:
-      throw InternalError(detail::str("elementwise: no op definition for ", name(op)));
-  }
-}
-
 Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
-  OpEntry entry(def_of(op));
+  OpEntry entry(opdef::of(op));
   const Tensor a = entry.in(a_in), b = entry.in(b_in);
   Tensor y = raw::binary(op, a, b);
   if (!entry.needs_grad({&a, &b})) return y;
@@ -89,7 +67,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
 
 // tensor op scalar (scalar_first: scalar op tensor)
 Tensor scalar_op(BinaryOp op, const Tensor& t_in, Scalar s, bool scalar_first) {
-  OpEntry entry(def_of(op));
+  OpEntry entry(opdef::of(op));
   const Tensor t = entry.in(t_in);
   Tensor y = scalar_first ? raw::binary(op, s, t) : raw::binary(op, t, s);
   if (!entry.needs_grad({&t})) return y;
@@ -132,8 +110,8 @@ Tensor scalar_op(BinaryOp op, const Tensor& t_in, Scalar s, bool scalar_first) {
 
 // Unary ops whose backward is g * f'(x, y), with f' built from the saved input and/or output.
 template <class Deriv>
-Tensor unary_op(UnaryOp op, const OpDef& def, const Tensor& x_in, bool keep_x, bool keep_y, Deriv deriv) {
-  OpEntry entry(def);
+Tensor unary_op(UnaryOp op, const Tensor& x_in, bool keep_x, bool keep_y, Deriv deriv) {
+  OpEntry entry(opdef::of(op));
   const Tensor x = entry.in(x_in);
   Tensor y = raw::unary(op, x);
   if (!entry.needs_grad({&x})) return y;
@@ -196,9 +174,9 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   return y;
 }
 
-// --- unary: unary_op(kernel, definition, x, keep x?, keep y?, f'(x, y))
+// --- unary: unary_op(kernel, x, keep x?, keep y?, f'(x, y)), defined by op_list.h's row of the kernel
 Tensor neg(const Tensor& x) {
-  OpEntry op(opdef::neg);
+  OpEntry op(opdef::of(UnaryOp::Neg));
   Tensor y = raw::unary(UnaryOp::Neg, x);
   if (op.needs_grad({&x})) {
     InputInfo ix(x);
@@ -207,38 +185,34 @@ Tensor neg(const Tensor& x) {
   return y;
 }
 Tensor abs(const Tensor& x) {
-  return unary_op(UnaryOp::Abs, opdef::abs, x, true, false, [](const Tensor& xv, const Tensor&) { return sign(xv); });
+  return unary_op(UnaryOp::Abs, x, true, false, [](const Tensor& xv, const Tensor&) { return sign(xv); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary_op(UnaryOp::Sqrt, opdef::sqrt, x, false, true, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
+  return unary_op(UnaryOp::Sqrt, x, false, true, [](const Tensor&, const Tensor& y) { return 0.5 / y; });
 }
 Tensor exp(const Tensor& x) {
-  return unary_op(UnaryOp::Exp, opdef::exp, x, false, true, [](const Tensor&, const Tensor& y) { return y; });
+  return unary_op(UnaryOp::Exp, x, false, true, [](const Tensor&, const Tensor& y) { return y; });
 }
 Tensor log(const Tensor& x) {
-  return unary_op(UnaryOp::Log, opdef::log, x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
+  return unary_op(UnaryOp::Log, x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / xv; });
 }
 Tensor log1p(const Tensor& x) {
-  return unary_op(UnaryOp::Log1p, opdef::log1p, x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return 1 / (1 + xv); });
+  return unary_op(UnaryOp::Log1p, x, true, false, [](const Tensor& xv, const Tensor&) { return 1 / (1 + xv); });
 }
 Tensor sin(const Tensor& x) {
-  return unary_op(UnaryOp::Sin, opdef::sin, x, true, false, [](const Tensor& xv, const Tensor&) { return cos(xv); });
+  return unary_op(UnaryOp::Sin, x, true, false, [](const Tensor& xv, const Tensor&) { return cos(xv); });
 }
 Tensor cos(const Tensor& x) {
-  return unary_op(UnaryOp::Cos, opdef::cos, x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return neg(sin(xv)); });
+  return unary_op(UnaryOp::Cos, x, true, false, [](const Tensor& xv, const Tensor&) { return neg(sin(xv)); });
 }
 Tensor square(const Tensor& x) {
-  return unary_op(UnaryOp::Square, opdef::square, x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return 2 * xv; });
+  return unary_op(UnaryOp::Square, x, true, false, [](const Tensor& xv, const Tensor&) { return 2 * xv; });
 }
 Tensor sign(const Tensor& x) {
-  return unary_op(UnaryOp::Sign, opdef::sign, x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
+  return unary_op(UnaryOp::Sign, x, true, false, [](const Tensor& xv, const Tensor&) { return zeros_like(xv); });
 }
 Tensor relu(const Tensor& x) {
-  OpEntry op(opdef::relu);
+  OpEntry op(opdef::of(UnaryOp::Relu));
   Tensor y = raw::unary(UnaryOp::Relu, x);
   if (!op.needs_grad({&x})) return y;
   // the gradient where y > 0, else 0: one fused pass, or (create_graph) a product with the mask that records
@@ -249,17 +223,16 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 Tensor sigmoid(const Tensor& x) {
-  return unary_op(UnaryOp::Sigmoid, opdef::sigmoid, x, false, true,
-                  [](const Tensor&, const Tensor& y) { return y * (1 - y); });
+  return unary_op(UnaryOp::Sigmoid, x, false, true, [](const Tensor&, const Tensor& y) { return y * (1 - y); });
 }
 Tensor tanh(const Tensor& x) {
-  return unary_op(UnaryOp::Tanh, opdef::tanh, x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
+  return unary_op(UnaryOp::Tanh, x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
 }
 namespace {
 Tensor gelu_grad(const Tensor& x);
 }  // namespace
 Tensor gelu(const Tensor& x) {
-  OpEntry op(opdef::gelu);
+  OpEntry op(opdef::of(UnaryOp::Gelu));
   Tensor y = raw::unary(UnaryOp::Gelu, x);
   if (!op.needs_grad({&x})) return y;
   // g * gelu'(x) in one fused pass; in a create_graph pass g * gelu_grad(x), a recorded op (gelu_grad below)
@@ -273,16 +246,31 @@ namespace {
 // gelu'(x) = Phi(x) + x phi(x), whose own derivative is phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
 // differentiable to any order through exp.
 Tensor gelu_grad(const Tensor& x) {
-  return unary_op(UnaryOp::GeluGrad, opdef::gelu_grad, x, true, false, [](const Tensor& xv, const Tensor&) {
+  return unary_op(UnaryOp::GeluGrad, x, true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor x2 = square(xv);
     return exp(x2 * -0.5) * (0.3989422804014327 * (2 - x2));
   });
 }
 }  // namespace
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
-  return unary_op(UnaryOp::Softplus, opdef::softplus, x, true, false, [](const Tensor& xv, const Tensor&) {
+  return unary_op(UnaryOp::Softplus, x, true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
     return where(gt(xv, 20.0), one, sigmoid(xv));
+  });
+}
+// mish' = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x): PyTorch's formula, of recorded ops (so
+// differentiable again)
+Tensor mish(const Tensor& x) {
+  return unary_op(UnaryOp::Mish, x, true, false, [](const Tensor& xv, const Tensor&) {
+    const Tensor t = tanh(softplus(xv));
+    return t + xv * sigmoid(xv) * (1 - t * t);
+  });
+}
+// hardswish' = 0 below -3, x / 3 + 1/2 up to 3 (both ends included, as PyTorch's), 1 above
+Tensor hardswish(const Tensor& x) {
+  return unary_op(UnaryOp::Hardswish, x, true, false, [](const Tensor& xv, const Tensor&) {
+    const TensorOptions like{.dtype = xv.dtype(), .device = xv.device()};
+    return where(lt(xv, -3.0), zeros({}, like), where(le(xv, 3.0), xv / 3.0 + 0.5, full({}, 1.0, like)));
   });
 }
 // --- composite activations: autograd differentiates them (twice too), both devices run them. Integer and bool

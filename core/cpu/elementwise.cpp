@@ -55,7 +55,7 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost) \
+#define EMBER_X(Name, ...) \
   case UnaryOp::Name: \
     if constexpr (scalar::kUnaryDefined<UnaryOp::Name, T>) { \
       return unary_loop<T, T>( \
@@ -73,7 +73,7 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case BinaryOp::Name: \
     if constexpr (scalar::kBinaryDefined<BinaryOp::Name, T>) { \
       using R = std::conditional_t<is_comparison(BinaryOp::Name), bool, T>; \

@@ -18,6 +18,13 @@ const OpDef kAll[] = {
 #undef EMBER_X
 };
 
+// the elementwise kernels' definitions (op_list.h)
+constexpr OpDef kExp = opdef::of(UnaryOp::Exp), kLog = opdef::of(UnaryOp::Log), kTanh = opdef::of(UnaryOp::Tanh),
+                kSin = opdef::of(UnaryOp::Sin), kCos = opdef::of(UnaryOp::Cos), kSqrt = opdef::of(UnaryOp::Sqrt),
+                kSquare = opdef::of(UnaryOp::Square), kAbs = opdef::of(UnaryOp::Abs), kMish = opdef::of(UnaryOp::Mish),
+                kHardswish = opdef::of(UnaryOp::Hardswish), kMul = opdef::of(BinaryOp::Mul),
+                kAdd = opdef::of(BinaryOp::Add), kPow = opdef::of(BinaryOp::Pow);
+
 struct LimitGuard {
   explicit LimitGuard(size_t bytes) { set_memory_limit(Device::cpu(), bytes); }
   ~LimitGuard() { set_memory_limit(Device::cpu(), 0); }
@@ -38,21 +45,30 @@ TEST(OpDef, EachNameOnceAndTheKernelNamesAgree) {
     EXPECT_TRUE(seen.insert(d.name).second) << d.name << " is defined twice";
     EXPECT_FALSE(std::string(d.name).empty());
   }
-  EXPECT_GT(seen.size(), 80u);
-  // the elementwise ops keep the names of their kernels (op_list.h), which core's messages use
-  EXPECT_STREQ(opdef::exp.name, name(UnaryOp::Exp));
-  EXPECT_STREQ(opdef::gelu_grad.name, name(UnaryOp::GeluGrad));
-  EXPECT_STREQ(opdef::maximum.name, name(BinaryOp::Maximum));
+  // the elementwise kernels' ops are defined by op_list.h's rows, whose names core's messages use too
+  for (UnaryOp op : kAllUnaryOps) {
+    EXPECT_STREQ(opdef::of(op).name, name(op));
+    EXPECT_TRUE(seen.insert(name(op)).second) << name(op) << " is in both tables";
+  }
+  for (BinaryOp op : kAllBinaryOps) {
+    EXPECT_STREQ(opdef::of(op).name, name(op));
+    EXPECT_TRUE(seen.insert(name(op)).second) << name(op) << " is in both tables";
+  }
+  EXPECT_GT(seen.size(), 90u);  // every public differentiable op, in one of the two tables
+  EXPECT_EQ(opdef::of(UnaryOp::Exp).autocast, Autocast::kFp32);
+  EXPECT_EQ(opdef::of(UnaryOp::Tanh).autocast, Autocast::kKeep);
+  EXPECT_EQ(opdef::of(BinaryOp::Pow).autocast, Autocast::kFp32);
 }
 
 TEST(OpDef, GradFnNamesComeFromTheTable) {
   const Tensor x = randn({3, 4}).requires_grad_(true);
   const Tensor w = randn({5, 4}).requires_grad_(true);
   const std::pair<Tensor, const OpDef*> cases[] = {
-      {exp(x), &opdef::exp},
-      {x * x, &opdef::mul},
-      {x + 1.0, &opdef::add},
-      {tanh(x), &opdef::tanh},
+      {exp(x), &kExp},
+      {x * x, &kMul},
+      {x + 1.0, &kAdd},
+      {tanh(x), &kTanh},
+      {mish(x), &kMish},
       {softmax(x, 1), &opdef::softmax},
       {linear(x, w), &opdef::linear},
       {x.sum(), &opdef::sum},
@@ -107,15 +123,26 @@ TEST(OpDef, AnOutOfMemoryErrorNamesTheOp) {
   const Tensor x = rand({1 << 20}) + 0.5;  // 4 MiB, positive (log, sqrt)
   const Tensor m = randn({512, 512});
   const std::pair<const OpDef*, std::function<void()>> cases[] = {
-      {&opdef::exp, [&] { (void)exp(x); }},          {&opdef::log, [&] { (void)log(x); }},
-      {&opdef::tanh, [&] { (void)tanh(x); }},        {&opdef::sin, [&] { (void)sin(x); }},
-      {&opdef::cos, [&] { (void)cos(x); }},          {&opdef::sqrt, [&] { (void)sqrt(x); }},
-      {&opdef::square, [&] { (void)square(x); }},    {&opdef::abs, [&] { (void)abs(x); }},
-      {&opdef::mul, [&] { (void)(x * x); }},         {&opdef::add, [&] { (void)(x + 1.0); }},
-      {&opdef::pow, [&] { (void)pow(x, 2.0); }},     {&opdef::clamp, [&] { (void)clamp(x, 0.0, 1.0); }},
-      {&opdef::silu, [&] { (void)silu(x); }},        {&opdef::softmax, [&] { (void)softmax(m, 1); }},
-      {&opdef::cumsum, [&] { (void)cumsum(x, 0); }}, {&opdef::matmul, [&] { (void)matmul(m, m); }},
-      {&opdef::clone, [&] { (void)x.clone(); }},     {&opdef::to, [&] { (void)x.to(kFloat64); }},
+      {&kExp, [&] { (void)exp(x); }},
+      {&kLog, [&] { (void)log(x); }},
+      {&kTanh, [&] { (void)tanh(x); }},
+      {&kSin, [&] { (void)sin(x); }},
+      {&kCos, [&] { (void)cos(x); }},
+      {&kSqrt, [&] { (void)sqrt(x); }},
+      {&kSquare, [&] { (void)square(x); }},
+      {&kAbs, [&] { (void)abs(x); }},
+      {&kMul, [&] { (void)(x * x); }},
+      {&kAdd, [&] { (void)(x + 1.0); }},
+      {&kPow, [&] { (void)pow(x, 2.0); }},
+      {&kMish, [&] { (void)mish(x); }},
+      {&kHardswish, [&] { (void)hardswish(x); }},
+      {&opdef::clamp, [&] { (void)clamp(x, 0.0, 1.0); }},
+      {&opdef::silu, [&] { (void)silu(x); }},
+      {&opdef::softmax, [&] { (void)softmax(m, 1); }},
+      {&opdef::cumsum, [&] { (void)cumsum(x, 0); }},
+      {&opdef::matmul, [&] { (void)matmul(m, m); }},
+      {&opdef::clone, [&] { (void)x.clone(); }},
+      {&opdef::to, [&] { (void)x.to(kFloat64); }},
   };
   cpu_empty_cache();
   for (const auto& [def, run] : cases) {

@@ -137,6 +137,11 @@ std::vector<UnCase> unary_cases() {
           {"log1p", [](const Tensor& x) { return log1p(x); }, [](double v) { return std::log1p(v); }, true},
           {"sin", [](const Tensor& x) { return sin(x); }, [](double v) { return std::sin(v); }, false},
           {"cos", [](const Tensor& x) { return cos(x); }, [](double v) { return std::cos(v); }, false},
+          // PyTorch's mish and hardswish (the formulas of torch.nn.functional's docs)
+          {"mish", [](const Tensor& x) { return mish(x); },
+           [](double v) { return v * std::tanh(v > 20 ? v : std::log1p(std::exp(v))); }, false},
+          {"hardswish", [](const Tensor& x) { return hardswish(x * 4); },
+           [](double v) { return 4 * v * std::min(std::max(4 * v + 3, 0.0), 6.0) / 6; }, false},
           // the composite activations (autograd/): silu, leaky_relu and elu
           {"silu", [](const Tensor& x) { return silu(x); }, [](double v) { return v * ref_sigmoid(v); }, false},
           {"leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, [](double v) { return v > 0 ? v : 0.01 * v; },

@@ -180,6 +180,8 @@ inline void add_unary(std::vector<OpCase>& cs) {
       {"leaky_relu_slope", [](const Tensor& x) { return leaky_relu(x, 0.2); }, away},
       {"elu", [](const Tensor& x) { return elu(x * 3); }, away},
       {"elu_alpha", [](const Tensor& x) { return elu(x, 1.7); }, away},
+      {"mish", [](const Tensor& x) { return mish(x * 3); }, rn},
+      {"hardswish", [](const Tensor& x) { return hardswish(x * 3); }, rn},  // (x * 3: both sides of -3 and 3)
   };
   uint64_t seed = 100;
   for (const Un& op : uns) {

@@ -37,7 +37,7 @@ Flat flat(const Operand& o, const Layout& l) {
 template <class C>
 __device__ inline C unary_op(UnaryOp op, C v) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost) \
+#define EMBER_X(Name, ...) \
   case UnaryOp::Name: \
     if constexpr (scalar::kUnaryDefined<UnaryOp::Name, C>) return scalar::unary<UnaryOp::Name>(v); \
     break;
@@ -53,7 +53,7 @@ __device__ inline R binary_op(BinaryOp op, T a, T b) {
   using C = compute_t<T>;
   const C x = load_c(a), y = load_c(b);
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case BinaryOp::Name: \
     if constexpr (is_comparison(BinaryOp::Name)) { \
       if constexpr (std::is_same<R, bool>::value) return scalar::binary<BinaryOp::Name>(x, y); \

@@ -5,12 +5,12 @@
 //
 // An op written with it (the whole pattern; autograd/src/elementwise.cpp has many):
 //
-//   Tensor exp(const Tensor& x_in) {
-//     OpEntry op(opdef::exp);            // opens the memory scope: an OOM in here names "exp"
-//     const Tensor x = op.in(x_in);      // autocast: exp computes 16-bit inputs in float32
-//     Tensor y = raw::unary(UnaryOp::Exp, x);
+//   Tensor softmax(const Tensor& x_in, int64_t dim) {
+//     OpEntry op(opdef::softmax);        // opens the memory scope: an OOM in here names "softmax"
+//     const Tensor x = op.in(x_in);      // autocast: softmax computes 16-bit inputs in float32
+//     Tensor y = raw::softmax(x, dim);
 //     if (op.needs_grad({&x}))
-//       op.record({x}, {y}).backward([sy = save(y)](const Grads& g) -> Grads { return {g[0] * sy.get()}; });
+//       op.record({x}, {y}).backward([dim, sy = save(y)](const Grads& g) -> Grads { ... sy.get() ... });
 //     return y;
 //   }
 //
@@ -24,6 +24,7 @@
 #include "ember/autograd/amp.h"
 #include "ember/autograd/node.h"
 #include "ember/core/memory_context.h"
+#include "ember/core/op_list.h"
 
 namespace ember::autograd {
 
@@ -46,38 +47,12 @@ struct OpDef {
 };
 
 // X(name, autocast, derivative): the ops of ops.h, the Tensor members that record, nn's losses, checkpoint.
-// (The elementwise names match op_list.h's kernel names, which core's raw ops use in their own messages.)
 #define EMBER_AUTOGRAD_OPS(X) \
-  /* arithmetic and comparisons' neighbours */ \
-  X(add, Keep, Twice) \
-  X(sub, Keep, Twice) \
-  X(mul, Keep, Twice) \
-  X(div, Keep, Twice) \
-  X(pow, Fp32, Twice) \
-  X(maximum, Keep, Twice) \
-  X(minimum, Keep, Twice) \
+  /* (the elementwise kernels of op_list.h are ops as they stand: their definitions are opdef::of(UnaryOp::Exp), \
+     opdef::of(BinaryOp::Add), from that list) */ \
   X(where, Keep, Twice) \
   X(clamp, Keep, Twice) \
-  /* unary math and activations */ \
-  X(neg, Keep, Twice) \
-  X(abs, Keep, Twice) \
-  X(sqrt, Keep, Twice) \
-  X(exp, Fp32, Twice) \
-  X(log, Fp32, Twice) \
-  X(log1p, Fp32, Twice) \
-  X(sin, Keep, Twice) \
-  X(cos, Keep, Twice) \
-  X(square, Keep, Twice) \
-  X(sign, Keep, Twice) \
-  X(relu, Keep, Twice) \
-  X(sigmoid, Keep, Twice) \
-  X(tanh, Keep, Twice) \
-  X(gelu, Keep, Twice) \
-  X(gelu_grad, Keep, Twice) \
-  X(softplus, Fp32, Twice) \
   X(silu, Keep, Twice) \
-  X(mish, Keep, Twice) \
-  X(hardswish, Keep, Twice) \
   X(leaky_relu, Keep, Twice) \
   X(elu, Keep, Twice) \
   /* reductions and the softmax family */ \
@@ -155,6 +130,29 @@ namespace opdef {
 #define EMBER_X(Name, cast, deriv) inline constexpr OpDef Name{#Name, Autocast::k##cast, Derivative::k##deriv};
 EMBER_AUTOGRAD_OPS(EMBER_X)
 #undef EMBER_X
+
+// The elementwise kernels' ops, defined by op_list.h's lists (name, autocast); their backward is built of
+// recorded ops, so every one is differentiable twice.
+constexpr OpDef of(UnaryOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, float_only, cost, cast) \
+  case UnaryOp::Name: \
+    return {str, Autocast::k##cast, Derivative::kTwice};
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return {"?", Autocast::kKeep, Derivative::kTwice};
+}
+constexpr OpDef of(BinaryOp op) {
+  switch (op) {
+#define EMBER_X(Name, str, kind, cast) \
+  case BinaryOp::Name: \
+    return {str, Autocast::k##cast, Derivative::kTwice};
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  return {"?", Autocast::kKeep, Derivative::kTwice};
+}
 }  // namespace opdef
 
 // Records an op's node with the flags of its definition (node.h's record(), named and marked from the table).
@@ -205,7 +203,7 @@ class OpEntry {
   }
 
  private:
-  const OpDef& def_;
+  OpDef def_;  // a copy: opdef::of() gives a temporary
   memory::OpScope scope_;
 };
 

@@ -93,9 +93,11 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);      // exact (erf) form
-Tensor softplus(const Tensor& x);  // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
-Tensor silu(const Tensor& x);      // x * sigmoid(x)
+Tensor gelu(const Tensor& x);       // exact (erf) form
+Tensor softplus(const Tensor& x);   // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
+Tensor silu(const Tensor& x);       // x * sigmoid(x)
+Tensor mish(const Tensor& x);       // x * tanh(softplus(x))
+Tensor hardswish(const Tensor& x);  // x * relu6(x + 3) / 6
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);  // x > 0 ? x : negative_slope * x
 Tensor elu(const Tensor& x, double alpha = 1.0);                   // x > 0 ? x : alpha * (exp(x) - 1)
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -5,7 +5,7 @@
 // and an op whose scalar math is missing fails to compile (ember/internal/scalar_math.h).
 // Plain C++17 with no other Ember header: nvcc reads it too.
 //
-//   #define EMBER_X(Name, str, float_only, cost) case UnaryOp::Name: ...
+//   #define EMBER_X(Name, str, float_only, cost, autocast) case UnaryOp::Name: ...
 //   EMBER_UNARY_OPS(EMBER_X)
 //   #undef EMBER_X
 #pragma once
@@ -25,49 +25,54 @@
   X(kUInt8, "uint8", 1, uint8_t, uint8_t) \
   X(kBool, "bool", 1, bool, bool)
 
-// --- unary ops: X(Name, "name", float_only, cost).
+// --- unary ops: X(Name, "name", float_only, cost, autocast).
 // float_only: defined for floating types only; an integer input computes in float32 (exp of an int64 tensor).
 // cost: Cheap or Transcendental (the CPU backend gives the latter threads at smaller sizes).
+// autocast: what autocast does to the input of the public op (ember/autograd/op_def.h): Keep its dtype, or Fp32
+// (a 16-bit float input computed in float32: the ops that need range, as PyTorch's autocast lists).
 // GeluGrad is d gelu(x) / dx, for autograd.
 #define EMBER_UNARY_OPS(X) \
-  X(Neg, "neg", false, Cheap) \
-  X(Abs, "abs", false, Cheap) \
-  X(Sqrt, "sqrt", true, Cheap) \
-  X(Exp, "exp", true, Transcendental) \
-  X(Log, "log", true, Transcendental) \
-  X(Relu, "relu", false, Cheap) \
-  X(Sigmoid, "sigmoid", true, Transcendental) \
-  X(Tanh, "tanh", true, Transcendental) \
-  X(Gelu, "gelu", true, Transcendental) \
-  X(Sign, "sign", false, Cheap) \
-  X(Square, "square", false, Cheap) \
-  X(Reciprocal, "reciprocal", true, Cheap) \
-  X(GeluGrad, "gelu_grad", true, Transcendental) \
-  X(Softplus, "softplus", true, Transcendental) \
-  X(Log1p, "log1p", true, Transcendental) \
-  X(Sin, "sin", true, Transcendental) \
-  X(Cos, "cos", true, Transcendental)
+  X(Neg, "neg", false, Cheap, Keep) \
+  X(Abs, "abs", false, Cheap, Keep) \
+  X(Sqrt, "sqrt", true, Cheap, Keep) \
+  X(Exp, "exp", true, Transcendental, Fp32) \
+  X(Log, "log", true, Transcendental, Fp32) \
+  X(Relu, "relu", false, Cheap, Keep) \
+  X(Sigmoid, "sigmoid", true, Transcendental, Keep) \
+  X(Tanh, "tanh", true, Transcendental, Keep) \
+  X(Gelu, "gelu", true, Transcendental, Keep) \
+  X(Sign, "sign", false, Cheap, Keep) \
+  X(Square, "square", false, Cheap, Keep) \
+  X(Reciprocal, "reciprocal", true, Cheap, Keep) \
+  X(GeluGrad, "gelu_grad", true, Transcendental, Keep) \
+  X(Softplus, "softplus", true, Transcendental, Fp32) \
+  X(Log1p, "log1p", true, Transcendental, Fp32) \
+  X(Sin, "sin", true, Transcendental, Keep) \
+  X(Cos, "cos", true, Transcendental, Keep) \
+  X(Mish, "mish", true, Transcendental, Keep) \
+  X(Hardswish, "hardswish", true, Cheap, Keep)
 
-// --- binary ops: X(Name, "name", kind). kind: Arith (result in the inputs' type), FloatArith (the same for
-// floating types; integer inputs compute in float32, as true division) or Compare (result bool).
+// --- binary ops: X(Name, "name", kind, autocast), autocast as for the unary ops. kind: Arith (result in the
+// inputs' type), FloatArith (the same for floating types; integer inputs compute in float32, as true division)
+// or Compare (result bool).
 // ReluBackward(g, y) is y > 0 ? g : 0 and GeluBackward(g, x) is g * gelu'(x): the backward of relu and gelu in
 // one pass each, for autograd.
 #define EMBER_BINARY_OPS(X) \
-  X(Add, "add", Arith) \
-  X(Sub, "sub", Arith) \
-  X(Mul, "mul", Arith) \
-  X(Div, "div", FloatArith) \
-  X(Pow, "pow", Arith) \
-  X(Maximum, "maximum", Arith) \
-  X(Minimum, "minimum", Arith) \
-  X(ReluBackward, "relu_backward", Arith) \
-  X(GeluBackward, "gelu_backward", FloatArith) \
-  X(Eq, "eq", Compare) \
-  X(Ne, "ne", Compare) \
-  X(Lt, "lt", Compare) \
-  X(Le, "le", Compare) \
-  X(Gt, "gt", Compare) \
-  X(Ge, "ge", Compare)
+  X(Add, "add", Arith, Keep) \
+  X(Sub, "sub", Arith, Keep) \
+  X(Mul, "mul", Arith, Keep) \
+  X(Div, "div", FloatArith, Keep) \
+  X(Pow, "pow", Arith, Fp32) \
+  X(Maximum, "maximum", Arith, Keep) \
+  X(Minimum, "minimum", Arith, Keep) \
+  X(ReluBackward, "relu_backward", Arith, Keep) \
+  X(GeluBackward, "gelu_backward", FloatArith, Keep) \
+  X(Eq, "eq", Compare, Keep) \
+  X(Ne, "ne", Compare, Keep) \
+  X(Lt, "lt", Compare, Keep) \
+  X(Le, "le", Compare, Keep) \
+  X(Gt, "gt", Compare, Keep) \
+  X(Ge, "ge", Compare, Keep)
 
 // --- reductions: X(Name, "name", kind). kind: Value (sum, prod, max, min of the values) or Index (argmax,
 // argmin: the position of the first extreme along one dim, int64).
@@ -145,7 +150,7 @@ EMBER_OP_HD constexpr const char* name(UnaryOp op) {
 // True for ops defined on floating types only (an integer input computes in float32).
 EMBER_OP_HD constexpr bool is_float_op(UnaryOp op) {
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost) \
+#define EMBER_X(Name, str, float_only, ...) \
   case UnaryOp::Name: \
     return float_only;
     EMBER_UNARY_OPS(EMBER_X)
@@ -157,7 +162,7 @@ EMBER_OP_HD constexpr bool is_float_op(UnaryOp op) {
 EMBER_OP_HD constexpr bool is_transcendental(UnaryOp op) {
   constexpr bool Cheap = false, Transcendental = true;
   switch (op) {
-#define EMBER_X(Name, str, float_only, cost) \
+#define EMBER_X(Name, str, float_only, cost, ...) \
   case UnaryOp::Name: \
     return cost;
     EMBER_UNARY_OPS(EMBER_X)
@@ -168,7 +173,7 @@ EMBER_OP_HD constexpr bool is_transcendental(UnaryOp op) {
 
 EMBER_OP_HD constexpr const char* name(BinaryOp op) {
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case BinaryOp::Name: \
     return str;
     EMBER_BINARY_OPS(EMBER_X)
@@ -181,7 +186,7 @@ enum class BinaryKind : uint8_t { Arith, FloatArith, Compare };
 EMBER_OP_HD constexpr BinaryKind binary_kind(BinaryOp op) {
   constexpr BinaryKind Arith = BinaryKind::Arith, FloatArith = BinaryKind::FloatArith, Compare = BinaryKind::Compare;
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case BinaryOp::Name: \
     return kind;
     EMBER_BINARY_OPS(EMBER_X)
@@ -196,7 +201,7 @@ EMBER_OP_HD constexpr bool is_float_op(BinaryOp op) { return binary_kind(op) == 
 
 EMBER_OP_HD constexpr const char* name(ReduceOp op) {
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case ReduceOp::Name: \
     return str;
     EMBER_REDUCE_OPS(EMBER_X)
@@ -208,7 +213,7 @@ EMBER_OP_HD constexpr const char* name(ReduceOp op) {
 EMBER_OP_HD constexpr bool is_index_reduction(ReduceOp op) {
   constexpr bool Value = false, Index = true;
   switch (op) {
-#define EMBER_X(Name, str, kind) \
+#define EMBER_X(Name, str, kind, ...) \
   case ReduceOp::Name: \
     return kind;
     EMBER_REDUCE_OPS(EMBER_X)

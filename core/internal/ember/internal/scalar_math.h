@@ -307,7 +307,13 @@ EMBER_HD C unary(C v) {
   else if constexpr (Op == UnaryOp::Log1p) return m_log1p(v);
   else if constexpr (Op == UnaryOp::Sin) return m_sin(v);
   else if constexpr (Op == UnaryOp::Cos) return m_cos(v);
-  else {
+  // x tanh(softplus(x)), softplus with the threshold above (as PyTorch's mish)
+  else if constexpr (Op == UnaryOp::Mish) return v * m_tanh(v > C(20) ? v : m_log1p(m_exp(v)));
+  // x relu6(x + 3) / 6, written so that NaN passes through
+  else if constexpr (Op == UnaryOp::Hardswish) {
+    const C r = v + C(3);
+    return v * (r < C(0) ? C(0) : (r > C(6) ? C(6) : r)) / C(6);
+  } else {
     static_assert(kMissingMath<C>, "scalar_math.h: add the math of this unary op");
     return v;
   }
