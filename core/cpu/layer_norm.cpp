@@ -1,4 +1,4 @@
-// defines: the CPU layer norm (backend.h: layer_norm / layer_norm_backward) over the rows of x [N, D].
+// defines: the CPU row norms (backend.h: row_norm / row_norm_backward; layer norm) over the rows of x [N, D].
 // A thread takes whole rows. Per row: the sum in eight partial sums of x's type (so the adds vectorise), then
 // the variance as a second pass over the deviations (the row is in L1 by then), both combined in double; then
 // one multiply-add per element. The backward's dx is per row in the same way; dw and db sum over rows, so they
@@ -36,14 +36,14 @@ const T* ptr(const Tensor& t) {
 
 }  // namespace
 
-void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                            const Tensor& b, double eps) {
-  const int64_t N = x.size(0), D = x.size(1);
+void CpuBackend::row_norm(const RowNormArgs& a) {
+  const int64_t N = a.norm.rows, D = a.norm.cols;
+  const double eps = a.norm.eps;
   if (N == 0) return;
-  visit_float("layer_norm", x.dtype(), [&]<class T>() {
-    const T *xp = ptr<T>(x), *wp = ptr<T>(w), *bp = ptr<T>(b);
-    T *yp = static_cast<T*>(y.data_ptr()), *mp = static_cast<T*>(mean.data_ptr()),
-      *rp = static_cast<T*>(rstd.data_ptr());
+  visit_float("row_norm", a.x.dtype(), [&]<class T>() {
+    const T *xp = ptr<T>(a.x), *wp = ptr<T>(a.w), *bp = ptr<T>(a.b);
+    T *yp = static_cast<T*>(a.y.data_ptr()), *mp = static_cast<T*>(a.mean.data_ptr()),
+      *rp = static_cast<T*>(a.rstd.data_ptr());
     parallel_for(0, N, row_grain(D), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         const T* __restrict xr = xp + n * D;
@@ -68,11 +68,11 @@ void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& r
   });
 }
 
-void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
-                                     const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
-  const int64_t N = x.size(0), D = x.size(1);
-  visit_float("layer_norm_backward", x.dtype(), [&]<class T>() {
-    const T *xp = ptr<T>(x), *gp = ptr<T>(dy), *wp = ptr<T>(w), *mp = ptr<T>(mean), *rp = ptr<T>(rstd);
+void CpuBackend::row_norm_backward(const RowNormGradArgs& a) {
+  const int64_t N = a.norm.rows, D = a.norm.cols;
+  const Tensor &dx = a.dx, &dw = a.dw, &db = a.db;
+  visit_float("row_norm_backward", a.x.dtype(), [&]<class T>() {
+    const T *xp = ptr<T>(a.x), *gp = ptr<T>(a.dy), *wp = ptr<T>(a.w), *mp = ptr<T>(a.mean), *rp = ptr<T>(a.rstd);
     if (dx.defined() && N > 0) {
       T* dxp = static_cast<T*>(dx.data_ptr());
       parallel_for(0, N, row_grain(D), [&](int64_t n0, int64_t n1) {

@@ -382,10 +382,8 @@ class MetaBackend final : public Backend {
   void batch_norm_backward_reduce(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
   void batch_norm_backward_elemt(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                  const Tensor&, const Tensor&, const Tensor&, int64_t) override {}
-  void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                  double) override {}
-  void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor&) override {}
+  void row_norm(const RowNormArgs&) override {}
+  void row_norm_backward(const RowNormGradArgs&) override {}
   void random(RandomKind, const Tensor&, double, double, PhiloxState) override {}
   void sgd_step(const SgdStepArgs&) override {}
   void adam_step(const AdamStepArgs&) override {}

@@ -1,6 +1,8 @@
 // defines: the normalisation raw ops: batch_norm and its backward (PyTorch's formulas), each a few passes of the
 // backend's batch-norm kernels (backend.h) after the argument checks; layer_norm and its backward, one fused
 // kernel each over the rows.
+#include <string>
+
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -114,8 +116,9 @@ Tensor as_rows(const Tensor& x, int64_t k, DType cd) {
 Tensor as_row_param(const Tensor& t, DType cd) { return t.defined() ? reshape(contiguous(cast(t, cd)), {-1}) : t; }
 }  // namespace
 
-LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps) {
-  const char* op = "layer_norm";
+LayerNormResult row_norm(RowNormKind kind, const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias,
+                         double eps) {
+  const char* op = name(kind);
   detail::check_defined(op, x, "input");
   detail::check_floating(op, x);
   EMBER_CHECK_SHAPE(k >= 1 && k <= x.dim(), op, ": cannot normalise the last ", k, " dims of ", describe(x));
@@ -134,14 +137,23 @@ LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, con
   const int64_t N = xr.size(0), D = xr.size(1);
   Tensor y = detail::new_tensor({N, D}, cd, x.device());
   Tensor mean = detail::new_tensor({N}, cd, x.device()), rstd = detail::new_tensor({N}, cd, x.device());
-  backend_for(x.device()).layer_norm(y, mean, rstd, xr, as_row_param(weight, cd), as_row_param(bias, cd), eps);
+  const RowNorm norm{.kind = kind, .rows = N, .cols = D, .eps = eps};
+  backend_for(x.device())
+      .row_norm({.norm = norm,
+                 .y = y,
+                 .mean = mean,
+                 .rstd = rstd,
+                 .x = xr,
+                 .w = as_row_param(weight, cd),
+                 .b = as_row_param(bias, cd)});
   return {cast(reshape(y, x.shape()), x.dtype()), mean, rstd};
 }
 
-LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t k, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& weight, bool need_x, bool need_weight,
-                                   bool need_bias) {
-  const char* op = "layer_norm_backward";
+LayerNormGrads row_norm_backward(RowNormKind kind, const Tensor& grad_out, const Tensor& x, int64_t k,
+                                 const Tensor& mean, const Tensor& rstd, const Tensor& weight, bool need_x,
+                                 bool need_weight, bool need_bias) {
+  const std::string backward_name = std::string(name(kind)) + "_backward";
+  const char* op = backward_name.c_str();
   detail::check_same_device(op, grad_out, x);
   EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
                     x.shape());
@@ -164,9 +176,17 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int6
   Tensor dx = need_x ? detail::new_tensor(xr.shape(), cd, x.device()) : Tensor();
   if (need_weight) g.weight = detail::new_tensor(tail, cd, x.device());
   if (need_bias) g.bias = detail::new_tensor(tail, cd, x.device());
+  const RowNorm norm{.kind = kind, .rows = xr.size(0), .cols = xr.size(1)};
   backend_for(x.device())
-      .layer_norm_backward(dx, need_weight ? reshape(g.weight, {-1}) : Tensor(),
-                           need_bias ? reshape(g.bias, {-1}) : Tensor(), dy, xr, mean, rstd, as_row_param(weight, cd));
+      .row_norm_backward({.norm = norm,
+                          .dx = dx,
+                          .dw = need_weight ? reshape(g.weight, {-1}) : Tensor(),
+                          .db = need_bias ? reshape(g.bias, {-1}) : Tensor(),
+                          .dy = dy,
+                          .x = xr,
+                          .mean = mean,
+                          .rstd = rstd,
+                          .w = as_row_param(weight, cd)});
   if (need_x) g.x = cast(reshape(dx, x.shape()), x.dtype());
   return g;
 }

@@ -43,10 +43,8 @@ class CudaBackend final : public Backend {
   void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
   void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) override;
   void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
-  void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                  const Tensor& b, double eps) override;  // norm.cpp
-  void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
-                           const Tensor& mean, const Tensor& rstd, const Tensor& w) override;
+  void row_norm(const RowNormArgs& a) override;  // norm.cpp
+  void row_norm_backward(const RowNormGradArgs& a) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
   void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;  // norm.cpp
   void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,

@@ -1,6 +1,6 @@
-// defines: CudaBackend's batch-norm passes and layer norm, on kernels/norm.cu and kernels/layer_norm.cu (contracts in
-// core/include/ember/core/backend.h; the raw op has made every tensor contiguous and of one float type; each runs on
-// the current stream of x's device).
+// defines: CudaBackend's batch-norm passes and row norms (layer norm), on kernels/norm.cu and kernels/layer_norm.cu
+// (contracts in core/include/ember/core/backend.h; the raw op has made every tensor contiguous and of one float type;
+// each runs on the current stream of x's device).
 #include "cuda_backend.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
@@ -53,20 +53,18 @@ void CudaBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, 
                                             on.stream);
 }
 
-void CudaBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                             const Tensor& b, double eps) {
-  if (x.size(0) == 0) return;
-  OnDevice on(x);
-  kernels::launch_layer_norm(x.dtype(), y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), x.data_ptr(), ptr(w), ptr(b),
-                             x.size(0), x.size(1), eps, on.stream);
+void CudaBackend::row_norm(const RowNormArgs& a) {
+  if (a.norm.rows == 0) return;
+  OnDevice on(a.x);
+  kernels::launch_row_norm(a.x.dtype(), a.norm, a.y.data_ptr(), a.mean.data_ptr(), a.rstd.data_ptr(), a.x.data_ptr(),
+                           ptr(a.w), ptr(a.b), on.stream);
 }
 
-void CudaBackend::layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
-                                      const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
-  OnDevice on(x);
+void CudaBackend::row_norm_backward(const RowNormGradArgs& a) {
+  OnDevice on(a.x);
   auto out = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-  kernels::launch_layer_norm_backward(x.dtype(), out(dx), out(dw), out(db), dy.data_ptr(), x.data_ptr(),
-                                      mean.data_ptr(), rstd.data_ptr(), ptr(w), x.size(0), x.size(1), on.stream);
+  kernels::launch_row_norm_backward(a.x.dtype(), a.norm, out(a.dx), out(a.dw), out(a.db), a.dy.data_ptr(),
+                                    a.x.data_ptr(), a.mean.data_ptr(), a.rstd.data_ptr(), ptr(a.w), on.stream);
 }
 
 }  // namespace ember::cuda

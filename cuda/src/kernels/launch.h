@@ -130,13 +130,13 @@ void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, cons
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
                                       int64_t count, const NcsShape& d, CUstream_st* stream);
 
-// --- layer_norm.cu: backend.h's layer_norm / layer_norm_backward over the rows of x [n, d] (contiguous, float32
-// or float64; w, b [d] or null: 1 and 0; mean, rstd [n]); sums in double. dx, dw, db may each be null.
-void launch_layer_norm(DType type, void* y, void* mean, void* rstd, const void* x, const void* w, const void* b,
-                       int64_t n, int64_t d, double eps, CUstream_st* stream);
-void launch_layer_norm_backward(DType type, void* dx, void* dw, void* db, const void* dy, const void* x,
-                                const void* mean, const void* rstd, const void* w, int64_t n, int64_t d,
-                                CUstream_st* stream);
+// --- layer_norm.cu: backend.h's row_norm / row_norm_backward over the rows of x [norm.rows, norm.cols]
+// (contiguous, float32 or float64; w, b [cols] or null: 1 and 0; mean, rstd [rows]); sums in double. dx, dw, db
+// may each be null.
+void launch_row_norm(DType type, const RowNorm& norm, void* y, void* mean, void* rstd, const void* x, const void* w,
+                     const void* b, CUstream_st* stream);
+void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* dw, void* db, const void* dy,
+                              const void* x, const void* mean, const void* rstd, const void* w, CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
 // keyed by seed (as the CPU backend; ember/internal/philox.h).

@@ -1,4 +1,4 @@
-// defines: the layer-norm kernels and their launchers (launch.h: launch_layer_norm*), the CUDA side of
+// defines: the row-norm kernels (layer norm) and their launchers (launch.h: launch_row_norm*), the CUDA side of
 // core/cpu/layer_norm.cpp: sums in double, the variance as a second pass over the deviations.
 //   - forward and dx: one block per row (grid-stride over rows); its threads stride over the row's D values
 //     (coalesced), and a shared-memory tree adds their partial sums;
@@ -101,8 +101,10 @@ unsigned row_grid(int64_t N) { return static_cast<unsigned>(N < (int64_t{1} << 2
 
 }  // namespace
 
-void launch_layer_norm(DType type, void* y, void* mean, void* rstd, const void* x, const void* w, const void* b,
-                       int64_t n, int64_t d, double eps, CUstream_st* stream) {
+void launch_row_norm(DType type, const RowNorm& norm, void* y, void* mean, void* rstd, const void* x, const void* w,
+                     const void* b, CUstream_st* stream) {
+  const int64_t n = norm.rows, d = norm.cols;
+  const double eps = norm.eps;
   if (n == 0) return;
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -113,9 +115,9 @@ void launch_layer_norm(DType type, void* y, void* mean, void* rstd, const void* 
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_layer_norm_backward(DType type, void* dx, void* dw, void* db, const void* dy, const void* x,
-                                const void* mean, const void* rstd, const void* w, int64_t n, int64_t d,
-                                CUstream_st* stream) {
+void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* dw, void* db, const void* dy,
+                              const void* x, const void* mean, const void* rstd, const void* w, CUstream_st* stream) {
+  const int64_t n = norm.rows, d = norm.cols;
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dx && n > 0 && d > 0)

@@ -39,6 +39,19 @@ struct AdamStepArgs {
   AdamParams hyper;
 };
 
+// A row normalisation (kernel_params.h's RowNorm) and its gradients. x, dy [rows, cols] contiguous, float32 or
+// float64; w, b [cols] of x's dtype, contiguous, or undefined (1 and 0); mean, rstd [rows] of x's dtype.
+struct RowNormArgs {
+  RowNorm norm;
+  Tensor y, mean, rstd;  // written
+  Tensor x, w, b;
+};
+struct RowNormGradArgs {
+  RowNorm norm;
+  Tensor dx, dw, db;  // written; each may be undefined (not wanted)
+  Tensor dy, x, mean, rstd, w;
+};
+
 // The message of a failed index range check, from the smallest and largest of the index values checked.
 using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
 
@@ -131,16 +144,11 @@ class Backend {
   virtual void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
                                          const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
                                          const Tensor& sum_dy_xmu, int64_t count) = 0;
-  // Layer normalisation of each row of x [N, D] (contiguous, float32 or float64; w, b [D] of x's dtype, contiguous,
-  // or undefined: 1 and 0): mean[n], rstd[n] = 1 / sqrt(var[n] + eps) (the biased variance; [N], x's dtype) and
-  // y = (x - mean[n]) * rstd[n] * w + b ([N, D]).
-  virtual void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
-                          const Tensor& b, double eps) = 0;
-  // Its gradients from dy [N, D] and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:
-  // dx = rstd * (g - mean_D(g) - xhat * mean_D(g * xhat)); dw = sum_N dy * xhat; db = sum_N dy. Each of dx, dw,
-  // db may be undefined (not wanted); w may be undefined (1).
-  virtual void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
-                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) = 0;
+  // A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads.
+  virtual void row_norm(const RowNormArgs& a) = 0;
+  // Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:
+  // dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy.
+  virtual void row_norm_backward(const RowNormGradArgs& a) = 0;
   // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
   // Int uniform in [lo, hi).
   virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;

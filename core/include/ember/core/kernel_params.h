@@ -1,6 +1,6 @@
 // defines: the parameter types that the Backend interface (backend.h) hands to kernels unchanged, on the CPU
-// and through the CUDA launchers (cuda/src/kernels/launch.h): the kind of a random fill and the optimiser
-// hyperparameters of one fused update.
+// and through the CUDA launchers (cuda/src/kernels/launch.h): the kind of a random fill, the optimiser
+// hyperparameters of one fused update, and what a row normalisation computes.
 // Plain C++17 with no other Ember header: nvcc reads it too.
 #pragma once
 #include <cstdint>
@@ -23,6 +23,25 @@ struct AdamParams {
   bool decoupled = false;                             // AdamW: p *= 1 - lr * wd; else Adam: L2, g += wd * p
   double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta1^t and 1 - beta2^t, t = this parameter's step
 };
+
+// A normalisation of each row of x viewed as [rows, cols] (layer_norm's last k dims flattened), with per-column
+// weight w and bias b (either may be absent: 1 and 0). LayerNorm: y = (x - mean) * rstd * w + b with
+// rstd = 1 / sqrt(var + eps), the biased variance. A new kind is a new enumerator here and its case in the two
+// kernels (core/cpu/layer_norm.cpp, cuda/src/kernels/layer_norm.cu): no signature changes anywhere.
+enum class RowNormKind : unsigned char { LayerNorm };
+struct RowNorm {
+  RowNormKind kind = RowNormKind::LayerNorm;
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+};
+// The public op a kind is (its messages' name).
+constexpr const char* name(RowNormKind kind) {
+  switch (kind) {
+    case RowNormKind::LayerNorm:
+      return "layer_norm";
+  }
+  return "?";
+}
 
 }  // namespace ember
 

@@ -107,20 +107,29 @@ struct BatchNormGrads {
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                    const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias);
 
-// Layer normalisation over the last k dims of x (torch.nn.functional.layer_norm's math): each of the N rows of
-// D = the product of those dims is normalised by its mean and biased variance, then * weight + bias (each of
-// the last k dims' shape, or undefined). 16-bit floats compute in float32 and y rounds back; mean and rstd
-// (1 / sqrt(var + eps)) are [N] in the compute dtype, what layer_norm_backward needs.
+// Row normalisation over the last k dims of x (kernel_params.h's RowNorm; LayerNorm is
+// torch.nn.functional.layer_norm's math): each of the N rows of D = the product of those dims is normalised,
+// then * weight + bias (each of the last k dims' shape, or undefined). 16-bit floats compute in float32 and y
+// rounds back; mean and rstd (1 / sqrt(var + eps)) are [N] in the compute dtype, what row_norm_backward needs.
 struct LayerNormResult {
   Tensor y, mean, rstd;
 };
-LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps);
+LayerNormResult row_norm(RowNormKind kind, const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias,
+                         double eps);
 struct LayerNormGrads {
   Tensor x, weight, bias;  // each only when asked for; weight and bias in the compute dtype
 };
-LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t k, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& weight, bool need_x, bool need_weight,
-                                   bool need_bias);
+LayerNormGrads row_norm_backward(RowNormKind kind, const Tensor& grad_out, const Tensor& x, int64_t k,
+                                 const Tensor& mean, const Tensor& rstd, const Tensor& weight, bool need_x,
+                                 bool need_weight, bool need_bias);
+inline LayerNormResult layer_norm(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps) {
+  return row_norm(RowNormKind::LayerNorm, x, k, weight, bias, eps);
+}
+inline LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t k, const Tensor& mean,
+                                          const Tensor& rstd, const Tensor& weight, bool need_x, bool need_weight,
+                                          bool need_bias) {
+  return row_norm_backward(RowNormKind::LayerNorm, grad_out, x, k, mean, rstd, weight, need_x, need_weight, need_bias);
+}
 
 // --- shape and indexing
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
