@@ -1,5 +1,7 @@
-// defines: the public batch_norm and layer_norm of ops.h: fused raw ops (core/src/norm.cpp), each with one
+// defines: the public batch_norm, layer_norm and rms_norm of ops.h: fused raw ops (core/src/norm.cpp), each with one
 // backward node whose gradients come from a few passes over the data (PyTorch's formulas).
+#include <limits>
+
 #include "ember/autograd/engine.h"
 #include "ember/autograd/ops.h"
 #include "grad_utils.h"
@@ -71,11 +73,23 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   return r.y;
 }
 
-// One fused kernel forward and one backward (raw::layer_norm); an autocast "float32" op. 16-bit inputs compute
+namespace {
+// A row norm (layer_norm, rms_norm) of the last k dims, built of differentiable ops (for a create_graph pass).
+Tensor row_norm_composite(RowNormKind kind, const Tensor& x, int64_t k, const Tensor& w, const Tensor& b, double eps) {
+  if (kind == RowNormKind::LayerNorm) return layer_norm_composite(x, k, w, b, eps);
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor y = x / sqrt(mean(square(x), dims, true) + eps);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+
+// One fused kernel forward and one backward (raw::row_norm); an autocast "float32" op. 16-bit inputs compute
 // in float32 and round once. A create_graph pass differentiates the composite instead (twice differentiable).
-Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
-  OpEntry op(opdef::layer_norm);
+Tensor row_norm(const OpDef& def, RowNormKind kind, const Tensor& x_arg, const std::vector<int64_t>& normalized_shape,
+                const Tensor& weight, const Tensor& bias, double eps) {
+  OpEntry op(def);
   const Tensor x_in = op.in(x_arg);
   autograd::check_defined(op.name(), x_in, "x");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
@@ -89,7 +103,7 @@ Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_sh
   EMBER_CHECK_VALUE(eps >= 0, op.name(), ": eps must be >= 0, got ", eps);
   const Tensor x = autograd::composite_input(op.name(), x_in);
   const Tensor w = op.in(weight), b = op.in(bias);
-  raw::LayerNormResult r = raw::layer_norm(x, k, w, b, eps);
+  raw::LayerNormResult r = raw::row_norm(kind, x, k, w, b, eps);
   Tensor y = r.y;
   if (op.needs_grad({&x, &w, &b})) {
     const bool x_wants = x.requires_grad(), w_wants = w.defined() && w.requires_grad(),
@@ -101,12 +115,28 @@ Tensor layer_norm(const Tensor& x_arg, const std::vector<int64_t>& normalized_sh
           if (autograd::create_graph_enabled())  // differentiable again: through the composite
             return autograd::grads_by_recompute(
                 {xv, wv, sb.get()},
-                [&](const std::vector<Tensor>& in) { return layer_norm_composite(in[0], k, in[1], in[2], eps); }, g[0]);
-          raw::LayerNormGrads gr = raw::layer_norm_backward(g[0], xv, k, mean, rstd, wv, x_wants, w_wants, b_wants);
+                [&](const std::vector<Tensor>& in) { return row_norm_composite(kind, in[0], k, in[1], in[2], eps); },
+                g[0]);
+          raw::LayerNormGrads gr = raw::row_norm_backward(kind, g[0], xv, k, mean, rstd, wv, x_wants, w_wants, b_wants);
           return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
         });
   }
   return autograd::composite_result(y, x_in);
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  return row_norm(opdef::layer_norm, RowNormKind::LayerNorm, x, normalized_shape, weight, bias, eps);
+}
+
+// eps by default the machine epsilon of the dtype computed in (PyTorch's: float32's for 16-bit inputs)
+Tensor rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  const double e = eps ? *eps
+                       : (x.defined() && x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                               : std::numeric_limits<float>::epsilon());
+  return row_norm(opdef::rms_norm, RowNormKind::RmsNorm, x, normalized_shape, weight, {}, e);
 }
 
 }  // namespace ember

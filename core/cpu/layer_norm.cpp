@@ -1,4 +1,4 @@
-// defines: the CPU row norms (backend.h: row_norm / row_norm_backward; layer norm) over the rows of x [N, D].
+// defines: the CPU row norms (backend.h: row_norm / row_norm_backward; layer and RMS norm) over the rows of x [N, D].
 // A thread takes whole rows. Per row: the sum in eight partial sums of x's type (so the adds vectorise), then
 // the variance as a second pass over the deviations (the row is in L1 by then), both combined in double; then
 // one multiply-add per element. The backward's dx is per row in the same way; dw and db sum over rows, so they
@@ -39,6 +39,7 @@ const T* ptr(const Tensor& t) {
 void CpuBackend::row_norm(const RowNormArgs& a) {
   const int64_t N = a.norm.rows, D = a.norm.cols;
   const double eps = a.norm.eps;
+  const bool centred = a.norm.kind == RowNormKind::LayerNorm;  // RMS norm: the mean is taken as 0
   if (N == 0) return;
   visit_float("row_norm", a.x.dtype(), [&]<class T>() {
     const T *xp = ptr<T>(a.x), *wp = ptr<T>(a.w), *bp = ptr<T>(a.b);
@@ -48,7 +49,7 @@ void CpuBackend::row_norm(const RowNormArgs& a) {
       for (int64_t n = n0; n < n1; ++n) {
         const T* __restrict xr = xp + n * D;
         T* __restrict yr = yp + n * D;
-        const double mu = D ? row_sum<T>(D, [&](int64_t i) { return xr[i]; }) / static_cast<double>(D) : 0.0;
+        const double mu = D && centred ? row_sum<T>(D, [&](int64_t i) { return xr[i]; }) / static_cast<double>(D) : 0.0;
         const T m = static_cast<T>(mu);
         const double var =
             D ? row_sum<T>(D, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / static_cast<double>(D) : 0.0;
@@ -71,6 +72,7 @@ void CpuBackend::row_norm(const RowNormArgs& a) {
 void CpuBackend::row_norm_backward(const RowNormGradArgs& a) {
   const int64_t N = a.norm.rows, D = a.norm.cols;
   const Tensor &dx = a.dx, &dw = a.dw, &db = a.db;
+  const bool centred = a.norm.kind == RowNormKind::LayerNorm;  // RMS norm: no mean, so no mean(g) term
   visit_float("row_norm_backward", a.x.dtype(), [&]<class T>() {
     const T *xp = ptr<T>(a.x), *gp = ptr<T>(a.dy), *wp = ptr<T>(a.w), *mp = ptr<T>(a.mean), *rp = ptr<T>(a.rstd);
     if (dx.defined() && N > 0) {
@@ -81,9 +83,9 @@ void CpuBackend::row_norm_backward(const RowNormGradArgs& a) {
           const T* __restrict gr = gp + n * D;
           T* __restrict o = dxp + n * D;
           const T m = mp[n], r = rp[n];
-          // a = mean of g, c = mean of g * xhat, with g = dy * w
+          // a = mean of g (layer norm), c = mean of g * xhat, with g = dy * w
           auto g = [&](int64_t i) { return wp ? gr[i] * wp[i] : gr[i]; };
-          const T a = static_cast<T>(row_sum<T>(D, g) / static_cast<double>(D));
+          const T a = centred ? static_cast<T>(row_sum<T>(D, g) / static_cast<double>(D)) : T(0);
           const T c = static_cast<T>(row_sum<T>(D, [&](int64_t i) { return g(i) * ((xr[i] - m) * r); }) /
                                      static_cast<double>(D));
           for (int64_t i = 0; i < D; ++i) o[i] = r * (g(i) - a - (xr[i] - m) * r * c);

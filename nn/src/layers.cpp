@@ -191,6 +191,18 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 std::string LayerNorm::repr() const { return detail::str("LayerNorm(", n_, ")"); }
 
+// --- RMSNorm
+RMSNorm::RMSNorm(int64_t n, RMSNormOptions opts) : n_(n), opts_(opts) {
+  check_positive("RMSNorm", "n", n);
+  if (opts.elementwise_affine) weight_ = register_parameter("weight", ones({n}));
+}
+Tensor RMSNorm::forward(const Tensor& x) {
+  EMBER_CHECK_SHAPE(x.defined() && x.dim() >= 1 && x.size(-1) == n_, "RMSNorm(", n_, "): expected last dim ", n_,
+                    ", got ", x.defined() ? x.shape() : Shape{});
+  return rms_norm(x, {n_}, weight_, opts_.eps);
+}
+std::string RMSNorm::repr() const { return detail::str("RMSNorm(", n_, ")"); }
+
 // --- Embedding
 Embedding::Embedding(int64_t n, int64_t d) {
   check_positive("Embedding", "n", n);

@@ -516,6 +516,84 @@ TEST(LayerNorm, BadInputsNameTheOp) {
   EXPECT_EQ(layer_norm(tensor<int64_t>({1, 2, 3, 5}, {2, 2}), {2}).dtype(), kFloat32);
 }
 
+// -------------------------------------------------------------------------------------------- RMSNorm
+
+namespace {
+// torch.nn.functional.rms_norm's formula in double: x / sqrt(mean(x^2) + eps) * w over rows of d values
+std::vector<double> rms_reference(const std::vector<double>& x, const std::vector<double>& w, size_t d, double eps) {
+  std::vector<double> y(x.size());
+  for (size_t row = 0; row < x.size() / d; ++row) {
+    double ms = 0;
+    for (size_t k = 0; k < d; ++k) ms += x[row * d + k] * x[row * d + k] / static_cast<double>(d);
+    for (size_t k = 0; k < d; ++k) y[row * d + k] = x[row * d + k] / std::sqrt(ms + eps) * (w.empty() ? 1.0 : w[k]);
+  }
+  return y;
+}
+}  // namespace
+
+TEST(RMSNorm, NormalisesTheLastDim) {
+  manual_seed(63);
+  nn::RMSNorm norm(5);
+  ASSERT_EQ(norm.named_parameters().size(), 1u);
+  EXPECT_EQ(norm.named_parameters()[0].first, "weight");
+  const std::vector<double> w = {1.0, 0.5, 2.0, -1.0, 0.25};
+  assign(norm.named_parameters()[0].second, w);
+  const Tensor x = randn({3, 4, 5}) * 3.0 + 1.0;
+  // eps defaults to float32's machine epsilon, as PyTorch's
+  EXPECT_TENSOR_NEAR(norm(x), Shape({3, 4, 5}), rms_reference(test::values(x), w, 5, 1.1920928955078125e-07), 1e-5,
+                     1e-4);
+  nn::RMSNorm plain(5, {.eps = 0.5, .elementwise_affine = false});
+  EXPECT_TRUE(plain.named_parameters().empty());
+  EXPECT_TENSOR_NEAR(plain(x), Shape({3, 4, 5}), rms_reference(test::values(x), {}, 5, 0.5), 1e-5, 1e-4);
+  EXPECT_EQ(norm.repr(), "RMSNorm(5)");
+  EXPECT_THROW_MSG(norm(zeros({3, 4})), ShapeError, "RMSNorm(5)", "[3, 4]");
+}
+
+TEST(RMSNorm, Gradcheck) {
+  manual_seed(64);
+  nn::RMSNorm norm(4, {.eps = 1e-3});
+  norm.to(kFloat64);
+  assign(norm.named_parameters()[0].second, {0.5, 1.5, -1.0, 2.0});
+  const Tensor x = randn({3, 4}, f64), r = randn({3, 4}, f64);
+  EXPECT_TRUE(gradcheck_ok([&](const std::vector<Tensor>& in) { return norm(in[0]); }, {x}));
+  EXPECT_TRUE(param_grads_match(norm, [&] { return sum(norm(x) * r); }));
+  // (second derivatives: the rms_norm rows of tests/support/op_cases.h, in test_double_backward)
+}
+
+// The fused float32 kernels against float64 on rows far from 0, on enough rows to split across threads; forward
+// and both gradients. A 16-bit input computes in float32 (an autocast "float32" op) and rounds once.
+TEST(RMSNorm, Float32MatchesFloat64AndHalfRoundsOnce) {
+  manual_seed(65);
+  Tensor x64 = (randn({300, 96}, f64) * 0.5 + 100.0).to(kFloat32).to(kFloat64), w64 = randn({96}, f64);
+  const Tensor g64 = randn({300, 96}, f64);
+  auto run = [&](DType dt) {
+    Tensor x = x64.to(dt).requires_grad_(true), w = w64.to(dt).requires_grad_(true);
+    Tensor y = rms_norm(x, {96}, w, 1e-5);
+    y.backward(g64.to(dt));
+    return std::vector<Tensor>{y, x.grad(), w.grad()};
+  };
+  const std::vector<Tensor> f32 = run(kFloat32), f64r = run(kFloat64);
+  const char* what[] = {"y", "dx", "dw"};
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TENSOR_NEAR(f32[i], f64r[i].shape(), test::values(f64r[i]), 2e-4, 2e-4) << what[i];
+  const Tensor h = randn({4, 8}).to(kBFloat16);
+  const Tensor yh = rms_norm(h, {8});
+  EXPECT_EQ(yh.dtype(), kBFloat16);
+  EXPECT_TENSOR_NEAR(yh.to(kFloat32), Shape({4, 8}), test::values(rms_norm(h.to(kFloat32), {8}).to(kBFloat16)), 0, 0);
+}
+
+TEST(RMSNorm, BadInputsNameTheOp) {
+  EXPECT_THROW_MSG(rms_norm(randn({2, 3}), {3}, tensor<int64_t>({1, 2, 3})), DTypeError, "rms_norm", "weight");
+  EXPECT_THROW_MSG(rms_norm(randn({2, 3}), {2, 3}, randn({3})), ShapeError, "rms_norm", "[3]");
+  EXPECT_THROW_MSG(rms_norm(randn({2, 3}), {4}), ShapeError, "rms_norm", "normalized_shape");
+  EXPECT_THROW_MSG(rms_norm(randn({2, 3}), {3}, {}, -1.0), ValueError, "rms_norm", "eps");
+  EXPECT_THROW_MSG(rms_norm(Tensor(), {3}), Error, "rms_norm", "undefined");
+  EXPECT_THROW_MSG(nn::RMSNorm(0), ValueError, "RMSNorm", "n");
+  EXPECT_THROW_MSG(raw::row_norm_backward(RowNormKind::RmsNorm, randn({2, 3}), randn({2, 3}), 1, zeros({3}), ones({2}),
+                                          {}, true, false, false),
+                   ShapeError, "rms_norm_backward", "mean");
+}
+
 // -------------------------------------------------------------------------------------------- Embedding
 
 TEST(Embedding, GathersRows) {

@@ -780,6 +780,14 @@ inline void add_norm(std::vector<OpCase>& cs) {
   cs.push_back(C("layer_norm_no_affine", [] { return TV{rn({3, 2, 6}, 956)}; }, LN({6}, false, false)));
   cs.push_back(C("layer_norm_bias_only", [] { return TV{rn({3, 6}, 957), rn({6}, 958)}; }, LN({6}, false, true)));
   cs.push_back(C("layer_norm_noncontig", [] { return TV{rn({5, 3, 4}, 959).transpose(0, 2), rn({5}, 960), rn({5}, 961)}; }, LN({5}, true, true)));
+  // rms_norm (the same fused kernels without the mean): with and without weight, over two dims, non-contiguous
+  auto RMS = [](std::vector<int64_t> ns, bool w) {
+    return [=](const TV& in) { return rms_norm(in[0], ns, w ? in[1] : Tensor(), 1e-3); };
+  };
+  cs.push_back(C("rms_norm_last", [] { return TV{rn({4, 5}, 962) * 2.0 + 0.5, rn({5}, 963)}; }, RMS({5}, true)));
+  cs.push_back(C("rms_norm_last2_3d", [] { return TV{rn({2, 3, 4}, 964), rn({3, 4}, 965)}; }, RMS({3, 4}, true)));
+  cs.push_back(C("rms_norm_no_weight", [] { return TV{rn({3, 2, 6}, 966)}; }, RMS({6}, false)));
+  cs.push_back(C("rms_norm_noncontig", [] { return TV{rn({5, 3, 4}, 967).transpose(0, 2), rn({5}, 968)}; }, RMS({5}, true)));
 }
 
 // scaled_dot_product_attention: the tiled kernel against finite differences. Sizes cross its 64-row blocks

@@ -1,4 +1,4 @@
-// defines: the row-norm kernels (layer norm) and their launchers (launch.h: launch_row_norm*), the CUDA side of
+// defines: the row-norm kernels (layer and RMS norm) and their launchers (launch.h: launch_row_norm*), the CUDA side of
 // core/cpu/layer_norm.cpp: sums in double, the variance as a second pass over the deviations.
 //   - forward and dx: one block per row (grid-stride over rows); its threads stride over the row's D values
 //     (coalesced), and a shared-memory tree adds their partial sums;
@@ -31,13 +31,13 @@ __device__ void block_sum2(double& a, double& b) {
 
 template <class T>
 __global__ void layer_norm_kernel(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t D,
-                                  double eps) {
+                                  double eps, bool centred) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * D;
     double s = 0, unused = 0;
     for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s += static_cast<double>(xr[j]);
     block_sum2(s, unused);
-    const double mu = D ? s / static_cast<double>(D) : 0.0;
+    const double mu = D && centred ? s / static_cast<double>(D) : 0.0;  // RMS norm: the mean is taken as 0
     double q = 0;
     for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
       const double dv = static_cast<double>(xr[j]) - mu;
@@ -58,10 +58,10 @@ __global__ void layer_norm_kernel(T* y, T* mean, T* rstd, const T* x, const T* w
   }
 }
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, per row
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, per row (RMS norm: without the mean(g) term)
 template <class T>
 __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
-                                     int64_t N, int64_t D) {
+                                     int64_t N, int64_t D, bool centred) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T *xr = x + n * D, *gr = dy + n * D;
     const double m = static_cast<double>(mean[n]), r = static_cast<double>(rstd[n]);
@@ -72,7 +72,7 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
       c += g * (static_cast<double>(xr[j]) - m) * r;
     }
     block_sum2(a, c);
-    a /= static_cast<double>(D);
+    a = centred ? a / static_cast<double>(D) : 0.0;
     c /= static_cast<double>(D);
     for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
       const double g = static_cast<double>(gr[j]) * (w ? static_cast<double>(w[j]) : 1.0);
@@ -110,7 +110,7 @@ void launch_row_norm(DType type, const RowNorm& norm, void* y, void* mean, void*
     using T = typename decltype(tag)::type;
     layer_norm_kernel<T><<<row_grid(n), kBlockSize, 0, stream>>>(
         static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd), static_cast<const T*>(x),
-        static_cast<const T*>(w), static_cast<const T*>(b), n, d, eps);
+        static_cast<const T*>(w), static_cast<const T*>(b), n, d, eps, norm.kind == RowNormKind::LayerNorm);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -123,7 +123,7 @@ void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* d
     if (dx && n > 0 && d > 0)
       layer_norm_dx_kernel<T><<<row_grid(n), kBlockSize, 0, stream>>>(
           static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean),
-          static_cast<const T*>(rstd), static_cast<const T*>(w), n, d);
+          static_cast<const T*>(rstd), static_cast<const T*>(w), n, d, norm.kind == RowNormKind::LayerNorm);
     if ((dw || db) && d > 0)
       layer_norm_dwdb_kernel<T><<<grid_size(d), kBlockSize, 0, stream>>>(
           static_cast<T*>(dw), static_cast<T*>(db), static_cast<const T*>(dy), static_cast<const T*>(x),

@@ -6,6 +6,7 @@
 //   Tensor p = ember::softmax(y, -1);
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // the biased variance, then * weight + bias (each of normalized_shape, optional).
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
+// Root-mean-square normalisation over the last dims (torch.nn.functional.rms_norm): x / sqrt(mean(x^2) + eps) *
+// weight (of normalized_shape, optional). eps defaults, as PyTorch's, to the machine epsilon of x's dtype
+// (float32's for 16-bit inputs, which compute in float32).
+Tensor rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
 
 // --- attention (autograd/src/attention.cpp; docs/attention.md)
 struct SdpaOptions {

@@ -26,9 +26,10 @@ struct AdamParams {
 
 // A normalisation of each row of x viewed as [rows, cols] (layer_norm's last k dims flattened), with per-column
 // weight w and bias b (either may be absent: 1 and 0). LayerNorm: y = (x - mean) * rstd * w + b with
-// rstd = 1 / sqrt(var + eps), the biased variance. A new kind is a new enumerator here and its case in the two
-// kernels (core/cpu/layer_norm.cpp, cuda/src/kernels/layer_norm.cu): no signature changes anywhere.
-enum class RowNormKind : unsigned char { LayerNorm };
+// rstd = 1 / sqrt(var + eps), the biased variance. RmsNorm: the same with mean = 0, not subtracted (so
+// rstd = 1 / sqrt(mean(x^2) + eps); torch.nn.functional.rms_norm's math). A new kind is a new enumerator here and its
+// case in the two kernels (core/cpu/layer_norm.cpp, cuda/src/kernels/layer_norm.cu): no signature changes anywhere.
+enum class RowNormKind : unsigned char { LayerNorm, RmsNorm };
 struct RowNorm {
   RowNormKind kind = RowNormKind::LayerNorm;
   int64_t rows = 0, cols = 0;
@@ -39,6 +40,8 @@ constexpr const char* name(RowNormKind kind) {
   switch (kind) {
     case RowNormKind::LayerNorm:
       return "layer_norm";
+    case RowNormKind::RmsNorm:
+      return "rms_norm";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 // defines: the built-in layers — Dense, Chain, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout,
-// BatchNorm1d/2d, LayerNorm, Embedding and Lambda. Default initialisation follows PyTorch (Kaiming-uniform weights with
-// a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for biases).
+// BatchNorm1d/2d, LayerNorm, RMSNorm, Embedding and Lambda. Default initialisation follows PyTorch
+// (Kaiming-uniform weights with a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for
+// biases).
 //
 //   nn::Chain model{nn::Flatten(), nn::Dense(784, 128, nn::relu), nn::Dense(128, 10)};
 //   Tensor logits = model(x);
@@ -8,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ember/nn/activations.h"
@@ -186,6 +188,24 @@ class LayerNorm : public Module {
   int64_t n_;
   LayerNormOptions opts_;
   Tensor weight_, bias_;
+};
+
+struct RMSNormOptions {
+  std::optional<double> eps;  // default: the machine epsilon of the input's dtype, as PyTorch's
+  bool elementwise_affine = true;
+};
+// Root-mean-square normalisation over the last dim (of size n), with a learnable `weight` (initialised to 1), as
+// torch.nn.RMSNorm.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t n, RMSNormOptions opts = {});
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+
+ private:
+  int64_t n_;
+  RMSNormOptions opts_;
+  Tensor weight_;
 };
 
 // A lookup table: kInt64 indices of any shape -> their rows of weight [n, d] (initialised N(0, 1)).
