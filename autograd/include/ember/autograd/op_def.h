@@ -84,7 +84,7 @@ struct OpDef {
   X(stack, Keep, Twice) \
   X(pad, Keep, Twice) \
   X(index_select, Keep, Twice) \
-  X(index_add, Promote, Twice) \
+  X(index_add, Keep, Twice) \
   X(gather, Keep, Twice) \
   X(scatter_add, Promote, Twice) \
   X(masked_fill, Keep, Twice) \
