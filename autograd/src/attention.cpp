@@ -42,7 +42,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                     const SdpaOptions& opts_in) {
   OpEntry op(opdef::scaled_dot_product_attention);
   // Autocast: q, k, v (and an additive mask) in the low dtype; the kernel keeps its softmax in float32.
-  const Tensor q = op.in(q_in), k = op.in(k_in), v = op.in(v_in);
+  const Tensor &q = op.in(q_in), &k = op.in(k_in), &v = op.in(v_in);
   SdpaOptions opts = opts_in;
   if (opts.mask.defined() && opts.mask.dtype() != kBool && opts.mask.dtype() != q.dtype() &&
       is_floating(opts.mask.dtype()) && q.dtype() != q_in.dtype())

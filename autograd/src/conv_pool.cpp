@@ -63,7 +63,7 @@ Tensor pool2d_composite(const Tensor& x, const Window& win, bool is_max) {
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, std::vector<int64_t> s,
               std::vector<int64_t> p) {
   OpEntry op(opdef::conv2d);
-  const Tensor x = op.in(x_in), w = op.in(w_in), b = op.in(b_in);  // autocast
+  const Tensor &x = op.in(x_in), &w = op.in(w_in), &b = op.in(b_in);  // autocast
   Tensor y = raw::conv2d(x, w, b, s, p);
   if (!op.needs_grad({&x, &w, &b})) return y;
   const bool nx = x.requires_grad(), nw = w.requires_grad(), nb = b.defined() && b.requires_grad();

@@ -15,7 +15,7 @@ Tensor zeros_like_grad(const Tensor& g) { return zeros(g.shape(), {.dtype = g.dt
 
 Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   OpEntry entry(opdef::of(op));
-  const Tensor a = entry.in(a_in), b = entry.in(b_in);
+  const Tensor &a = entry.in(a_in), &b = entry.in(b_in);
   Tensor y = raw::binary(op, a, b);
   if (!entry.needs_grad({&a, &b})) return y;
   InputInfo ia(a), ib(b);
@@ -68,7 +68,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
 // tensor op scalar (scalar_first: scalar op tensor)
 Tensor scalar_op(BinaryOp op, const Tensor& t_in, Scalar s, bool scalar_first) {
   OpEntry entry(opdef::of(op));
-  const Tensor t = entry.in(t_in);
+  const Tensor& t = entry.in(t_in);
   Tensor y = scalar_first ? raw::binary(op, s, t) : raw::binary(op, t, s);
   if (!entry.needs_grad({&t})) return y;
   InputInfo it(t);
@@ -112,7 +112,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& t_in, Scalar s, bool scalar_first) {
 template <class Deriv>
 Tensor unary_op(UnaryOp op, const Tensor& x_in, bool keep_x, bool keep_y, Deriv deriv) {
   OpEntry entry(opdef::of(op));
-  const Tensor x = entry.in(x_in);
+  const Tensor& x = entry.in(x_in);
   Tensor y = raw::unary(op, x);
   if (!entry.needs_grad({&x})) return y;
   InputInfo ix(x);

@@ -7,7 +7,7 @@ namespace ember {
 // --- linear algebra
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   OpEntry op(opdef::matmul);
-  const Tensor a = op.in(a_in), b = op.in(b_in);  // autocast: the product in float16 / bfloat16
+  const Tensor &a = op.in(a_in), &b = op.in(b_in);  // autocast: the product in float16 / bfloat16
   Tensor y = raw::matmul(a, b);
   if (!op.needs_grad({&a, &b})) return y;
   InputInfo ia(a), ib(b);
@@ -42,7 +42,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   OpEntry op(opdef::linear);
-  const Tensor x = op.in(x_in), w = op.in(w_in), b = op.in(b_in);
+  const Tensor &x = op.in(x_in), &w = op.in(w_in), &b = op.in(b_in);
   Tensor y = raw::linear(x, w, b);
   if (!op.needs_grad({&x, &w, &b})) return y;
   InputInfo ix(x), iw(w);

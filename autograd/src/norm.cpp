@@ -49,7 +49,7 @@ Tensor layer_norm_composite(const Tensor& x, int64_t k, const Tensor& w, const T
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   OpEntry op(opdef::batch_norm);
-  const Tensor x = op.in(x_in);  // autocast: normalisation in float32
+  const Tensor& x = op.in(x_in);  // autocast: normalisation in float32
   raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
   if (!op.needs_grad({&x, &weight, &bias})) return r.y;
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
@@ -90,7 +90,7 @@ Tensor row_norm_composite(RowNormKind kind, const Tensor& x, int64_t k, const Te
 Tensor row_norm(const OpDef& def, RowNormKind kind, const Tensor& x_arg, const std::vector<int64_t>& normalized_shape,
                 const Tensor& weight, const Tensor& bias, double eps) {
   OpEntry op(def);
-  const Tensor x_in = op.in(x_arg);
+  const Tensor& x_in = op.in(x_arg);
   autograd::check_defined(op.name(), x_in, "x");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   EMBER_CHECK_SHAPE(
@@ -102,7 +102,7 @@ Tensor row_norm(const OpDef& def, RowNormKind kind, const Tensor& x_arg, const s
                       Shape(normalized_shape));
   EMBER_CHECK_VALUE(eps >= 0, op.name(), ": eps must be >= 0, got ", eps);
   const Tensor x = autograd::composite_input(op.name(), x_in);
-  const Tensor w = op.in(weight), b = op.in(bias);
+  const Tensor &w = op.in(weight), &b = op.in(bias);
   raw::LayerNormResult r = raw::row_norm(kind, x, k, w, b, eps);
   Tensor y = r.y;
   if (op.needs_grad({&x, &w, &b})) {

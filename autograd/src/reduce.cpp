@@ -52,7 +52,7 @@ std::vector<int64_t> checked_dims(const char* op, const Tensor& x, const std::ve
 
 Tensor sum_impl(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
   OpEntry op(is_mean ? opdef::mean : opdef::sum);
-  const Tensor x = op.in(x_in);
+  const Tensor& x = op.in(x_in);
   Tensor y = is_mean ? raw::mean(x, dims, keepdim) : raw::sum(x, dims, keepdim);
   if (!op.needs_grad({&x})) return y;
   InputInfo ix(x);
@@ -114,7 +114,7 @@ Tensor argmin(const Tensor& x, int64_t d, bool k) { return raw::argmin(x, d, k);
 
 Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool keepdim) {
   OpEntry op(opdef::logsumexp);
-  const Tensor x_in = op.in(x_arg);
+  const Tensor& x_in = op.in(x_arg);
   const Tensor x = autograd::composite_input(op.name(), x_in);  // integers give float32
   const std::vector<int64_t> d = checked_dims(op.name(), x, dims);
   // The shift m: the max over dims, a constant to autograd (the result does not depend on it). It is 0 where the
@@ -137,7 +137,7 @@ Tensor logsumexp(const Tensor& x_arg, const std::vector<int64_t>& dims, bool kee
 
 Tensor norm(const Tensor& x_arg, double p, const std::vector<int64_t>& dims, bool keepdim) {
   OpEntry op(opdef::norm);
-  const Tensor x_in = op.in(x_arg);
+  const Tensor& x_in = op.in(x_arg);
   autograd::check_defined(op.name(), x_in, "x");
   EMBER_CHECK_DTYPE(is_floating(x_in.dtype()), op.name(), ": expected a floating-point tensor, got ", x_in.dtype(),
                     x_in.shape(), " (convert with .to(kFloat32))");
@@ -165,7 +165,7 @@ namespace {
 // way, itself a recorded op: differentiable again.
 Tensor cumsum_dir(const Tensor& x_in, int64_t dim, bool reverse) {
   OpEntry op(opdef::cumsum);
-  const Tensor x = op.in(x_in);
+  const Tensor& x = op.in(x_in);
   Tensor y = raw::cumsum(x, dim, reverse);
   if (!op.needs_grad({&x})) return y;
   op.record({x}, {y}).backward([dim, reverse](const Grads& g) -> Grads { return {cumsum_dir(g[0], dim, !reverse)}; });
@@ -178,7 +178,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) { return cumsum_dir(x, dim, false); 
 // --- softmax family
 Tensor softmax(const Tensor& x_in, int64_t dim) {
   OpEntry op(opdef::softmax);
-  const Tensor x = op.in(x_in);
+  const Tensor& x = op.in(x_in);
   Tensor y = raw::softmax(x, dim);
   if (!op.needs_grad({&x})) return y;
   const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), op.name());
@@ -191,7 +191,7 @@ Tensor softmax(const Tensor& x_in, int64_t dim) {
 }
 Tensor log_softmax(const Tensor& x_in, int64_t dim) {
   OpEntry op(opdef::log_softmax);
-  const Tensor x = op.in(x_in);
+  const Tensor& x = op.in(x_in);
   Tensor y = raw::log_softmax(x, dim);
   if (!op.needs_grad({&x})) return y;
   const int64_t d = x.dim() == 0 ? 0 : normalize_dim(dim, x.dim(), op.name());

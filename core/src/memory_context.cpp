@@ -11,8 +11,8 @@ namespace memory {
 namespace {
 thread_local Phase t_phase = Phase::kForward;
 thread_local std::vector<const std::string*> t_modules;
-thread_local const char* t_op = nullptr;
 }  // namespace
+thread_local const char* t_current_op = nullptr;
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -30,15 +30,9 @@ PhaseScope::PhaseScope(Phase p) : prev_(t_phase) { t_phase = p; }
 PhaseScope::~PhaseScope() { t_phase = prev_; }
 ModuleScope::ModuleScope(const std::string* name) { t_modules.push_back(name); }
 ModuleScope::~ModuleScope() { t_modules.pop_back(); }
-// The outermost op names the place: a composite (layer_norm) is named, not the sum inside it, and in backward the
-// node the engine runs, not the ops its gradient is made of.
-OpScope::OpScope(const char* op) : prev_(t_op) {
-  if (!t_op) t_op = op;
-}
-OpScope::~OpScope() { t_op = prev_; }
 
 Context current_context() {
-  Context c{.phase = t_phase, .module_path = {}, .op = t_op};
+  Context c{.phase = t_phase, .module_path = {}, .op = t_current_op};
   for (const std::string* n : t_modules) {
     if (!n || n->empty()) continue;
     if (!c.module_path.empty()) c.module_path += '.';

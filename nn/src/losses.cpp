@@ -96,7 +96,7 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
   OpEntry op(opdef::cross_entropy);
   // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32.
-  const Tensor logits = op.in(logits_in);
+  const Tensor& logits = op.in(logits_in);
   check_logits(opdef::cross_entropy.name, logits);
   EMBER_CHECK(targets.defined(), Error, opdef::cross_entropy.name, ": targets are undefined");
   EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32, opdef::cross_entropy.name,
@@ -118,7 +118,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
 
 Tensor logitcrossentropy(const Tensor& logits_in, const Tensor& targets_in) {
   OpEntry op(opdef::logitcrossentropy);
-  const Tensor logits = op.in(logits_in), targets = op.in(targets_in);
+  const Tensor &logits = op.in(logits_in), &targets = op.in(targets_in);
   check_logits(opdef::logitcrossentropy.name, logits);
   EMBER_CHECK(targets.defined(), Error, opdef::logitcrossentropy.name, ": targets are undefined");
   EMBER_CHECK_SHAPE(targets.shape() == logits.shape(), opdef::logitcrossentropy.name, ": logits ", logits.shape(),
@@ -199,7 +199,7 @@ TargetTerms nll_terms(const char* op, const Tensor& lp, const Tensor& targets, i
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const NllLossOptions& opts) {
   OpEntry op(opdef::nll_loss);
-  const Tensor log_probs = op.in(log_probs_in);
+  const Tensor& log_probs = op.in(log_probs_in);
   const TargetTerms terms = nll_terms(opdef::nll_loss.name, log_probs, targets, opts.ignore_index, opts.weight);
   return reduce(terms.loss, opts.reduction, terms.weight);
 }
@@ -208,7 +208,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& targets, const NllLoss
 // weight[c] * log_probs[c] (0 for an ignored target), reduced as nll is (the mean divides by the same weights).
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const CrossEntropyOptions& opts) {
   OpEntry op(opdef::cross_entropy);
-  const Tensor logits = op.in(logits_in);
+  const Tensor& logits = op.in(logits_in);
   EMBER_CHECK(logits.defined(), Error, opdef::cross_entropy.name, ": logits are undefined");
   EMBER_CHECK_DTYPE(is_floating(logits.dtype()), opdef::cross_entropy.name, ": logits must be floating point, got ",
                     desc(logits));
@@ -234,21 +234,21 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, const Cross
 
 Tensor mse_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
   OpEntry op(opdef::mse_loss);
-  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  const Tensor &pred = op.in(pred_in), &target = op.in(target_in);
   check_pair(opdef::mse_loss.name, pred, target);
   return reduce(square(pred - target), opts.reduction);
 }
 
 Tensor l1_loss(const Tensor& pred_in, const Tensor& target_in, const LossOptions& opts) {
   OpEntry op(opdef::l1_loss);
-  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  const Tensor &pred = op.in(pred_in), &target = op.in(target_in);
   check_pair(opdef::l1_loss.name, pred, target);
   return reduce(abs(pred - target), opts.reduction);  // the gradient at pred == target is 0, as PyTorch's
 }
 
 Tensor huber_loss(const Tensor& pred_in, const Tensor& target_in, const HuberLossOptions& opts) {
   OpEntry op(opdef::huber_loss);
-  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  const Tensor &pred = op.in(pred_in), &target = op.in(target_in);
   check_pair(opdef::huber_loss.name, pred, target);
   const double delta = opts.delta;
   EMBER_CHECK_VALUE(delta > 0, opdef::huber_loss.name, ": delta must be positive, got ", delta);
@@ -258,7 +258,7 @@ Tensor huber_loss(const Tensor& pred_in, const Tensor& target_in, const HuberLos
 
 Tensor smooth_l1_loss(const Tensor& pred_in, const Tensor& target_in, const SmoothL1LossOptions& opts) {
   OpEntry op(opdef::smooth_l1_loss);
-  const Tensor pred = op.in(pred_in), target = op.in(target_in);
+  const Tensor &pred = op.in(pred_in), &target = op.in(target_in);
   check_pair(opdef::smooth_l1_loss.name, pred, target);
   const double beta = opts.beta;
   EMBER_CHECK_VALUE(beta >= 0, opdef::smooth_l1_loss.name, ": beta must be non-negative, got ", beta);
@@ -269,7 +269,7 @@ Tensor smooth_l1_loss(const Tensor& pred_in, const Tensor& target_in, const Smoo
 
 Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) {
   OpEntry op(opdef::binary_cross_entropy_with_logits);
-  const Tensor x = op.in(x_in), t = op.in(t_in);
+  const Tensor &x = op.in(x_in), &t = op.in(t_in);
   EMBER_CHECK(x.defined() && t.defined(), Error, opdef::binary_cross_entropy_with_logits.name, ": undefined argument");
   EMBER_CHECK_SHAPE(x.shape() == t.shape(), opdef::binary_cross_entropy_with_logits.name, ": logits ", x.shape(),
                     " and targets ", t.shape(), " must have the same shape");

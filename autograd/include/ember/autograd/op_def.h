@@ -7,7 +7,7 @@
 //
 //   Tensor softmax(const Tensor& x_in, int64_t dim) {
 //     OpEntry op(opdef::softmax);        // opens the memory scope: an OOM in here names "softmax"
-//     const Tensor x = op.in(x_in);      // autocast: softmax computes 16-bit inputs in float32
+//     const Tensor& x = op.in(x_in);     // autocast: softmax computes 16-bit inputs in float32
 //     Tensor y = raw::softmax(x, dim);
 //     if (op.needs_grad({&x}))
 //       op.record({x}, {y}).backward([dim, sy = save(y)](const Grads& g) -> Grads { ... sy.get() ... });
@@ -171,21 +171,20 @@ class OpEntry {
   const OpDef& def() const { return def_; }
   const char* name() const { return def_.name; }
 
-  // An input as this op's autocast rule makes it (a no-op, one thread-local test, when no autocast is on). An
-  // undefined tensor (an absent bias) stays undefined.
-  Tensor in(const Tensor& t) const {
-    if (!t.defined()) return t;
-    switch (def_.autocast) {
-      case Autocast::kFp32:
-        return amp::fp32(t);
-      case Autocast::kLower:
-        return amp::lower(t);
-      default:
-        return t;
-    }
+  // An input as this op's autocast rule makes it (one thread-local test when no autocast is on). A reference: to
+  // the caller's tensor when nothing is cast (no copy, no reference-count traffic on the hot path), else to the
+  // cast, which this entry keeps until the op returns. An undefined tensor (an absent bias) stays undefined.
+  const Tensor& in(const Tensor& t) {
+    if (def_.autocast == Autocast::kKeep || def_.autocast == Autocast::kPromote || !amp::detail::any_enabled ||
+        !t.defined())
+      return t;
+    Tensor c = def_.autocast == Autocast::kFp32 ? amp::detail::to_fp32(t) : amp::detail::to_lower(t);
+    if (c.impl() == t.impl()) return t;
+    EMBER_INTERNAL_ASSERT(n_casts_ < kMaxCasts, "an op cast more than ", kMaxCasts, " inputs");
+    return casts_[n_casts_++] = std::move(c);
   }
   // The inputs of a promoting op, together (kPromote); the others one by one.
-  std::vector<Tensor> in(const std::vector<Tensor>& ts) const {
+  std::vector<Tensor> in(const std::vector<Tensor>& ts) {
     if (def_.autocast == Autocast::kPromote) return amp::promote(ts);
     std::vector<Tensor> r;
     r.reserve(ts.size());
@@ -203,8 +202,11 @@ class OpEntry {
   }
 
  private:
+  static constexpr int kMaxCasts = 4;
   OpDef def_;  // a copy: opdef::of() gives a temporary
   memory::OpScope scope_;
+  Tensor casts_[kMaxCasts];  // the inputs autocast made, alive until the op returns
+  int n_casts_ = 0;
 };
 
 }  // namespace ember::autograd

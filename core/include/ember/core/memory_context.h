@@ -47,10 +47,14 @@ class ModuleScope {
 // `op` must be a string literal or otherwise outlive the scope. The outermost scope wins: a composite op is named
 // rather than the ops it is made of, and in backward the engine's node. The public autograd ops (ops.h) and the
 // losses open one, so an OutOfMemoryError in the forward names the op too.
+// Inline: every public op opens one, so it costs a thread-local read and write, not two calls.
+extern thread_local const char* t_current_op;  // the op running on this thread (nullptr: none)
 class OpScope {
  public:
-  explicit OpScope(const char* op);
-  ~OpScope();
+  explicit OpScope(const char* op) : prev_(t_current_op) {
+    if (!prev_) t_current_op = op;
+  }
+  ~OpScope() { t_current_op = prev_; }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
