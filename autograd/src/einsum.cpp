@@ -152,22 +152,8 @@ Labelled contract(Labelled a, Labelled b, const std::vector<int>& keep) {
   return out;
 }
 
-}  // namespace
-
-Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
-  OpEntry entry(opdef::einsum);
-  EMBER_CHECK_VALUE(!operands_in.empty(), opdef::einsum.name, ": expected at least one operand for \"", equation, "\"");
-  for (const Tensor& t : operands_in) autograd::check_defined(opdef::einsum.name, t, "operands[i]");
-  std::vector<Tensor> operands;  // autocast: the products in float16 / bfloat16
-  for (const Tensor& t : operands_in) operands.push_back(entry.in(t));
-  std::string eq;
-  for (char c : equation)
-    if (c != ' ') eq += c;
-  // --- parse: terms "lhs1,lhs2,...->rhs" (the arrow and rhs are optional)
-  const size_t arrow = eq.find("->");
-  EMBER_CHECK_VALUE(arrow == std::string::npos || eq.find("->", arrow + 2) == std::string::npos, opdef::einsum.name,
-                    ": more than one \"->\" in \"", equation, "\"");
-  const std::string lhs = eq.substr(0, arrow);
+// The operand terms of "lhs1,lhs2,...->rhs" (spaces removed), one per operand.
+std::vector<Term> parse_terms(const std::string& equation, const std::string& lhs, size_t n_operands) {
   std::vector<Term> terms;
   for (size_t at = 0;;) {
     const size_t comma = lhs.find(',', at);
@@ -175,10 +161,21 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
-  EMBER_CHECK_VALUE(terms.size() == operands.size(), opdef::einsum.name, ": \"", equation, "\" has ", terms.size(),
-                    " operand terms but ", operands.size(), " operands were given");
-  // --- each operand's labels, with its ellipsis expanded to the dims its subscripts leave over
+  EMBER_CHECK_VALUE(terms.size() == n_operands, opdef::einsum.name, ": \"", equation, "\" has ", terms.size(),
+                    " operand terms but ", n_operands, " operands were given");
+  return terms;
+}
+
+// The operands with their labels (each ellipsis expanded to the dims its subscripts leave over, `dots` of them at
+// most), in one promoted dtype; `sizes` gets each label's size, checked to agree (or broadcast) across operands.
+struct LabelledOperands {
+  std::vector<Labelled> ops;
+  std::vector<int64_t> sizes;  // by label; -1: not seen
   int64_t dots = 0;
+};
+LabelledOperands label_operands(const std::string& equation, const std::vector<Term>& terms,
+                                const std::vector<Tensor>& operands) {
+  LabelledOperands r;
   std::vector<int64_t> counts;
   for (size_t i = 0; i < terms.size(); ++i) {
     const int64_t named = static_cast<int64_t>(terms[i].labels.size()), rank = operands[i].dim();
@@ -186,48 +183,57 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
                       " ", operands[i].dtype(), operands[i].shape(), " has ", rank, " dims but its subscripts in \"",
                       equation, "\" name ", named, terms[i].ellipsis_at >= 0 ? " (and an ellipsis)" : "");
     counts.push_back(terms[i].ellipsis_at >= 0 ? rank - named : 0);
-    dots = std::max(dots, counts.back());
+    r.dots = std::max(r.dots, counts.back());
   }
   DType dt = operands[0].dtype();
   for (const Tensor& t : operands) dt = promote_types(dt, t.dtype());
-  std::vector<Labelled> ops;
-  std::vector<int64_t> sizes(static_cast<size_t>(kLetters + dots), -1);  // each label's size (-1: not seen)
+  r.sizes.assign(static_cast<size_t>(kLetters + r.dots), -1);
   for (size_t i = 0; i < terms.size(); ++i) {
-    Labelled op{operands[i].to(dt), expand(terms[i], counts[i], dots)};
+    Labelled op{operands[i].to(dt), expand(terms[i], counts[i], r.dots)};
     for (size_t d = 0; d < op.labels.size(); ++d) {
       const int l = op.labels[d];
       EMBER_CHECK_VALUE(std::count(op.labels.begin(), op.labels.end(), l) == 1, opdef::einsum.name, ": index ",
                         index_name(l), " is repeated in operand ", i, " of \"", equation,
                         "\"; diagonals are not supported");
-      int64_t& s = sizes[static_cast<size_t>(l)];
+      int64_t& s = r.sizes[static_cast<size_t>(l)];
       const int64_t here = op.t.size(static_cast<int64_t>(d));
       EMBER_CHECK_SHAPE(s < 0 || s == here || s == 1 || here == 1, opdef::einsum.name, ": index ", index_name(l),
                         " has size ", s, " in an earlier operand but ", here, " in operand ", i, " ", op.t.dtype(),
                         op.t.shape(), " of \"", equation, "\"");
       if (s < 0 || s == 1) s = here;
     }
-    ops.push_back(op);
+    r.ops.push_back(op);
   }
-  // --- the output's labels: given, or the ellipsis then every index used once, in alphabetical order
+  return r;
+}
+
+// The output's labels: those of rhs when the equation has one (arrow != npos), else the ellipsis then every index
+// used once, in alphabetical order.
+std::vector<int> output_labels(const std::string& equation, const std::string& eq, size_t arrow,
+                               const LabelledOperands& in) {
   std::vector<int> out;
   if (arrow != std::string::npos) {
     const Term rhs = parse_term(equation, eq.substr(arrow + 2));
-    out = expand(rhs, dots, dots);
+    out = expand(rhs, in.dots, in.dots);
     for (int l : rhs.labels) {
       EMBER_CHECK_VALUE(std::count(out.begin(), out.end(), l) == 1, opdef::einsum.name, ": output index ",
                         index_name(l), " appears more than once in \"", equation, "\"");
-      EMBER_CHECK_VALUE(sizes[static_cast<size_t>(l)] >= 0, opdef::einsum.name, ": output index ", index_name(l),
+      EMBER_CHECK_VALUE(in.sizes[static_cast<size_t>(l)] >= 0, opdef::einsum.name, ": output index ", index_name(l),
                         " appears in no operand of \"", equation, "\"");
     }
-  } else {
-    for (int64_t k = 0; k < dots; ++k) out.push_back(kLetters + static_cast<int>(k));
-    for (int l = 0; l < kLetters; ++l) {
-      int uses = 0;
-      for (const Labelled& op : ops) uses += static_cast<int>(has(op.labels, l));
-      if (uses == 1) out.push_back(l);
-    }
+    return out;
   }
-  // --- evaluate: sum what no one else needs, contract left to right, order the output
+  for (int64_t k = 0; k < in.dots; ++k) out.push_back(kLetters + static_cast<int>(k));
+  for (int l = 0; l < kLetters; ++l) {
+    int uses = 0;
+    for (const Labelled& op : in.ops) uses += static_cast<int>(has(op.labels, l));
+    if (uses == 1) out.push_back(l);
+  }
+  return out;
+}
+
+// Sums what no one else needs, contracts left to right, orders the output.
+Tensor evaluate(const std::vector<Labelled>& ops, const std::vector<int>& out) {
   auto needed_after = [&](size_t i) {  // the output's labels and those of operands after i
     std::vector<int> keep = out;
     for (size_t j = i + 1; j < ops.size(); ++j) keep.insert(keep.end(), ops[j].labels.begin(), ops[j].labels.end());
@@ -241,6 +247,25 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
     acc = contract(acc, sum_except(ops[i], mine), keep);
   }
   return arrange(acc, out);
+}
+
+}  // namespace
+
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  OpEntry entry(opdef::einsum);
+  EMBER_CHECK_VALUE(!operands_in.empty(), entry.name(), ": expected at least one operand for \"", equation, "\"");
+  for (const Tensor& t : operands_in) autograd::check_defined(entry.name(), t, "operands[i]");
+  std::vector<Tensor> operands;  // autocast: the products in float16 / bfloat16
+  for (const Tensor& t : operands_in) operands.push_back(entry.in(t));
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq += c;
+  const size_t arrow = eq.find("->");  // "lhs1,lhs2,...->rhs"; the arrow and rhs are optional
+  EMBER_CHECK_VALUE(arrow == std::string::npos || eq.find("->", arrow + 2) == std::string::npos, entry.name(),
+                    ": more than one \"->\" in \"", equation, "\"");
+  const std::vector<Term> terms = parse_terms(equation, eq.substr(0, arrow), operands.size());
+  const LabelledOperands in = label_operands(equation, terms, operands);
+  return evaluate(in.ops, output_labels(equation, eq, arrow, in));
 }
 
 }  // namespace ember

@@ -387,12 +387,10 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
 void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                         const Conv2dParams& p) {
   if (conv2d_bf16(out, x_in, w_in, bias, p)) return;  // bf16 on a CPU with bf16 dot products
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    conv2d(tmp, upcast(x_in), upcast(w_in), bias.defined() ? upcast(bias) : bias, p);
-    copy(out, tmp);
+  if (through_float32(out, [&](const Tensor& tmp) {
+        conv2d(tmp, upcast(x_in), upcast(w_in), bias.defined() ? upcast(bias) : bias, p);
+      }))
     return;
-  }
   if (out.numel() == 0) return;
   Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
   const ConvGeom g0 = geometry(x, w, out.size(2), out.size(3), p);

@@ -109,6 +109,20 @@ class CpuBackend final : public Backend {
   void sgd_step(const SgdStepArgs& a) override;  // optim.cpp
   void adam_step(const AdamStepArgs& a) override;
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) override;
+
+ private:
+  // The float16 / bfloat16 path of a kernel, in one place: when `out` is 16-bit, `run(tmp)` computes into a float32
+  // buffer of out's shape (the kernel again, on upcast inputs) and the result rounds once into out; false (nothing
+  // done) for other dtypes.
+  //   if (through_float32(out, [&](const Tensor& tmp) { softmax(tmp, upcast(x), dim, log); })) return;
+  template <class Run>
+  bool through_float32(const Tensor& out, Run&& run) {
+    if (!is_reduced_float(out.dtype())) return false;
+    Tensor tmp = float_buffer_like(out);
+    run(tmp);
+    copy(out, tmp);
+    return true;
+  }
 };
 
 // This variant's one instance (backend.cpp).

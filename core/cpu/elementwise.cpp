@@ -110,12 +110,7 @@ void CpuBackend::fill(const Tensor& dst, double v) {
 }
 
 void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x) {
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    unary(op, tmp, upcast(x));
-    copy(out, tmp);
-    return;
-  }
+  if (through_float32(out, [&](const Tensor& tmp) { unary(op, tmp, upcast(x)); })) return;
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
     else unary_typed<T>(op, out, x);
@@ -123,12 +118,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x) {
 }
 
 void CpuBackend::clamp(const Tensor& out, const Tensor& x, double lo, double hi) {
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    clamp(tmp, upcast(x), lo, hi);
-    copy(out, tmp);
-    return;
-  }
+  if (through_float32(out, [&](const Tensor& tmp) { clamp(tmp, upcast(x), lo, hi); })) return;
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (is_reduced_v<T> || std::is_same_v<T, bool>) {
       throw InternalError("unreachable");

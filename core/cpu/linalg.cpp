@@ -166,12 +166,7 @@ void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
     copy(out, c);
     return;
   }
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    matmul(tmp, upcast(a), upcast(b));
-    copy(out, tmp);
-    return;
-  }
+  if (through_float32(out, [&](const Tensor& tmp) { matmul(tmp, upcast(a), upcast(b)); })) return;
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (std::is_floating_point_v<T>) gemm_batch<T>(out, a, b);
     else if constexpr (is_reduced_v<T>) throw InternalError("unreachable");

@@ -270,12 +270,7 @@ void pool_general_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int6
 }  // namespace
 
 void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    pool2d(kind, tmp, upcast(x_in), p);
-    copy(out, tmp);
-    return;
-  }
+  if (through_float32(out, [&](const Tensor& tmp) { pool2d(kind, tmp, upcast(x_in), p); })) return;
   Tensor x = raw::contiguous(x_in);
   const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
   visit_dtype(out.dtype(), [&]<class T>() {
@@ -299,12 +294,8 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
 
 void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
                                  const Pool2dParams& p) {
-  if (is_reduced_float(gx.dtype())) {
-    Tensor tmp = float_buffer_like(gx);
-    pool2d_backward(kind, tmp, upcast(gy_in), upcast(x_in), p);
-    copy(gx, tmp);
+  if (through_float32(gx, [&](const Tensor& tmp) { pool2d_backward(kind, tmp, upcast(gy_in), upcast(x_in), p); }))
     return;
-  }
   Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
   const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = gy.size(2), OW = gy.size(3);
   visit_dtype(gx.dtype(), [&]<class T>() {

@@ -186,12 +186,8 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const s
 }
 
 void CpuBackend::cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) {
-  if (is_reduced_float(out.dtype())) {  // float16 / bfloat16 through float32 (the sums themselves in double)
-    Tensor tmp = float_buffer_like(out);
-    cumsum(tmp, upcast(x), dim, reverse);
-    copy(out, tmp);
-    return;
-  }
+  // (the sums themselves are in double)
+  if (through_float32(out, [&](const Tensor& tmp) { cumsum(tmp, upcast(x), dim, reverse); })) return;
   // x and out are contiguous [outer, n, inner]: each row of n elements has stride `inner`
   const int64_t n = x.size(dim);
   int64_t outer = 1, inner = 1;
@@ -231,12 +227,7 @@ void CpuBackend::cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool re
 }
 
 void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, bool log) {
-  if (is_reduced_float(out.dtype())) {
-    Tensor tmp = float_buffer_like(out);
-    softmax(tmp, upcast(x_in), dim, log);
-    copy(out, tmp);
-    return;
-  }
+  if (through_float32(out, [&](const Tensor& tmp) { softmax(tmp, upcast(x_in), dim, log); })) return;
   Tensor x = raw::contiguous(x_in);
   int64_t D = x.size(dim), inner = 1, outer = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);

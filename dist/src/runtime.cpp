@@ -253,101 +253,109 @@ Work Runtime::run_device(std::string what, const std::function<Request(Comm&)>& 
   return Work(s);
 }
 
+void Runtime::Orphan::poll(Comm& host) {
+  try {
+    if (request && host.test(request)) {
+      request = nullptr;
+      task = Task();
+    }
+  } catch (...) {  // the engine gave up on it: nothing will write its buffers any more
+    request = nullptr;
+  }
+}
+
 // The communication thread (Note [Communication thread]).
 void Runtime::loop() {
-  // A collective that timed out or failed, with its task (whose buffers the engine may still write), polled
-  // until it ends or finalize gives up.
-  Request orphan = nullptr;
-  Task orphan_task;
-  auto poll_orphan = [&] {
-    try {
-      if (orphan && host_->test(orphan)) {
-        orphan = nullptr;
-        orphan_task = Task();
-      }
-    } catch (...) {  // the engine gave up on it: nothing will write its buffers any more
-      orphan = nullptr;
-    }
-  };
+  Orphan orphan;
+  Task task;
+  while (next_task(task, orphan)) run_task(task, orphan);
+  drain(orphan);
+  host_->finalize();
+}
+
+// The next queued collective; while none is queued, the host engine is served and an orphan polled.
+bool Runtime::next_task(Task& task, Orphan& orphan) {
   for (;;) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> l(q_);
-      qcv_.wait_for(l, std::chrono::milliseconds(2), [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) {
-        if (stop_) break;
-        l.unlock();
-        host_->serve(started_);
-        poll_orphan();
-        continue;
-      }
+    std::unique_lock<std::mutex> l(q_);
+    qcv_.wait_for(l, std::chrono::milliseconds(2), [&] { return stop_ || !queue_.empty(); });
+    if (!queue_.empty()) {
       task = std::move(queue_.front());
       queue_.pop_front();
+      return true;
     }
-    if (failed_) {
-      task.state->complete(std::make_exception_ptr(DistError(ember::detail::str(
-                               task.state->what, ": the process group failed earlier: ", failure()))),
-                           0);
-      continue;
-    }
-    started_ = task.seq;
-    const auto t0 = Clock::now();
-    const auto deadline = t0 + std::chrono::duration<double>(timeout_s_);
-    Request r = nullptr;
+    if (stop_) return false;
+    l.unlock();
+    host_->serve(started_);
+    orphan.poll(*host_);
+  }
+}
+
+// Starts a collective and polls it to its end, its failure or its timeout (then it becomes the orphan).
+void Runtime::run_task(Task& task, Orphan& orphan) {
+  if (failed_) {
+    task.state->complete(std::make_exception_ptr(DistError(
+                             ember::detail::str(task.state->what, ": the process group failed earlier: ", failure()))),
+                         0);
+    return;
+  }
+  started_ = task.seq;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration<double>(timeout_s_);
+  Request r = nullptr;
+  try {
+    r = task.start(*host_);
+  } catch (...) {  // nothing started: the group is still in step
+    task.state->complete(std::current_exception(), 0);
+    return;
+  }
+  // Poll: a short spin (small collectives finish in microseconds), then sleeps of ~50 us so that a waiting
+  // rank leaves the cores to the computation.
+  for (int spins = 0;; ++spins) {
+    bool done = false;
     try {
-      r = task.start(*host_);
-    } catch (...) {  // nothing started: the group is still in step
-      task.state->complete(std::current_exception(), 0);
-      continue;
+      done = host_->test(r);
+    } catch (const std::exception& e) {  // the engine failed mid-collective: the ranks are out of step
+      mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") failed: ", e.what()));
+      task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
+      return;
     }
-    // Poll: a short spin (small collectives finish in microseconds), then sleeps of ~50 us so that a waiting
-    // rank leaves the cores to the computation.
-    for (int spins = 0;; ++spins) {
-      bool done = false;
-      try {
-        done = host_->test(r);
-      } catch (const std::exception& e) {  // the engine failed mid-collective: the ranks are out of step
-        mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") failed: ", e.what()));
-        task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
-        break;
-      }
-      if (done) {
-        task.state->complete(nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
-        break;
-      }
-      host_->serve(started_);
-      if (Clock::now() > deadline) {
-        const std::vector<int> absent = host_->absent_ranks(task.seq, 2.0);
-        std::string who;
-        for (int a : absent) who += (who.empty() ? "" : ", ") + std::to_string(a);
-        mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") timed out after ", timeout_s_,
-                                       " s on rank ", host_->rank(), " of ", host_->world_size(), "; ",
-                                       absent.empty() ? std::string("every rank answered that it arrived (a slow "
-                                                                    "network or an engine fault?)")
-                                                      : "ranks that did not arrive: " + who));
-        orphan = r;
-        task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
-        orphan_task = std::move(task);  // keeps the buffers alive while the engine may still use them
-        break;
-      }
-      if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (done) {
+      task.state->complete(nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
+      return;
     }
+    host_->serve(started_);
+    if (Clock::now() > deadline) {
+      const std::vector<int> absent = host_->absent_ranks(task.seq, 2.0);
+      std::string who;
+      for (int a : absent) who += (who.empty() ? "" : ", ") + std::to_string(a);
+      mark_failed(ember::detail::str(task.state->what, " (collective #", task.seq, ") timed out after ", timeout_s_,
+                                     " s on rank ", host_->rank(), " of ", host_->world_size(), "; ",
+                                     absent.empty() ? std::string("every rank answered that it arrived (a slow "
+                                                                  "network or an engine fault?)")
+                                                    : "ranks that did not arrive: " + who));
+      orphan.request = r;
+      task.state->complete(std::make_exception_ptr(DistError(failure())), 0);
+      orphan.task = std::move(task);  // keeps the buffers alive while the engine may still use them
+      return;
+    }
+    if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  // Shutting down. A timed-out collective still pending means a rank never arrived: waiting in MPI_Finalize
-  // would hang, so the job ends (Note [Collective timeout]).
-  if (orphan) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
-    while (orphan && Clock::now() < deadline) {
-      poll_orphan();
-      host_->serve(started_);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (orphan) {
-      std::fprintf(stderr, "ember dist: %s; ending the job\n", failure().c_str());
-      host_->abort(3);
-    }
+}
+
+// Shutting down. A timed-out collective still pending means a rank never arrived: waiting in MPI_Finalize would
+// hang, so the job ends (Note [Collective timeout]).
+void Runtime::drain(Orphan& orphan) {
+  if (!orphan.request) return;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+  while (orphan.request && Clock::now() < deadline) {
+    orphan.poll(*host_);
+    host_->serve(started_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  host_->finalize();
+  if (orphan.request) {
+    std::fprintf(stderr, "ember dist: %s; ending the job\n", failure().c_str());
+    host_->abort(3);
+  }
 }
 
 }  // namespace detail

@@ -77,7 +77,17 @@ class Runtime {
     std::function<Request(Comm&)> start;
     std::shared_ptr<Work::State> state;
   };
+  // A collective that timed out or failed, with its task (whose buffers the engine may still write), polled until
+  // it ends or finalize gives up.
+  struct Orphan {
+    Request request = nullptr;
+    Task task;
+    void poll(Comm& host);
+  };
   void loop();
+  bool next_task(Task& task, Orphan& orphan);  // false: stop
+  void run_task(Task& task, Orphan& orphan);
+  void drain(Orphan& orphan);
   void start_nccl(bool required);
   void stop_thread();
 

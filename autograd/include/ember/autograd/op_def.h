@@ -33,7 +33,7 @@ enum class Autocast : uint8_t {
   kKeep,     // runs in its inputs' dtypes (elementwise arithmetic, views, most activations)
   kFp32,     // range/precision sensitive: 16-bit float inputs computed in float32 (exp, softmax, norms, losses)
   kLower,    // matrix products: float32 inputs in the autocast dtype (matmul, linear, conv2d, attention)
-  kPromote,  // several inputs: every floating one in the widest floating dtype among them (index_add)
+  kPromote,  // several inputs: every floating one in the widest floating dtype among them (scatter_add)
 };
 
 // Twice: the backward is built of recorded ops (or of the op's composite, grads_by_recompute), so a create_graph
