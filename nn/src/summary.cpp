@@ -26,6 +26,23 @@ struct Row {
 // The bytes a tensor's storage takes in `d`'s caching allocator.
 size_t allocated_size(const Tensor& t, Device d) { return memory::allocated_size(d, t.impl()->storage->nbytes); }
 
+// The table: a header, then one line per module (indented by depth).
+void print_rows(std::ostream& os, const std::vector<Row>& rows) {
+  os << std::left << std::setw(28) << "Layer" << std::setw(18) << "Type" << std::setw(22) << "Output shape"
+     << std::right << std::setw(12) << "Params" << std::setw(14) << "Activations"
+     << "\n"
+     << std::string(94, '-') << "\n";
+  for (const Row& r : rows) {
+    std::ostringstream shape;
+    if (r.called) shape << r.out;
+    else shape << "(not called)";
+    std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
+    os << std::left << std::setw(28) << name << std::setw(18) << r.type << std::setw(22) << shape.str() << std::right
+       << std::setw(12) << internal::group_digits(r.params, ',') << std::setw(14)
+       << (r.called ? detail::format_bytes(r.activation, 2) : "-") << "\n";
+  }
+}
+
 }  // namespace
 
 std::string summary(const Module& model, const Shape& input_shape) {
@@ -88,19 +105,7 @@ std::string summary(const Module& model, const Shape& input_shape) {
 
   auto fmt = [](size_t b) { return detail::format_bytes(b, 2); };
   std::ostringstream os;
-  os << std::left << std::setw(28) << "Layer" << std::setw(18) << "Type" << std::setw(22) << "Output shape"
-     << std::right << std::setw(12) << "Params" << std::setw(14) << "Activations"
-     << "\n"
-     << std::string(94, '-') << "\n";
-  for (const Row& r : rows) {
-    std::ostringstream shape;
-    if (r.called) shape << r.out;
-    else shape << "(not called)";
-    std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
-    os << std::left << std::setw(28) << name << std::setw(18) << r.type << std::setw(22) << shape.str() << std::right
-       << std::setw(12) << internal::group_digits(r.params, ',') << std::setw(14)
-       << (r.called ? fmt(r.activation) : "-") << "\n";
-  }
+  print_rows(os, rows);
   os << std::string(94, '-') << "\n"
      << "Parameters: " << internal::group_digits(trainable + frozen, ',') << " (trainable "
      << internal::group_digits(trainable, ',') << ", frozen " << internal::group_digits(frozen, ',') << "), "
