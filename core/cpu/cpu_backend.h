@@ -99,13 +99,10 @@ class CpuBackend final : public Backend {
   void row_norm_backward(const RowNormGradArgs& a) override;
   void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
   void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;  // norm.cpp
-  void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
-                        const Tensor& b) override;
+  void batch_norm_elemt(const BatchNormElemtArgs& a) override;
   void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy, const Tensor& x,
                                   const Tensor& mean) override;
-  void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                 const Tensor& invstd, const Tensor& w, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
-                                 int64_t count) override;
+  void batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) override;
   void sgd_step(const SgdStepArgs& a) override;  // optim.cpp
   void adam_step(const AdamStepArgs& a) override;
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) override;

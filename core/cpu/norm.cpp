@@ -141,8 +141,8 @@ void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const T
   });
 }
 
-void CpuBackend::batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                  const Tensor& w, const Tensor& b) {
+void CpuBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
+  const Tensor &y = a.y, &x = a.x, &mean = a.mean, &invstd = a.invstd, &w = a.w, &b = a.b;
   const NCS d(x);
   if (x.numel() == 0) return;
   visit_float("batch_norm_elemt", x.dtype(), [&]<class T>() {
@@ -175,9 +175,10 @@ void CpuBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& 
   });
 }
 
-void CpuBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                           const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
-                                           const Tensor& sum_dy_xmu, int64_t count) {
+void CpuBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
+  const Tensor &dx = a.dx, &dy = a.dy, &x = a.x, &mean = a.mean, &invstd = a.invstd, &w = a.w, &sum_dy = a.sum_dy,
+               &sum_dy_xmu = a.sum_dy_xmu;
+  const int64_t count = a.count;
   const NCS d(x);
   if (x.numel() == 0) return;
   visit_float("batch_norm_backward_elemt", x.dtype(), [&]<class T>() {

@@ -119,11 +119,9 @@ class MetaBackend final : public Backend {
   void check_range(const Tensor&, int64_t, int64_t, const RangeMessage&) override {}  // planned values: none to check
   void index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
   void batch_norm_stats(const Tensor&, const Tensor&, const Tensor&) override {}
-  void batch_norm_elemt(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&) override {}
+  void batch_norm_elemt(const BatchNormElemtArgs&) override {}
   void batch_norm_backward_reduce(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
-  void batch_norm_backward_elemt(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor&, const Tensor&, const Tensor&, int64_t) override {}
+  void batch_norm_backward_elemt(const BatchNormGradElemtArgs&) override {}
   void row_norm(const RowNormArgs&) override {}
   void row_norm_backward(const RowNormGradArgs&) override {}
   void random(RandomKind, const Tensor&, double, double, PhiloxState) override {}

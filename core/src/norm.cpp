@@ -73,7 +73,8 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
     invstd = contiguous(invstd_of(cast(running_var, cd), eps));
   }
   Tensor y = detail::new_tensor(x.shape(), cd, x.device());
-  be.batch_norm_elemt(y, xc, mean, invstd, per_channel(weight, cd), per_channel(bias, cd));
+  be.batch_norm_elemt(
+      {.y = y, .x = xc, .mean = mean, .invstd = invstd, .w = per_channel(weight, cd), .b = per_channel(bias, cd)});
   return {cast(y, x.dtype()), mean, invstd};
 }
 
@@ -96,8 +97,15 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   }
   if (need_x) {
     Tensor dx = detail::new_tensor(x.shape(), cd, x.device());
-    be.batch_norm_backward_elemt(dx, dy, xc, mean, invstd, w, training ? sum_dy : Tensor(),
-                                 training ? sum_dy_xmu : Tensor(), count);
+    be.batch_norm_backward_elemt({.dx = dx,
+                                  .dy = dy,
+                                  .x = xc,
+                                  .mean = mean,
+                                  .invstd = invstd,
+                                  .w = w,
+                                  .sum_dy = training ? sum_dy : Tensor(),
+                                  .sum_dy_xmu = training ? sum_dy_xmu : Tensor(),
+                                  .count = count});
     g.x = cast(dx, x.dtype());
   }
   if (need_weight) g.weight = binary(BinaryOp::Mul, sum_dy_xmu, invstd);

@@ -27,12 +27,11 @@ void CudaBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const 
   kernels::launch_batch_norm_stats(x.dtype(), mean.data_ptr(), var.data_ptr(), x.data_ptr(), ncs(x), on.stream);
 }
 
-void CudaBackend::batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& w, const Tensor& b) {
-  if (x.numel() == 0) return;
-  OnDevice on(x);
-  kernels::launch_batch_norm_elemt(x.dtype(), y.data_ptr(), x.data_ptr(), mean.data_ptr(), invstd.data_ptr(), ptr(w),
-                                   ptr(b), ncs(x), on.stream);
+void CudaBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
+  if (a.x.numel() == 0) return;
+  OnDevice on(a.x);
+  kernels::launch_batch_norm_elemt(a.x.dtype(), a.y.data_ptr(), a.x.data_ptr(), a.mean.data_ptr(), a.invstd.data_ptr(),
+                                   ptr(a.w), ptr(a.b), ncs(a.x), on.stream);
 }
 
 void CudaBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
@@ -43,14 +42,12 @@ void CudaBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor&
                                              x.data_ptr(), mean.data_ptr(), ncs(x), on.stream);
 }
 
-void CudaBackend::batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                            const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
-                                            const Tensor& sum_dy_xmu, int64_t count) {
-  if (x.numel() == 0) return;
-  OnDevice on(x);
-  kernels::launch_batch_norm_backward_elemt(x.dtype(), dx.data_ptr(), dy.data_ptr(), x.data_ptr(), mean.data_ptr(),
-                                            invstd.data_ptr(), ptr(w), ptr(sum_dy), ptr(sum_dy_xmu), count, ncs(x),
-                                            on.stream);
+void CudaBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
+  if (a.x.numel() == 0) return;
+  OnDevice on(a.x);
+  kernels::launch_batch_norm_backward_elemt(a.x.dtype(), a.dx.data_ptr(), a.dy.data_ptr(), a.x.data_ptr(),
+                                            a.mean.data_ptr(), a.invstd.data_ptr(), ptr(a.w), ptr(a.sum_dy),
+                                            ptr(a.sum_dy_xmu), a.count, ncs(a.x), on.stream);
 }
 
 void CudaBackend::row_norm(const RowNormArgs& a) {

@@ -46,6 +46,19 @@ struct RowNormArgs {
   Tensor y, mean, rstd;  // written
   Tensor x, w, b;
 };
+// Batch normalisation's element passes (the per-channel tensors [C] of x's dtype, contiguous).
+struct BatchNormElemtArgs {
+  Tensor y;  // written, x's shape
+  Tensor x, mean, invstd;
+  Tensor w, b;  // each may be undefined (1 and 0)
+};
+struct BatchNormGradElemtArgs {
+  Tensor dx;  // written, x's shape
+  Tensor dy, x, mean, invstd;
+  Tensor w;                   // may be undefined (1)
+  Tensor sum_dy, sum_dy_xmu;  // batch_norm_backward_reduce's sums; undefined: fixed running statistics
+  int64_t count = 0;          // the elements per channel
+};
 struct RowNormGradArgs {
   RowNorm norm;
   Tensor dx, dw, db;  // written; each may be undefined (not wanted)
@@ -132,18 +145,15 @@ class Backend {
   // _backward_elemt); sums accumulate in double.
   // mean[c], var[c] (biased) over every element of channel c, in one pass over x.
   virtual void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) = 0;
-  // y = (x - mean[c]) * invstd[c] * w[c] + b[c]; w and b may be undefined (1 and 0). y has x's shape.
-  virtual void batch_norm_elemt(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                const Tensor& w, const Tensor& b) = 0;
+  // y = (x - mean[c]) * invstd[c] * w[c] + b[c].
+  virtual void batch_norm_elemt(const BatchNormElemtArgs& a) = 0;
   // sum_dy[c] = sum of dy over channel c, sum_dy_xmu[c] = sum of dy * (x - mean[c]); dy has x's shape.
   virtual void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
                                           const Tensor& x, const Tensor& mean) = 0;
   // dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for
   // statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running
-  // statistics); count = the elements per channel; w may be undefined (1).
-  virtual void batch_norm_backward_elemt(const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                         const Tensor& invstd, const Tensor& w, const Tensor& sum_dy,
-                                         const Tensor& sum_dy_xmu, int64_t count) = 0;
+  // statistics).
+  virtual void batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) = 0;
   // A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads.
   virtual void row_norm(const RowNormArgs& a) = 0;
   // Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:
