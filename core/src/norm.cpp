@@ -1,8 +1,6 @@
 // defines: the normalisation raw ops: batch_norm and its backward (PyTorch's formulas), each a few passes of the
-// backend's batch-norm kernels (backend.h) after the argument checks; layer_norm and its backward, one fused
-// kernel each over the rows.
-#include <string>
-
+// backend's batch-norm kernels (backend.h) after the argument checks; the row norms (layer_norm, rms_norm) and
+// their backward, one fused kernel each over the rows.
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -160,8 +158,7 @@ LayerNormResult row_norm(RowNormKind kind, const Tensor& x, int64_t k, const Ten
 LayerNormGrads row_norm_backward(RowNormKind kind, const Tensor& grad_out, const Tensor& x, int64_t k,
                                  const Tensor& mean, const Tensor& rstd, const Tensor& weight, bool need_x,
                                  bool need_weight, bool need_bias) {
-  const std::string backward_name = std::string(name(kind)) + "_backward";
-  const char* op = backward_name.c_str();
+  const char* op = name(kind, /*backward=*/true);  // (no string built per call: this runs every backward)
   detail::check_same_device(op, grad_out, x);
   EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
                     x.shape());

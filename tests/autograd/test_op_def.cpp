@@ -25,18 +25,6 @@ constexpr OpDef kExp = opdef::of(UnaryOp::Exp), kLog = opdef::of(UnaryOp::Log), 
                 kHardswish = opdef::of(UnaryOp::Hardswish), kMul = opdef::of(BinaryOp::Mul),
                 kAdd = opdef::of(BinaryOp::Add), kPow = opdef::of(BinaryOp::Pow);
 
-struct LimitGuard {
-  explicit LimitGuard(size_t bytes) { set_memory_limit(Device::cpu(), bytes); }
-  ~LimitGuard() { set_memory_limit(Device::cpu(), 0); }
-};
-std::string oom_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const OutOfMemoryError& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST(OpDef, EachNameOnceAndTheKernelNamesAgree) {
@@ -146,8 +134,8 @@ TEST(OpDef, AnOutOfMemoryErrorNamesTheOp) {
   };
   cpu_empty_cache();
   for (const auto& [def, run] : cases) {
-    LimitGuard limit(cpu_memory_stats().bytes_in_use + (64 << 10));
-    const std::string msg = oom_message(run);
+    test::CpuLimitGuard limit(cpu_memory_stats().bytes_in_use + (64 << 10));
+    const std::string msg = test::oom_message(run);
     EXPECT_NE(msg.find(std::string("during the forward of ") + def->name), std::string::npos)
         << def->name << ": " << msg;
   }

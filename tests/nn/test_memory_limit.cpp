@@ -7,21 +7,10 @@ using namespace ember;
 
 namespace {
 
-// The limit is restored (to none) whatever a test does.
-struct LimitGuard {
-  explicit LimitGuard(size_t bytes) { set_memory_limit(Device::cpu(), bytes); }
-  ~LimitGuard() { set_memory_limit(Device::cpu(), 0); }
-};
+using LimitGuard = test::CpuLimitGuard;  // the limit is restored (to none) whatever a test does
+using test::oom_message;
 
 size_t in_use() { return cpu_memory_stats().bytes_in_use; }
-std::string oom_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const OutOfMemoryError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

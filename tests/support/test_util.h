@@ -68,6 +68,23 @@ inline ::testing::AssertionResult tensor_near(const Tensor& t, const Shape& shap
   return ::testing::AssertionSuccess();
 }
 
+// A CPU memory limit (set_memory_limit) for a scope; restored to none whatever the test does.
+struct CpuLimitGuard {
+  explicit CpuLimitGuard(size_t bytes) { set_memory_limit(Device::cpu(), bytes); }
+  ~CpuLimitGuard() { set_memory_limit(Device::cpu(), 0); }
+  CpuLimitGuard(const CpuLimitGuard&) = delete;
+  CpuLimitGuard& operator=(const CpuLimitGuard&) = delete;
+};
+// The message of the OutOfMemoryError f throws, or "" when it throws none.
+inline std::string oom_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const OutOfMemoryError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace ember::test
 
 #define EXPECT_TENSOR_NEAR(t, shape, ref, ...) \

@@ -35,13 +35,13 @@ struct RowNorm {
   int64_t rows = 0, cols = 0;
   double eps = 1e-5;
 };
-// The public op a kind is (its messages' name).
-constexpr const char* name(RowNormKind kind) {
+// The public op a kind is, and its backward (their messages' names).
+constexpr const char* name(RowNormKind kind, bool backward = false) {
   switch (kind) {
     case RowNormKind::LayerNorm:
-      return "layer_norm";
+      return backward ? "layer_norm_backward" : "layer_norm";
     case RowNormKind::RmsNorm:
-      return "rms_norm";
+      return backward ? "rms_norm_backward" : "rms_norm";
   }
   return "?";
 }
