@@ -5,9 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +16,7 @@
 #include "ember/core/memory_context.h"
 #include "ember/core/memory_plan.h"
 #include "ember/internal/allocator_sizes.h"
+#include "ember/internal/block_pool.h"
 
 namespace ember::memory::simulation {
 
@@ -184,103 +183,53 @@ class CpuSimulation final : public PlannedAllocator {
   size_t cached_ = 0;
 };
 
-// The CUDA caching allocator (cuda/src/caching_allocator.cpp) on one stream: best fit from the small or the
-// large pool, new segments sized as cudaMalloc's would be, split and merge of neighbours within a segment, and
-// past the limit the fully free segments given back first.
+// The CUDA caching allocator (cuda/src/caching_allocator.cpp) on one stream, with its policy (BlockPool, shared
+// with it): best fit from the small or the large pool, new segments sized as cudaMalloc's would be, split and
+// merge of neighbours within a segment, and past the limit the fully free segments given back first.
 class CudaSimulation final : public PlannedAllocator {
  public:
   using PlannedAllocator::PlannedAllocator;
   ~CudaSimulation() override {
-    for (auto& [addr, b] : blocks_) delete b;
+    for (auto& [p, b] : allocated_blocks_) delete b;  // an orphaned plan is deleted with none; BlockPool frees the rest
   }
 
  private:
-  struct Block {
-    uintptr_t addr;
-    size_t size;
-    bool small, allocated = false;
-    Block *prev = nullptr, *next = nullptr;
+  struct Block : ember::detail::PoolBlockBase<Block> {
+    Block(void* p, size_t bytes, bool small) : PoolBlockBase(p, bytes, nullptr, small) {}
+    Block(const Block& neighbour, void* p, size_t bytes) : PoolBlockBase(p, bytes, neighbour.stream, neighbour.small) {}
   };
-  using FreeSet = std::set<std::pair<size_t, uintptr_t>>;  // (size, address): lower_bound is the best fit
-  FreeSet& pool(bool small) { return small ? small_ : large_; }
 
   std::pair<void*, size_t> take(size_t nbytes, bool& over) override {
-    const size_t size = detail::cuda_round_size(nbytes);
-    const bool small = size <= detail::kCudaSmallSize;
-    Block* b = nullptr;
-    auto it = pool(small).lower_bound({size, 0});
-    if (it != pool(small).end()) {
-      b = blocks_.at(it->second);
-      pool(small).erase(it);
-    } else {
-      const size_t bytes = detail::cuda_segment_size(size);
+    const size_t size = ember::detail::cuda_round_size(nbytes);
+    Block* b = pool_.take_best_fit(nullptr, size);
+    if (!b) {
+      const size_t bytes = ember::detail::cuda_segment_size(size);
       if (limit_ && reserved_ + bytes > limit_) {
-        release_cached();
+        pool_.release_segments([&](Block* seg) { reserved_ -= seg->size; });
         over = reserved_ + bytes > limit_;
       }
-      b = new Block{next_address_, bytes, small};
+      b = new Block(reinterpret_cast<void*>(next_address_), bytes, pool_.is_small(size));
       next_address_ += bytes;
-      blocks_.emplace(b->addr, b);
       reserved_ += bytes;
     }
-    const size_t rest = b->size - size;
-    if (detail::cuda_split_worth(small, rest)) {
-      auto* r = new Block{b->addr + size, rest, small};
-      r->prev = b;
-      r->next = b->next;
-      if (r->next) r->next->prev = r;
-      b->next = r;
-      b->size = size;
-      blocks_.emplace(r->addr, r);
-      pool(small).insert({r->size, r->addr});
-    }
+    pool_.split(b, size);
     b->allocated = true;
-    return {reinterpret_cast<void*>(b->addr), b->size};
+    allocated_blocks_.emplace(b->ptr, b);
+    return {b->ptr, b->size};
   }
 
   void give(void* p, size_t) override {
-    Block* b = blocks_.at(reinterpret_cast<uintptr_t>(p));
+    auto it = allocated_blocks_.find(p);
+    if (it == allocated_blocks_.end()) return;
+    Block* b = it->second;
+    allocated_blocks_.erase(it);
     b->allocated = false;
-    // Absorb free neighbours: two free blocks are never neighbours.
-    for (Block* n : {b->prev, b->next}) {
-      if (!n || n->allocated) continue;
-      pool(n->small).erase({n->size, n->addr});
-      if (n == b->prev) {
-        n->size += b->size;
-        n->next = b->next;
-        if (n->next) n->next->prev = n;
-        blocks_.erase(b->addr);
-        delete b;
-        b = n;
-      } else {
-        b->size += n->size;
-        b->next = n->next;
-        if (b->next) b->next->prev = b;
-        blocks_.erase(n->addr);
-        delete n;
-      }
-    }
-    pool(b->small).insert({b->size, b->addr});
-  }
-
-  void release_cached() {
-    for (FreeSet* fs : {&small_, &large_})
-      for (auto it = fs->begin(); it != fs->end();) {
-        Block* b = blocks_.at(it->second);
-        if (b->prev || b->next) {
-          ++it;
-          continue;
-        }
-        reserved_ -= b->size;
-        blocks_.erase(b->addr);
-        delete b;
-        it = fs->erase(it);
-      }
+    pool_.put_back(b);
   }
   size_t reserved() const override { return reserved_; }
 
-  std::map<uintptr_t, Block*> blocks_;  // every block, by address
-  FreeSet small_, large_;
+  ember::detail::BlockPool<Block> pool_;
+  std::unordered_map<void*, Block*> allocated_blocks_;
   size_t reserved_ = 0;
 };
 

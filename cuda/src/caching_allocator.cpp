@@ -45,17 +45,16 @@ void* DeviceCachingAllocator::malloc(size_t nbytes, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (nbytes > kMaxRequest) throw_oom_locked(nbytes, false);
   const size_t size = round_size(nbytes);
-  BlockPool& pool = size <= kSmallSize ? small_ : large_;
 
   process_events_locked();  // pending frees whose streams are done become reusable first
-  Block* block = find_free_block_locked(pool, stream, size);
+  Block* block = pool_.take_best_fit(stream, size);
   if (block) {
     ++cache_hits_;
   } else {
-    block = new_segment_locked(pool, stream, size);  // frees the cache and retries once; then throws OOM
+    block = new_segment_locked(stream, size);  // frees the cache and retries once; then throws OOM
   }
   // From here on nothing throws but std::bad_alloc: the allocator state stays consistent.
-  split_locked(block, size);
+  pool_.split(block, size);
   block->allocated = true;
   block->requested = nbytes;
   allocated_.emplace(block->ptr, block);
@@ -66,26 +65,16 @@ void* DeviceCachingAllocator::malloc(size_t nbytes, cudaStream_t stream) {
   return block->ptr;
 }
 
-// Best fit: the smallest free block on `stream` that holds `size` bytes (ties: the lowest address).
-Block* DeviceCachingAllocator::find_free_block_locked(BlockPool& pool, cudaStream_t stream, size_t size) {
-  Block key(device_, stream, size, &pool, nullptr);
-  auto it = pool.blocks.lower_bound(&key);
-  if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
-  Block* block = *it;
-  pool.blocks.erase(it);
-  return block;
-}
-
 // A new segment for `size` bytes; or, when memory is short (the limit, or cudaMalloc failing), whatever frees it
 // up: first the pending frees, then the free lists searched again (those frees may have made a fitting block),
 // then the cached segments given back; a block returned from the free lists is one of them, not a new segment.
-Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size) {
+Block* DeviceCachingAllocator::new_segment_locked(cudaStream_t stream, size_t size) {
   const size_t bytes = segment_size(size);
   auto over_limit = [&] { return limit_ != 0 && static_cast<size_t>(reserved_bytes_.current) + bytes > limit_; };
   auto reclaim = [&]() -> Block* {
     ++num_alloc_retries_;
     synchronize_and_free_events_locked();
-    if (Block* b = find_free_block_locked(pool, stream, size)) return b;
+    if (Block* b = pool_.take_best_fit(stream, size)) return b;
     release_cached_locked();
     return nullptr;
   };
@@ -93,7 +82,7 @@ Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t 
     if (Block* b = reclaim()) return b;
     if (over_limit()) throw_oom_locked(size, true);
   }
-  auto block = std::make_unique<Block>(device_, stream, bytes, &pool, nullptr);  // before cudaMalloc: no leak
+  auto block = std::make_unique<Block>(device_, stream, bytes, pool_.is_small(size), nullptr);  // before cudaMalloc: no leak
   DeviceGuard guard(device_);
   cudaError_t err = cudaMalloc(&block->ptr, bytes);
   if (err == cudaErrorMemoryAllocation) {
@@ -111,13 +100,6 @@ Block* DeviceCachingAllocator::new_segment_locked(BlockPool& pool, cudaStream_t 
   reserved_bytes_.increase(static_cast<int64_t>(bytes));
   segments_.increase(1);
   return block.release();
-}
-
-size_t DeviceCachingAllocator::largest_free_block_locked() const {
-  size_t m = 0;
-  for (const BlockPool* p : {&small_, &large_})
-    for (const Block* b : p->blocks) m = std::max(m, b->size);
-  return m;
 }
 
 // The message says what was asked, where (phase, module, backward op), the device's state, and what would help,
@@ -153,7 +135,7 @@ void DeviceCachingAllocator::throw_oom_locked(size_t size, bool over_limit) {
       ember::memory::describe_context(), " (", fmt(total_bytes), " total, ", fmt(free_bytes), " free, ", fmt(allocated),
       " allocated by ember, ", fmt(reserved), " reserved",
       limit_ ? ember::detail::str(", limit ", fmt(limit_), " set by set_memory_limit") : std::string(),
-      ", largest free cached block ", fmt(largest_free_block_locked()), ")", advice));
+      ", largest free cached block ", fmt(pool_.largest_free()), ")", advice));
 }
 
 void DeviceCachingAllocator::set_limit(size_t bytes) {
@@ -163,21 +145,6 @@ void DeviceCachingAllocator::set_limit(size_t bytes) {
 size_t DeviceCachingAllocator::limit() {
   std::lock_guard<std::mutex> lock(mu_);
   return limit_;
-}
-
-// Splits `block` into [size | rest] when the rest is worth keeping: any leftover in the small pool; in the
-// large pool only more than 1 MiB (smaller pieces of a large segment would only fragment it).
-void DeviceCachingAllocator::split_locked(Block* block, size_t size) {
-  const size_t rest_size = block->size - size;
-  if (!ember::detail::cuda_split_worth(block->pool->is_small, rest_size)) return;
-  auto* rest = new Block(device_, block->stream, rest_size, block->pool, static_cast<char*>(block->ptr) + size);
-  rest->prev = block;
-  rest->next = block->next;
-  if (rest->next) rest->next->prev = rest;
-  block->next = rest;
-  block->size = size;
-  // `block` was free, so its old next neighbour is not: `rest` has no free neighbour to merge with.
-  block->pool->blocks.insert(rest);
 }
 
 // --- freeing
@@ -199,32 +166,10 @@ void DeviceCachingAllocator::free(void* ptr) noexcept {
   active_blocks_.decrease(1);
   ++num_frees_;
   if (block->stream_uses.empty()) {
-    free_block_locked(block);
+    pool_.put_back(block);
   } else {
     insert_events_locked(block);
   }
-}
-
-void DeviceCachingAllocator::free_block_locked(Block* block) {
-  merge_locked(block, block->prev);
-  merge_locked(block, block->next);
-  block->pool->blocks.insert(block);
-}
-
-// Absorbs the neighbour `src` into `dst` if `src` is free (not allocated, not pending).
-void DeviceCachingAllocator::merge_locked(Block* dst, Block* src) {
-  if (!src || src->allocated || src->event_count > 0) return;
-  src->pool->blocks.erase(src);  // erase before anything changes: the set is ordered by (stream, size, ptr)
-  if (dst->prev == src) {
-    dst->ptr = src->ptr;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-  } else {
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
-  }
-  dst->size += src->size;
-  delete src;
 }
 
 // A freed block that other streams used: record an event on each; the block becomes free when all completed.
@@ -255,7 +200,7 @@ void DeviceCachingAllocator::insert_events_locked(Block* block) noexcept {
   }
   block->stream_uses.clear();
   if (block->event_count == 0) {
-    free_block_locked(block);
+    pool_.put_back(block);
   } else {
     ++pending_blocks_;
   }
@@ -286,7 +231,7 @@ void DeviceCachingAllocator::process_events_locked() {
     it = pending_.erase(it);
     if (--block->event_count == 0) {
       --pending_blocks_;
-      free_block_locked(block);
+      pool_.put_back(block);
     }
   }
 }
@@ -300,7 +245,7 @@ void DeviceCachingAllocator::synchronize_and_free_events_locked() {
     pending_.pop_front();
     if (--block->event_count == 0) {
       --pending_blocks_;
-      free_block_locked(block);
+      pool_.put_back(block);
     }
   }
 }
@@ -308,21 +253,12 @@ void DeviceCachingAllocator::synchronize_and_free_events_locked() {
 // Gives every segment that is a single free block back to the driver (on every stream, in both pools).
 void DeviceCachingAllocator::release_cached_locked() {
   DeviceGuard guard(device_);
-  for (BlockPool* pool : {&small_, &large_}) {
-    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
-      Block* block = *it;
-      if (block->is_split()) {
-        ++it;
-        continue;
-      }
-      EMBER_CUDA_CHECK(cudaFree(block->ptr));
-      ++num_cuda_frees_;
-      reserved_bytes_.decrease(static_cast<int64_t>(block->size));
-      segments_.decrease(1);
-      it = pool->blocks.erase(it);
-      delete block;
-    }
-  }
+  pool_.release_segments([&](Block* block) {
+    EMBER_CUDA_CHECK(cudaFree(block->ptr));
+    ++num_cuda_frees_;
+    reserved_bytes_.decrease(static_cast<int64_t>(block->size));
+    segments_.decrease(1);
+  });
 }
 
 // --- queries
@@ -361,9 +297,9 @@ MemoryStats DeviceCachingAllocator::stats() {
   s.num_ooms = num_ooms_;
   s.requested_bytes = static_cast<size_t>(requested_bytes_.current);
   s.peak_requested_bytes = static_cast<size_t>(requested_bytes_.peak);
-  s.largest_free_block = largest_free_block_locked();
-  s.free_blocks_small = small_.blocks.size();
-  s.free_blocks_large = large_.blocks.size();
+  s.largest_free_block = pool_.largest_free();
+  s.free_blocks_small = pool_.free_blocks(true);
+  s.free_blocks_large = pool_.free_blocks(false);
   s.limit_bytes = limit_;
   return s;
 }

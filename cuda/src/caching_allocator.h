@@ -1,6 +1,6 @@
-// defines: DeviceCachingAllocator, the per-device CUDA caching allocator (Block, BlockPool, Stat, the
+// defines: DeviceCachingAllocator, the per-device CUDA caching allocator (Block, Stat, the
 // record_stream bookkeeping), distilled from the ideas of PyTorch's CUDACachingAllocator: size-rounded
-// blocks carved from cudaMalloc'd segments, best-fit from a size-ordered set, split and merge of neighbours,
+// blocks carved from cudaMalloc'd segments, best fit, split and merge of neighbours (the policy: ember/internal/block_pool.h),
 // blocks tied to the stream they were allocated on, and free-the-cache-and-retry on out-of-memory.
 // Left out on purpose: graph pools, expandable segments, IPC, max_split_size, garbage-collection thresholds.
 // Internal to cuda/src (includes the CUDA runtime header).
@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,6 +20,7 @@
 #include "ember/core/allocator.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/allocator_sizes.h"
+#include "ember/internal/block_pool.h"
 
 namespace ember::cuda::detail {
 
@@ -49,59 +49,25 @@ struct Stat {
   void reset_peak() { peak = current; }
 };
 
-struct BlockPool;
-
-// CONVENTION:
-//  - A segment is the memory of one cudaMalloc. Its blocks tile it exactly, linked by prev/next in address
-//    order; the block with prev == nullptr starts at the cudaMalloc pointer. A segment is given back
-//    (cudaFree) only when it is one free block (prev == next == nullptr).
-//  - `size` is a multiple of kMinBlockSize. `stream` and `pool` never change: a block is only ever handed
-//    out for an allocation on its own stream, and stays in the pool (small or large) of its segment.
-//  - Every block is in exactly one state:
-//      allocated  (allocated == true)            — in DeviceCachingAllocator::allocated_, owned by a user;
-//      pending    (!allocated, event_count > 0)  — freed, but other streams that used it (record_stream)
-//                                                  may still run; in no container but the event queue;
-//      free       (!allocated, event_count == 0) — in pool->blocks, ready to be reused or merged.
-//  - Two free blocks are never neighbours: a block that becomes free absorbs its free neighbours first.
-//  - stream_uses holds the streams other than `stream` that used the block while allocated; it is empty
-//    unless the block is allocated.
-struct Block {
+// A block of a cudaMalloc'd segment: the shared policy's fields (ember/internal/block_pool.h, whose CONVENTION
+// holds here: allocated, pending or free; segments given back whole) and what only the real allocator tracks.
+//  - stream_uses holds the streams other than `stream` that used the block while allocated; it is empty unless
+//    the block is allocated. A freed block with stream uses is pending until an event on each of them completed.
+struct Block : ember::detail::PoolBlockBase<Block> {
   int device = 0;
-  cudaStream_t stream = nullptr;  // the stream it was allocated on
-  size_t size = 0;                // bytes
-  size_t requested = 0;           // the bytes asked for (unrounded), while allocated
-  BlockPool* pool = nullptr;
-  void* ptr = nullptr;
-  bool allocated = false;
-  int event_count = 0;    // outstanding events before a pending block becomes free
-  Block* prev = nullptr;  // neighbours within the segment
-  Block* next = nullptr;
+  size_t requested = 0;  // the bytes asked for (unrounded), while allocated
   std::unordered_set<cudaStream_t> stream_uses;
 
-  Block(int device_, cudaStream_t stream_, size_t size_, BlockPool* pool_, void* ptr_)
-      : device(device_), stream(stream_), size(size_), pool(pool_), ptr(ptr_) {}
-  bool is_split() const { return prev != nullptr || next != nullptr; }
-};
-
-// Orders by (stream, size, address): lower_bound({stream, size, nullptr}) is the best fit on that stream.
-struct BlockOrder {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
-    if (a->size != b->size) return a->size < b->size;
-    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
-  }
-};
-
-struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
-  std::set<Block*, BlockOrder> blocks;  // free blocks only
-  const bool is_small;
+  Block(int device_, cudaStream_t stream_, size_t size_, bool small_, void* ptr_)
+      : PoolBlockBase(ptr_, size_, stream_, small_), device(device_) {}
+  Block(const Block& neighbour, void* ptr_, size_t size_)  // the rest of a split, in the neighbour's segment
+      : PoolBlockBase(ptr_, size_, neighbour.stream, neighbour.small), device(neighbour.device) {}
 };
 
 // One device's allocator. All public members lock `mu_`; the *_locked helpers expect it held.
 class DeviceCachingAllocator final : public Allocator {
  public:
-  explicit DeviceCachingAllocator(int device) : device_(device), small_(true), large_(false) {}
+  explicit DeviceCachingAllocator(int device) : device_(device) {}
 
   // Allocator: a block for the calling thread's current stream on this device.
   void* allocate(size_t nbytes) override;
@@ -119,13 +85,8 @@ class DeviceCachingAllocator final : public Allocator {
   size_t limit();
 
  private:
-  Block* find_free_block_locked(BlockPool& pool, cudaStream_t stream, size_t size);
-  Block* new_segment_locked(BlockPool& pool, cudaStream_t stream, size_t size);
+  Block* new_segment_locked(cudaStream_t stream, size_t size);
   [[noreturn]] void throw_oom_locked(size_t size, bool over_limit);
-  size_t largest_free_block_locked() const;
-  void split_locked(Block* block, size_t size);
-  void free_block_locked(Block* block);  // a freed block (no pending uses) back into its pool
-  void merge_locked(Block* dst, Block* src);
   void insert_events_locked(Block* block) noexcept;  // pending free: one event per stream in stream_uses
   void process_events_locked();                      // pending blocks whose events completed -> free
   void synchronize_and_free_events_locked();         // wait for every pending event
@@ -134,8 +95,7 @@ class DeviceCachingAllocator final : public Allocator {
 
   const int device_;
   std::mutex mu_;
-  BlockPool small_;
-  BlockPool large_;
+  ember::detail::BlockPool<Block> pool_;                // the free blocks, best fit, split, merge
   std::unordered_map<void*, Block*> allocated_;         // live blocks by pointer
   std::deque<std::pair<cudaEvent_t, Block*>> pending_;  // events guarding pending blocks
   std::vector<cudaEvent_t> free_events_;                // recycled events
