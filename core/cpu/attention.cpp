@@ -160,8 +160,9 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
 
 }  // namespace
 
-void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& mask, const AttentionParams& p) {
+void CpuBackend::attention(const AttentionArgs& a) {
+  const Tensor &out = a.out, &lse = a.lse, &q = a.q, &k = a.k, &v = a.v, &mask = a.mask;
+  const AttentionParams& p = a.p;
   if (p.batch_heads == 0 || p.tq == 0) return;
   visit_float("attention", q.dtype(), [&]<class T>() {
     const T *qp = static_cast<const T*>(q.data_ptr()), *kp = static_cast<const T*>(k.data_ptr()),
@@ -184,9 +185,10 @@ void CpuBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q
   });
 }
 
-void CpuBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
-                                    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                    const Tensor& lse, const Tensor& mask, const AttentionParams& p) {
+void CpuBackend::attention_backward(const AttentionGradArgs& a) {
+  const Tensor &gq = a.gq, &gk = a.gk, &gv = a.gv, &gout = a.gout, &q = a.q, &k = a.k, &v = a.v, &out = a.out,
+               &lse = a.lse, &mask = a.mask;
+  const AttentionParams& p = a.p;
   visit_float("attention_backward", q.dtype(), [&]<class T>() {
     const auto at = [](const Tensor& t) { return static_cast<const T*>(t.data_ptr()); };
     const auto mut = [](const Tensor& t) { return static_cast<T*>(t.data_ptr()); };

@@ -452,13 +452,15 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
   });
 }
 
-void CpuBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
-                                 const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
+void CpuBackend::conv2d_backward(const Conv2dGradArgs& a) {
+  const Tensor &gx = a.gx, &gw = a.gw, &gb = a.gb, &gy_in = a.gy, &x_in = a.x, &w_in = a.w;
+  const Conv2dParams& p = a.p;
   if (conv2d_backward_bf16(gy_in, x_in, w_in, gx, gw, gb, p)) return;
   if (is_reduced_float(x_in.dtype())) {
     Tensor gxf = gx.defined() ? float_buffer_like(gx) : gx, gwf = gw.defined() ? float_buffer_like(gw) : gw;
     Tensor gbf = gb.defined() ? float_buffer_like(gb) : gb;
-    conv2d_backward(upcast(gy_in), upcast(x_in), upcast(w_in), gxf, gwf, gbf, p);
+    conv2d_backward(
+        {.gx = gxf, .gw = gwf, .gb = gbf, .gy = upcast(gy_in), .x = upcast(x_in), .w = upcast(w_in), .p = p});
     if (gx.defined()) copy(gx, gxf);
     if (gw.defined()) copy(gw, gwf);
     if (gb.defined()) copy(gb, gbf);

@@ -70,42 +70,10 @@ class CpuBackend final : public Backend {
   DeviceType type() const override { return DeviceType::CPU; }
   Allocator& allocator(int) override { return cpu_allocator(); }
   void synchronize(int) override {}
-  void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) override;  // non_blocking: ignored
-  void fill(const Tensor& dst, double v) override;
-  void unary(UnaryOp op, const Tensor& out, const Tensor& x) override;
-  void clamp(const Tensor& out, const Tensor& x, double lo, double hi) override;
-  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
-  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
-  void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) override;
-  void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) override;  // reduce.cpp
-  void argsort(const Tensor& out, const Tensor& x, bool descending) override;           // sort.cpp
-  void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
-  void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) override;
-  void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) override;
-  void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
-                       const Tensor& gb, const Conv2dParams& p) override;
-  void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) override;
-  void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
-                       const Pool2dParams& p) override;
-  void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const Tensor& mask, const AttentionParams& p) override;  // attention.cpp
-  void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout, const Tensor& q,
-                          const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
-                          const AttentionParams& p) override;
-  void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
-  void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) override;
-  void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) override;
-  void row_norm(const RowNormArgs& a) override;  // layer_norm.cpp
-  void row_norm_backward(const RowNormGradArgs& a) override;
-  void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) override;
-  void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) override;  // norm.cpp
-  void batch_norm_elemt(const BatchNormElemtArgs& a) override;
-  void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy, const Tensor& x,
-                                  const Tensor& mean) override;
-  void batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) override;
-  void sgd_step(const SgdStepArgs& a) override;  // optim.cpp
-  void adam_step(const AdamStepArgs& a) override;
-  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) override;
+  // The kernels (contracts in ember/core/backend.h), each defined in the .cpp of this directory named after its
+  // kind (CpuBackend::attention in attention.cpp). non_blocking copies are blocking here.
+  EMBER_BACKEND_KERNELS(EMBER_BACKEND_OVERRIDE)
+  using Backend::copy;
 
  private:
   // The float16 / bfloat16 path of a kernel, in one place: when `out` is 16-bit, `run(tmp)` computes into a float32

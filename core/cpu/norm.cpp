@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cpu_backend.h"
+#include "ember/internal/scalar_fused.h"
 #include "parallel.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
@@ -158,8 +159,8 @@ void CpuBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
   });
 }
 
-void CpuBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
-                                            const Tensor& x, const Tensor& mean) {
+void CpuBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
+  const Tensor &sum_dy = a.sum_dy, &sum_dy_xmu = a.sum_dy_xmu, &dy = a.dy, &x = a.x, &mean = a.mean;
   const NCS d(x);
   if (d.C == 0) return;
   visit_float("batch_norm_backward_reduce", x.dtype(), [&]<class T>() {

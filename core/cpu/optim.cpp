@@ -2,13 +2,14 @@
 // Each walks one parameter once: per element it reads p, g and the state, and writes the new p and state
 // (llm.c's gpt2_update), so a step is one sweep over memory instead of the ~10 an op-by-op update makes.
 // The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, single-tensor path; written out in
-// ember/internal/scalar_math.h), computed in the param's dtype.
+// ember/internal/scalar_fused.h), computed in the param's dtype.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "cpu_backend.h"
+#include "ember/internal/scalar_fused.h"
 #include "parallel.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
@@ -19,7 +20,7 @@ constexpr int64_t kOptimGrain = 16384;
 
 // The element loops on their own, with restrict pointers and the options as template flags, so that the
 // compiler sees no aliasing and no branches and vectorises them (8 floats per AVX2 instruction). The update of
-// one element is scalar::sgd_update / scalar::adam_update (scalar_math.h), shared with the CUDA kernels.
+// one element is scalar::sgd_update / scalar::adam_update (scalar_fused.h), shared with the CUDA kernels.
 // (The coefficients are taken by value into a local: with a reference, the compiler must assume that the stores
 // to p may change them and reloads them every element.)
 template <class T, bool WD, bool Momentum>

@@ -118,7 +118,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     backend_for(dev).fill(out, 0.0);
     backend_for(dev).fill(lse, -INFINITY);
   } else if (out.numel() > 0) {
-    backend_for(dev).attention(out, lse, r.q, r.k, r.v, r.mask, r.p);
+    backend_for(dev).attention({.out = out, .lse = lse, .q = r.q, .k = r.k, .v = r.v, .mask = r.mask, .p = r.p});
   }
   return {cast(out, r.dtype), lse};
 }
@@ -139,8 +139,17 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
     for (const Tensor* g : {&gq, &gk, &gv}) backend_for(dev).fill(*g, 0.0);
     return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
   }
-  backend_for(dev).attention_backward(gq, gk, gv, contiguous(cast(grad_out, r.compute)), r.q, r.k, r.v,
-                                      contiguous(cast(out, r.compute)), contiguous(lse), r.mask, r.p);
+  backend_for(dev).attention_backward({.gq = gq,
+                                       .gk = gk,
+                                       .gv = gv,
+                                       .gout = contiguous(cast(grad_out, r.compute)),
+                                       .q = r.q,
+                                       .k = r.k,
+                                       .v = r.v,
+                                       .out = contiguous(cast(out, r.compute)),
+                                       .lse = contiguous(lse),
+                                       .mask = r.mask,
+                                       .p = r.p});
   return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
 }
 

@@ -73,7 +73,8 @@ Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, 
     if (need_x) g.x = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
     return g;
   }
-  backend_for(x.device()).conv2d_backward(cast(gy, x.dtype()), x, w, g.x, g.w, g.b, p);
+  backend_for(x.device())
+      .conv2d_backward({.gx = g.x, .gw = g.w, .gb = g.b, .gy = cast(gy, x.dtype()), .x = x, .w = w, .p = p});
   return g;
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "ember/core/error.h"
 #include "ember/cuda/stream.h"
@@ -29,22 +30,27 @@ std::atomic<int64_t>* counters(Device d) {
   return g_bytes[t][i];
 }
 
-// --- the timeline. A storage's history_id is (generation << 40) | (index + 1), so a storage recorded before
-// record_history(true) cleared the log is not mistaken for a newer record.
+// --- the timeline. The records of storages still alive are found by the storage's address (kept here, not in
+// the storage: the timeline observes storages); record_history(true) starts a new log and forgets them.
 struct History {
   std::mutex mu;
   std::vector<AllocationRecord> records;
-  uint64_t generation = 1;
+  std::unordered_map<const StorageImpl*, size_t> live;  // storages alive with a record -> its index
   size_t max_records = 0;
   bool truncated = false;
   std::chrono::steady_clock::time_point start;
+
+  AllocationRecord* record_of(const StorageImpl& s) {
+    auto it = live.find(&s);
+    return it == live.end() ? nullptr : &records[it->second];
+  }
 };
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_live_records{false};  // History::live is not empty: frees and tags must look there
 History& history() {
   static auto* h = new History();  // never destroyed: storages freed during static destruction still look here
   return *h;
 }
-constexpr uint64_t kIndexBits = 40;
 
 double now_us(const History& h) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h.start).count();
@@ -60,7 +66,8 @@ namespace internal {
 void on_allocated(StorageImpl& s) noexcept {
   if (!counted(s)) return;
   if (auto* c = counters(s.device))
-    c[s.category.load(std::memory_order_relaxed)].fetch_add(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
+    c[s.category.load(std::memory_order_relaxed)].fetch_add(static_cast<int64_t>(allocated_size(s.device, s.nbytes)),
+                                                            std::memory_order_relaxed);
   if (!g_recording.load(std::memory_order_relaxed)) [[likely]]
     return;
   try {
@@ -81,7 +88,8 @@ void on_allocated(StorageImpl& s) noexcept {
     }
     r.alloc_us = now_us(h);
     h.records.push_back(std::move(r));
-    s.history_id = (h.generation << kIndexBits) | h.records.size();
+    h.live.emplace(&s, h.records.size() - 1);
+    g_live_records.store(true, std::memory_order_relaxed);
   } catch (...) {  // a timeline entry is never worth failing an allocation for
   }
 }
@@ -89,12 +97,17 @@ void on_allocated(StorageImpl& s) noexcept {
 void on_freed(StorageImpl& s) noexcept {
   if (!counted(s)) return;
   if (auto* c = counters(s.device))
-    c[s.category.load(std::memory_order_relaxed)].fetch_sub(static_cast<int64_t>(allocated_size(s.device, s.nbytes)), std::memory_order_relaxed);
-  if (!s.history_id) return;
+    c[s.category.load(std::memory_order_relaxed)].fetch_sub(static_cast<int64_t>(allocated_size(s.device, s.nbytes)),
+                                                            std::memory_order_relaxed);
+  if (!g_live_records.load(std::memory_order_relaxed)) [[likely]]
+    return;
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
-  const uint64_t index = (s.history_id & ((uint64_t{1} << kIndexBits) - 1)) - 1;
-  if (s.history_id >> kIndexBits == h.generation && index < h.records.size()) h.records[index].free_us = now_us(h);
+  auto it = h.live.find(&s);
+  if (it == h.live.end()) return;
+  h.records[it->second].free_us = now_us(h);
+  h.live.erase(it);
+  if (h.live.empty()) g_live_records.store(false, std::memory_order_relaxed);
 }
 
 void retag(StorageImpl& s, uint8_t category) noexcept {
@@ -109,12 +122,10 @@ void retag(StorageImpl& s, uint8_t category) noexcept {
     c[cur].fetch_sub(bytes, std::memory_order_relaxed);
     c[category].fetch_add(bytes, std::memory_order_relaxed);
   }
-  if (!s.history_id) return;
+  if (!g_live_records.load(std::memory_order_relaxed)) return;
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
-  const uint64_t index = (s.history_id & ((uint64_t{1} << kIndexBits) - 1)) - 1;
-  if (s.history_id >> kIndexBits == h.generation && index < h.records.size())
-    h.records[index].category = static_cast<Category>(category);
+  if (AllocationRecord* r = h.record_of(s)) r->category = static_cast<Category>(category);
 }
 }  // namespace internal
 
@@ -183,7 +194,8 @@ void record_history(bool on, size_t max_allocations) {
   std::lock_guard<std::mutex> lock(h.mu);
   if (on) {
     h.records.clear();
-    ++h.generation;
+    h.live.clear();
+    g_live_records.store(false, std::memory_order_relaxed);
     h.truncated = false;
     h.max_records = max_allocations;
     h.start = std::chrono::steady_clock::now();

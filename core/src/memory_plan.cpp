@@ -87,52 +87,26 @@ using simulation::CudaSimulation;
 using simulation::PlannedAllocator;
 using simulation::Record;
 
-// A backend that computes nothing: the front-ends have checked and allocated everything before calling it.
+// The backend a plan runs on. Its kernels compute nothing (the outputs are allocated before a kernel runs); a row
+// marked `own` in EMBER_BACKEND_KERNELS allocates what the real kernel takes besides its outputs.
+#define EMBER_META_KERNEL(name, params, plan) EMBER_META_KERNEL_##plan(name, params)
+#define EMBER_META_KERNEL_skip(name, params) void name params override {}
+#define EMBER_META_KERNEL_own(name, params) void name params override;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"  // the skipped kernels' parameters
 class MetaBackend final : public Backend {
  public:
   MetaBackend(DeviceType t, PlanState& s) : type_(t), state_(s) {}
   DeviceType type() const override { return type_; }
   Allocator& allocator(int index) override;
   void synchronize(int) override {}
-  void copy(const Tensor&, const Tensor&, bool) override {}
-  void fill(const Tensor&, double) override {}
-  void unary(UnaryOp, const Tensor&, const Tensor&) override {}
-  void clamp(const Tensor&, const Tensor&, double, double) override {}
-  void binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&) override {}
-  void where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
-  void reduce(ReduceOp, const Tensor&, const Tensor&, const std::vector<int64_t>&) override {}
-  void cumsum(const Tensor&, const Tensor&, int64_t, bool) override {}
-  void argsort(const Tensor&, const Tensor&, bool) override {}
-  void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
-  void softmax(const Tensor&, const Tensor&, int64_t, bool) override {}
-  void conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) override {}
-  void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                       const Conv2dParams&) override {}
-  void pool2d(PoolKind, const Tensor&, const Tensor&, const Pool2dParams&) override {}
-  void pool2d_backward(PoolKind, const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) override {}
-  void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                 const AttentionParams&) override {}
-  void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AttentionParams&) override {
-  }
-  void index_select(const Tensor&, const Tensor&, int64_t, const Tensor&) override {}
-  void check_range(const Tensor&, int64_t, int64_t, const RangeMessage&) override {}  // planned values: none to check
-  void index_add(const Tensor&, int64_t, const Tensor&, const Tensor&) override {}
-  void batch_norm_stats(const Tensor&, const Tensor&, const Tensor&) override {}
-  void batch_norm_elemt(const BatchNormElemtArgs&) override {}
-  void batch_norm_backward_reduce(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
-  void batch_norm_backward_elemt(const BatchNormGradElemtArgs&) override {}
-  void row_norm(const RowNormArgs&) override {}
-  void row_norm_backward(const RowNormGradArgs&) override {}
-  void random(RandomKind, const Tensor&, double, double, PhiloxState) override {}
-  void sgd_step(const SgdStepArgs&) override {}
-  void adam_step(const AdamStepArgs&) override {}
-  void amp_unscale(const std::vector<Tensor>&, const Tensor&, double) override {}
+  EMBER_BACKEND_KERNELS(EMBER_META_KERNEL)
 
  private:
   DeviceType type_;
   PlanState& state_;
 };
+#pragma GCC diagnostic pop
 
 }  // namespace
 

@@ -91,7 +91,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   if (training || need_weight || need_bias) {
     sum_dy = detail::new_tensor({C}, cd, x.device());
     sum_dy_xmu = detail::new_tensor({C}, cd, x.device());
-    if (C) be.batch_norm_backward_reduce(sum_dy, sum_dy_xmu, dy, xc, mean);
+    if (C) be.batch_norm_backward_reduce({.sum_dy = sum_dy, .sum_dy_xmu = sum_dy_xmu, .dy = dy, .x = xc, .mean = mean});
   }
   if (need_x) {
     Tensor dx = detail::new_tensor(x.shape(), cd, x.device());

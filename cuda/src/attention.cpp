@@ -36,8 +36,9 @@ Tensor packed(const Tensor& t, int64_t* stride, int64_t rows) {
 
 }  // namespace
 
-void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& mask, const AttentionParams& p) {
+void CudaBackend::attention(const AttentionArgs& a) {
+  const Tensor &out = a.out, &lse = a.lse, &q = a.q, &k = a.k, &v = a.v, &mask = a.mask;
+  const AttentionParams& p = a.p;
   check_width(p);
   OnDevice on(out);
   AttentionParams pc = p;
@@ -46,9 +47,10 @@ void CudaBackend::attention(const Tensor& out, const Tensor& lse, const Tensor& 
                             mask_ptr(mask), pc, on.stream);
 }
 
-void CudaBackend::attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
-                                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                     const Tensor& lse, const Tensor& mask, const AttentionParams& p) {
+void CudaBackend::attention_backward(const AttentionGradArgs& a) {
+  const Tensor &gq = a.gq, &gk = a.gk, &gv = a.gv, &gout = a.gout, &q = a.q, &k = a.k, &v = a.v, &out = a.out,
+               &lse = a.lse, &mask = a.mask;
+  const AttentionParams& p = a.p;
   check_width(p);
   OnDevice on(gq);
   // D[i] = sum(gout[i] * out[i]) in lse's dtype (float32, float64 for float64): the softmax backward's row term

@@ -34,14 +34,21 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_
   if (b.defined()) binary(BinaryOp::Add, out, out, raw::expand(raw::reshape(b, {1, b.numel(), 1, 1}), out.shape()));
 }
 
-void CudaBackend::conv2d_backward(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_in, const Tensor& gx,
-                                  const Tensor& gw, const Tensor& gb, const Conv2dParams& p) {
+void CudaBackend::conv2d_backward(const Conv2dGradArgs& a) {
+  const Tensor &gx = a.gx, &gw = a.gw, &gb = a.gb, &gy_in = a.gy, &x_in = a.x, &w_in = a.w;
+  const Conv2dParams& p = a.p;
   if (is_reduced_float(x_in.dtype()) && !detail::cudnn_takes(x_in.dtype(), x_in.device().index())) {
     auto f32 = [](const Tensor& t) {
       return t.defined() ? empty(t.shape(), {.dtype = kFloat32, .device = t.device()}) : t;
     };
     Tensor gxf = f32(gx), gwf = f32(gw), gbf = f32(gb);
-    conv2d_backward(raw::cast(gy_in, kFloat32), raw::cast(x_in, kFloat32), raw::cast(w_in, kFloat32), gxf, gwf, gbf, p);
+    conv2d_backward({.gx = gxf,
+                     .gw = gwf,
+                     .gb = gbf,
+                     .gy = raw::cast(gy_in, kFloat32),
+                     .x = raw::cast(x_in, kFloat32),
+                     .w = raw::cast(w_in, kFloat32),
+                     .p = p});
     if (gx.defined()) copy(gx, gxf);
     if (gw.defined()) copy(gw, gwf);
     if (gb.defined()) copy(gb, gbf);

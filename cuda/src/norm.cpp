@@ -34,8 +34,8 @@ void CudaBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
                                    ptr(a.w), ptr(a.b), ncs(a.x), on.stream);
 }
 
-void CudaBackend::batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
-                                             const Tensor& x, const Tensor& mean) {
+void CudaBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
+  const Tensor &sum_dy = a.sum_dy, &sum_dy_xmu = a.sum_dy_xmu, &dy = a.dy, &x = a.x, &mean = a.mean;
   if (x.size(1) == 0) return;
   OnDevice on(x);
   kernels::launch_batch_norm_backward_reduce(x.dtype(), sum_dy.data_ptr(), sum_dy_xmu.data_ptr(), dy.data_ptr(),

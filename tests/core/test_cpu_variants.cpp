@@ -91,8 +91,8 @@ TEST(CpuVariants, WideConvForwardAndBackward) {
     Tensor gy = rnd(ys, 13);
     Tensor gx1 = empty(g.x), gw1 = empty(g.w), gb1 = empty({g.w[0]}), gx2 = empty(g.x), gw2 = empty(g.w),
            gb2 = empty({g.w[0]});
-    wide().conv2d_backward(gy, x, w, gx1, gw1, gb1, g.p);
-    active().conv2d_backward(gy, x, w, gx2, gw2, gb2, g.p);
+    wide().conv2d_backward({.gx = gx1, .gw = gw1, .gb = gb1, .gy = gy, .x = x, .w = w, .p = g.p});
+    active().conv2d_backward({.gx = gx2, .gw = gw2, .gb = gb2, .gy = gy, .x = x, .w = w, .p = g.p});
     expect_same(gx1, gx2, what + " grad x", 1e-4);
     expect_same(gw1, gw2, what + " grad w", 1e-4);
     expect_same(gb1, gb2, what + " grad b", 1e-4);

@@ -1,7 +1,7 @@
 // defines: the batch-norm kernels and their launchers (launch.h: launch_batch_norm_*), the CUDA side of
 // core/cpu/norm.cpp with the same arithmetic: per-channel sums in double (the variance in a second pass over the
 // deviations from the mean, as the CPU's), elementwise passes as one multiply-add
-// with per-channel coefficients from scalar_math.h (bn_affine, bn_backward).
+// with per-channel coefficients from scalar_fused.h (bn_affine, bn_backward).
 //   - sums, S > 1: one block per channel; its threads walk the channel's N runs of S values in order (reads are
 //     coalesced within a run), then a shared-memory tree adds the threads' partial sums;
 //   - sums, S == 1 ([N, C]): one thread per channel walks the N rows (adjacent threads read adjacent columns);
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "ember/internal/scalar_fused.h"
 
 namespace ember::cuda::kernels {
 namespace {

@@ -1,17 +1,18 @@
 // defines: the fused optimiser kernels and launch_sgd / launch_adam (launch.h): one thread per element reads
 // p, g and the state once and writes p and the state (llm.c's adamw kernel). The update of an element is
-// scalar_math.h's (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the state's type: the
+// scalar_fused.h's (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the state's type: the
 // parameter's for float32 / float64, float32 for float16 / bfloat16 parameters (mixed precision), whose new value
 // is rounded once. And launch_amp_unscale, GradScaler's multi-tensor unscale with the inf/NaN check.
 #include <cmath>
 #include <cstdint>
 
 #include "common.cuh"
+#include "ember/internal/scalar_fused.h"
 
 namespace ember::cuda::kernels {
 namespace {
 
-// One thread per element; the update is scalar::sgd_update / scalar::adam_update (scalar_math.h), the CPU's,
+// One thread per element; the update is scalar::sgd_update / scalar::adam_update (scalar_fused.h), the CPU's,
 // with the options as template flags as on the CPU. P: the parameter's (and gradient's) type, S: the state's
 // and the arithmetic's.
 template <class P, class S, bool WD, bool Momentum>

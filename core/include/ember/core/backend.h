@@ -65,8 +65,132 @@ struct RowNormGradArgs {
   Tensor dy, x, mean, rstd, w;
 };
 
+// conv2d's gradients (NCHW): gx[N, C, H, W], gw[OC, C, KH, KW], gb[OC], each may be undefined (not wanted).
+struct Conv2dGradArgs {
+  Tensor gx, gw, gb;  // written
+  Tensor gy, x, w;
+  Conv2dParams p;
+};
+// Attention (AttentionParams in kernel_params.h): see Backend::attention.
+struct AttentionArgs {
+  Tensor out, lse;  // written
+  Tensor q, k, v;
+  Tensor mask;  // undefined when p.mask is None
+  AttentionParams p;
+};
+struct AttentionGradArgs {
+  Tensor gq, gk, gv;  // written
+  Tensor gout, q, k, v, out, lse, mask;
+  AttentionParams p;
+};
+// Batch normalisation's backward sums per channel (x, dy [N, C, S...]; the rest [C]).
+struct BatchNormGradReduceArgs {
+  Tensor sum_dy, sum_dy_xmu;  // written
+  Tensor dy, x, mean;
+};
+
 // The message of a failed index range check, from the smallest and largest of the index values checked.
 using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
+
+// The kernels, one row each: X(name, (parameters), plan). Backend declares each one pure virtual; CpuBackend,
+// CudaBackend and memory::plan's MetaBackend declare their overrides from the same rows, so a new kernel is one row
+// here and one definition per device. `plan` says what a planning (meta) run does: `skip` (nothing: the outputs are
+// already allocated) or `own` (MetaBackend defines it: the kernel takes device memory besides its outputs).
+// requires (all rows): tensors on this backend's device; `out` is freshly allocated and contiguous unless stated;
+// inputs may be strided or broadcast (stride 0); inputs never alias `out` unless stated.
+#define EMBER_BACKEND_KERNELS(X)                                                                                      \
+  /* dst = src with dtype conversion; dst may be any view (strided) of the right shape. Same device, or (the one     \
+     exception) a transfer between the CPU and this backend's device, in either direction. non_blocking lets a       \
+     transfer return before it completes where the device allows it (CUDA: pinned host memory; see docs/cuda.md);   \
+     the CPU backend ignores it. */                                                                                   \
+  X(copy, (const Tensor& dst, const Tensor& src, bool non_blocking), skip)                                            \
+  /* dst (any view) = v converted to dst's dtype. */                                                                  \
+  X(fill, (const Tensor& dst, double v), skip)                                                                        \
+  /* out = op(x); x has out's shape and dtype; out may alias x exactly (in-place). */                                 \
+  X(unary, (UnaryOp op, const Tensor& out, const Tensor& x), skip)                                                    \
+  X(clamp, (const Tensor& out, const Tensor& x, double lo, double hi), skip)                                          \
+  /* out = a op b; a and b have out's shape (broadcast views) and one dtype; out's dtype is that dtype, or kBool for  \
+     comparisons; out may alias a exactly (in-place). */                                                              \
+  X(binary, (BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b), skip)                                 \
+  /* out = cond ? a : b; cond kBool, a/b of out's dtype, all with out's shape (broadcast views). */                   \
+  X(where, (const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b), skip)                            \
+  /* out has x's rank with the reduced dims of size 1; ArgMax/ArgMin take one dim and give kInt64. */                 \
+  X(reduce, (ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims), skip)                \
+  /* out = the running sum of x along dim (reverse: from the end, out[i] = x[i] + ... + x[n - 1]); x is contiguous,  \
+     of out's shape and dtype, a floating one or kInt64; floating sums accumulate in double, int64 ones wrap. */      \
+  X(cumsum, (const Tensor& out, const Tensor& x, int64_t dim, bool reverse), skip)                                    \
+  /* out (kInt64) = the indices that sort each row of x along its last dim: ascending (descending: largest first),   \
+     stable (equal elements keep their order), NaN after every number (first when descending), as PyTorch's          \
+     sort(stable=True). x is contiguous, of any dtype, with at least one element; out has x's shape. */               \
+  X(argsort, (const Tensor& out, const Tensor& x, bool descending), skip)                                             \
+  /* out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views). The plan: CUDA's         \
+     cuBLAS workspace and contiguous copies. */                                                                       \
+  X(matmul, (const Tensor& out, const Tensor& a, const Tensor& b), own)                                               \
+  /* softmax or log-softmax of x along dim. */                                                                        \
+  X(softmax, (const Tensor& out, const Tensor& x, int64_t dim, bool log), skip)                                       \
+  /* NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined). */               \
+  X(conv2d, (const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p), skip)      \
+  X(conv2d_backward, (const Conv2dGradArgs& a), skip)                                                                 \
+  /* NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default). */                         \
+  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), skip)                         \
+  /* gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each gy to \
+     the first maximum of its window. */                                                                              \
+  X(pool2d_backward, (PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p),     \
+    skip)                                                                                                             \
+  /* Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with an   \
+     online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's log-sum-exp of   \
+     its scores (-inf, and an output row of 0, when every key of the row is masked out). q, k, v: one floating       \
+     dtype, rows where p.q_stride/k_stride/v_stride say (each row contiguous); out contiguous; lse contiguous,        \
+     float32 (float64 for float64 inputs); mask undefined (p.mask None) or kBool / q's dtype, read through           \
+     p.mask_stride. */                                                                                                \
+  X(attention, (const AttentionArgs& a), skip)                                                                        \
+  /* Its gradients gq, gk, gv (contiguous [BH, T, d], every element written) from gout (contiguous) and the          \
+     forward's out and lse; the scores are recomputed block by block, never stored whole. */                          \
+  X(attention_backward, (const AttentionGradArgs& a), skip)                                                           \
+  /* Index values in range: minmax is [2], kInt64, contiguous (the min and the max of some index values); throws     \
+     IndexError(message(min, max)) unless lo <= min and max < hi. The CPU checks at once. CUDA queues the check on    \
+     the current stream and returns without waiting (no host synchronisation in a training step): a failure is      \
+     thrown by the next host synchronisation (a copy to the host, synchronize, an event or stream wait), and the     \
+     kernels that read the indices meanwhile skip out-of-range ones instead of touching memory outside the tensor.   \
+     A plan has no values to check. */                                                                                \
+  X(check_range, (const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message), skip)                   \
+  /* out = x gathered along dim by index (kInt64, 1-D, values already checked in range). */                          \
+  X(index_select, (const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index), skip)                        \
+  /* out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up). */        \
+  X(index_add, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), skip)                        \
+  /* Batch normalisation over dim 1 of x [N, C, S...] (contiguous, float32 or float64; per-channel tensors [C] of    \
+     x's dtype, contiguous), in four passes (PyTorch's batch_norm_stats / _elemt / _backward_reduce /                \
+     _backward_elemt); sums accumulate in double. mean[c], var[c] (biased) over every element of channel c, in one   \
+     pass over x. */                                                                                                  \
+  X(batch_norm_stats, (const Tensor& mean, const Tensor& var, const Tensor& x), skip)                                 \
+  /* y = (x - mean[c]) * invstd[c] * w[c] + b[c]. */                                                                  \
+  X(batch_norm_elemt, (const BatchNormElemtArgs& a), skip)                                                            \
+  /* sum_dy[c] = sum of dy over channel c, sum_dy_xmu[c] = sum of dy * (x - mean[c]); dy has x's shape. */            \
+  X(batch_norm_backward_reduce, (const BatchNormGradReduceArgs& a), skip)                                             \
+  /* dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for     \
+     statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running       \
+     statistics). */                                                                                                  \
+  X(batch_norm_backward_elemt, (const BatchNormGradElemtArgs& a), skip)                                               \
+  /* A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads. */                  \
+  X(row_norm, (const RowNormArgs& a), skip)                                                                           \
+  /* Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:               \
+     dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy. */       \
+  X(row_norm_backward, (const RowNormGradArgs& a), skip)                                                              \
+  /* Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std), Int     \
+     uniform in [lo, hi). */                                                                                          \
+  X(random, (RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state), skip)                      \
+  /* Fused optimiser steps: one pass over the parameter reads grad and state and writes param and state. */           \
+  X(sgd_step, (const SgdStepArgs& a), skip)                                                                           \
+  X(adam_step, (const AdamStepArgs& a), skip)                                                                         \
+  /* GradScaler's unscale (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every tensor of `grads` (floating, \
+     contiguous, on found_inf's device; float16 / bfloat16 scaled in float32) *= inv_scale in place, and found_inf   \
+     (a float32 scalar) is set to 1 when any element is inf or NaN (else left as it is). One pass over all of them   \
+     (on CUDA: multi-tensor launches), no host synchronisation. */                                                    \
+  X(amp_unscale, (const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale), skip)
+
+// A kernel's declaration in Backend, and in a backend that defines it (its .cpp files hold the definitions).
+#define EMBER_BACKEND_PURE(name, params, plan) virtual void name params = 0;
+#define EMBER_BACKEND_OVERRIDE(name, params, plan) void name params override;
 
 class Backend {
  public:
@@ -74,102 +198,9 @@ class Backend {
   virtual DeviceType type() const = 0;
   virtual Allocator& allocator(int device_index) = 0;
   virtual void synchronize(int device_index) = 0;
-
-  // requires (all below): tensors on this backend's device; `out` is freshly allocated and contiguous unless
-  // stated; inputs may be strided or broadcast (stride 0); inputs never alias `out` unless stated.
-
-  // dst = src with dtype conversion; dst may be any view (strided) of the right shape. Same device, or (the
-  // one exception) a transfer between the CPU and this backend's device, in either direction. non_blocking
-  // lets a transfer return before it completes where the device allows it (CUDA: pinned host memory; see
-  // docs/cuda.md); the CPU backend ignores it.
-  virtual void copy(const Tensor& dst, const Tensor& src, bool non_blocking = false) = 0;
-  // dst (any view) = v converted to dst's dtype.
-  virtual void fill(const Tensor& dst, double v) = 0;
-  // out = op(x); x has out's shape and dtype; out may alias x exactly (in-place).
-  virtual void unary(UnaryOp op, const Tensor& out, const Tensor& x) = 0;
-  virtual void clamp(const Tensor& out, const Tensor& x, double lo, double hi) = 0;
-  // out = a op b; a and b have out's shape (broadcast views) and one dtype; out's dtype is that dtype, or kBool
-  // for comparisons; out may alias a exactly (in-place).
-  virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
-  // out = cond ? a : b; cond kBool, a/b of out's dtype, all with out's shape (broadcast views).
-  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
-  // out has x's rank with the reduced dims of size 1; ArgMax/ArgMin take one dim and give kInt64.
-  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) = 0;
-  // out = the running sum of x along dim (reverse: from the end, out[i] = x[i] + ... + x[n - 1]); x is contiguous,
-  // of out's shape and dtype, a floating one or kInt64; floating sums accumulate in double, int64 ones wrap.
-  virtual void cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) = 0;
-  // out (kInt64) = the indices that sort each row of x along its last dim: ascending (descending: largest first),
-  // stable (equal elements keep their order), NaN after every number (first when descending), as PyTorch's
-  // sort(stable=True). x is contiguous, of any dtype, with at least one element; out has x's shape.
-  virtual void argsort(const Tensor& out, const Tensor& x, bool descending) = 0;
-  // out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views).
-  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
-  // softmax or log-softmax of x along dim.
-  virtual void softmax(const Tensor& out, const Tensor& x, int64_t dim, bool log) = 0;
-  // NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined).
-  virtual void conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) = 0;
-  // Gradients of conv2d: gx[N, C, H, W], gw[OC, C, KH, KW], gb[OC] (each may be undefined: not wanted).
-  virtual void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
-                               const Tensor& gb, const Conv2dParams& p) = 0;
-  // NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default).
-  virtual void pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) = 0;
-  // gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each
-  // gy to the first maximum of its window.
-  virtual void pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
-                               const Pool2dParams& p) = 0;
-  // Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with
-  // an online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's
-  // log-sum-exp of its scores (-inf, and an output row of 0, when every key of the row is masked out).
-  // q, k, v: one floating dtype, rows where p.q_stride/k_stride/v_stride say (each row contiguous); out
-  // contiguous; lse contiguous, float32 (float64 for float64 inputs); mask undefined (p.mask None) or kBool / q's
-  // dtype, read through p.mask_stride.
-  virtual void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& mask, const AttentionParams& p) = 0;
-  // Its gradients gq, gk, gv (contiguous [BH, T, d], every element written) from gout (contiguous) and the
-  // forward's out and lse; the scores are recomputed block by block, never stored whole.
-  virtual void attention_backward(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gout,
-                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const Tensor& lse, const Tensor& mask, const AttentionParams& p) = 0;
-  // Index values in range: minmax is [2], kInt64, contiguous (the min and the max of some index values); throws
-  // IndexError(message(min, max)) unless lo <= min and max < hi. The CPU checks at once. CUDA queues the check on
-  // the current stream and returns without waiting (no host synchronisation in a training step): a failure is
-  // thrown by the next host synchronisation (a copy to the host, synchronize, an event or stream wait), and the
-  // kernels that read the indices meanwhile skip out-of-range ones instead of touching memory outside the tensor.
-  virtual void check_range(const Tensor& minmax, int64_t lo, int64_t hi, const RangeMessage& message) = 0;
-  // out = x gathered along dim by index (kInt64, 1-D, values already checked in range).
-  virtual void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) = 0;
-  // out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up).
-  virtual void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = 0;
-  // Batch normalisation over dim 1 of x [N, C, S...] (contiguous, float32 or float64; per-channel tensors [C] of
-  // x's dtype, contiguous), in four passes (PyTorch's batch_norm_stats / _elemt / _backward_reduce /
-  // _backward_elemt); sums accumulate in double.
-  // mean[c], var[c] (biased) over every element of channel c, in one pass over x.
-  virtual void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) = 0;
-  // y = (x - mean[c]) * invstd[c] * w[c] + b[c].
-  virtual void batch_norm_elemt(const BatchNormElemtArgs& a) = 0;
-  // sum_dy[c] = sum of dy over channel c, sum_dy_xmu[c] = sum of dy * (x - mean[c]); dy has x's shape.
-  virtual void batch_norm_backward_reduce(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& dy,
-                                          const Tensor& x, const Tensor& mean) = 0;
-  // dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for
-  // statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running
-  // statistics).
-  virtual void batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) = 0;
-  // A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads.
-  virtual void row_norm(const RowNormArgs& a) = 0;
-  // Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:
-  // dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy.
-  virtual void row_norm_backward(const RowNormGradArgs& a) = 0;
-  // Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std),
-  // Int uniform in [lo, hi).
-  virtual void random(RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state) = 0;
-  // Fused optimiser steps: one pass over the parameter reads grad and state and writes param and state.
-  virtual void sgd_step(const SgdStepArgs& a) = 0;
-  virtual void adam_step(const AdamStepArgs& a) = 0;
-  // GradScaler's unscale (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every tensor of `grads`
-  // (floating, contiguous, on found_inf's device; float16 / bfloat16 scaled in float32) *= inv_scale in place, and
-  // found_inf (a float32 scalar) is set to 1 when any element is inf or NaN (else left as it is). One pass over
-  // all of them (on CUDA: multi-tensor launches), no host synchronisation.
-  virtual void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) = 0;
+  EMBER_BACKEND_KERNELS(EMBER_BACKEND_PURE)
+  // copy without non_blocking: a blocking copy.
+  void copy(const Tensor& dst, const Tensor& src) { copy(dst, src, false); }
 };
 
 // The backend for a device; throws DeviceError when that device type is not built or not available.

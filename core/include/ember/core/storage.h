@@ -21,8 +21,9 @@ struct StorageImpl {
   std::function<void(void*)> deleter;
   bool pinned = false;
   bool meta = false;        // from memory::plan's simulated allocator: `data` is a placeholder with no memory behind it
-  std::atomic<uint8_t> category{4};  // memory::Category (memory_plan.h; 4: temporaries until tagged), for the counters
-  uint64_t history_id = 0;  // its record in the memory timeline (memory_history.h); 0: not recorded
+  // memory::Category (memory_plan.h; 4: temporaries until tagged): the byte counters by category move its bytes
+  // when it is tagged and at every free, so it is found here, not looked up (the timeline keeps its own records).
+  std::atomic<uint8_t> category{4};
   std::atomic<uint32_t> version{0};
 
   StorageImpl(size_t nbytes, Allocator& alloc);
