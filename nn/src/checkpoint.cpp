@@ -6,6 +6,8 @@
 #include "ember/nn/checkpoint.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -49,6 +51,19 @@ uint64_t parse_u64(const std::string& text, const std::string& what, const std::
   return v;
 }
 
+int64_t parse_i64(const std::string& text, const std::string& what, const std::string& path) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  EMBER_CHECK(used > 0 && used == text.size(), IOError, "load_checkpoint: ", path, ": malformed ", what, " \"", text,
+              "\" in the metadata");
+  return v;
+}
+
 // Deep copies: what to put back if a later part fails.
 NamedTensors copy_of(const NamedTensors& sd) {
   NoGradGuard g;
@@ -83,58 +98,51 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   save_tensors(path, all, meta);
 }
 
-LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
-  std::map<std::string, std::string> meta;
-  NamedTensors all = load_tensors(path, &meta);
+namespace {
+
+using Parts = std::vector<std::pair<std::string, Stateful>>;
+
+// What a checkpoint's metadata says, read and checked before anything is loaded.
+struct Header {
+  std::set<std::string> parts;  // the parts the file holds
+  std::string parts_text;       // as the file lists them
+  LoadedCheckpoint info;
+  PhiloxState rng;  // when asked for
+};
+
+Header read_header(const std::string& path, std::map<std::string, std::string>& meta, bool want_rng) {
   EMBER_CHECK(meta["format"] == "ember-checkpoint" && meta.count("step"), IOError, "load_checkpoint: ", path,
               " is not an ember checkpoint (no format/step metadata); use load() for plain model files");
+  Header h;
   // Which parts the file has: listed since "parts" existed; older files are model + optimiser.
-  std::set<std::string> saved;
-  if (meta.count("parts")) {
-    std::stringstream ss(meta["parts"]);
-    for (std::string p; std::getline(ss, p, ',');) saved.insert(p);
-  } else {
-    saved = {"model", "optim"};
-  }
-  auto part_of = [&](const std::string& prefix) {
-    NamedTensors out;
-    const std::string pre = prefix + ".";
-    for (const auto& [n, t] : all)
-      if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
-    return out;
-  };
-  auto require = [&](const std::string& prefix, const char* what) {
-    EMBER_CHECK(saved.count(prefix), IOError, "load_checkpoint: ", path, " has no ", what,
-                " state (it holds: ", meta.count("parts") ? meta["parts"] : std::string("model,optim"), ")");
-  };
-
-  LoadedCheckpoint info;
-  {
-    const std::string& text = meta["step"];
-    size_t used = 0;
-    try {
-      info.step = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    EMBER_CHECK(used > 0 && used == text.size(), IOError, "load_checkpoint: ", path, ": malformed step \"", text,
-                "\" in the metadata");
-  }
+  h.parts_text = meta.count("parts") ? meta["parts"] : std::string("model,optim");
+  std::stringstream ss(h.parts_text);
+  for (std::string p; std::getline(ss, p, ',');) h.parts.insert(p);
+  h.info.step = parse_i64(meta["step"], "step", path);
   for (const auto& [k, v] : meta)
-    if (k.rfind("user.", 0) == 0) info.metadata[k.substr(5)] = v;
-  PhiloxState rng;
-  if (c.rng) {
+    if (k.rfind("user.", 0) == 0) h.info.metadata[k.substr(5)] = v;
+  if (want_rng) {
     EMBER_CHECK(meta.count("rng.seed") && meta.count("rng.offset"), IOError, "load_checkpoint: ", path,
                 " has no random-generator state (saved with .rng = false, or by an older version); pass .rng = false");
-    rng = {.seed = parse_u64(meta["rng.seed"], "rng.seed", path),
-           .offset = parse_u64(meta["rng.offset"], "rng.offset", path)};
+    h.rng = {.seed = parse_u64(meta["rng.seed"], "rng.seed", path),
+             .offset = parse_u64(meta["rng.offset"], "rng.offset", path)};
   }
-  const auto parts = stateful_parts(c);
-  if (c.model) require("model", "model");
-  for (const auto& [prefix, s] : parts)
-    require(prefix, prefix == "optim" ? "optimizer" : prefix == "sched" ? "scheduler" : prefix.c_str());
+  return h;
+}
 
-  // Snapshots first (nothing has changed yet), then load part by part; on a failure put back what was loaded.
+// The tensors of one part, without its prefix.
+NamedTensors part_of(const NamedTensors& all, const std::string& prefix) {
+  NamedTensors out;
+  const std::string pre = prefix + ".";
+  for (const auto& [n, t] : all)
+    if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
+  return out;
+}
+
+// Loads the model, then the parts in order; on a failure puts back every part touched, the failing one included,
+// and rethrows. A failure while restoring must not hide the original error (nor stop the other restores).
+void load_or_restore(const std::string& path, const Checkpoint& c, const Parts& parts, const NamedTensors& all) {
+  // Snapshots first (nothing has changed yet).
   NamedTensors model_before = c.model ? copy_of(c.model->state_dict()) : NamedTensors{};
   std::vector<NamedTensors> before;
   for (const auto& [prefix, s] : parts) before.push_back(s.state_dict());
@@ -143,18 +151,16 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
   try {
     if (c.model) {
       model_touched = true;  // a copy may fail half way (device memory)
-      assign_tensors(c.model->state_dict(), part_of("model"), "load_checkpoint " + path + " (model)");
+      assign_tensors(c.model->state_dict(), part_of(all, "model"), "load_checkpoint " + path + " (model)");
     }
     for (; loaded < parts.size(); ++loaded) {
       try {
-        parts[loaded].second.load_state_dict(part_of(parts[loaded].first));
+        parts[loaded].second.load_state_dict(part_of(all, parts[loaded].first));
       } catch (const Error& e) {
         throw IOError(detail::str("load_checkpoint ", path, " (", parts[loaded].first, "): ", e.what()));
       }
     }
   } catch (...) {
-    // Put back every part touched, the failing one included; a failure while restoring must not hide the
-    // original error (nor stop the other restores).
     auto quietly = [](const std::function<void()>& restore) {
       try {
         restore();
@@ -167,8 +173,25 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
       quietly([&] { assign_tensors(c.model->state_dict(), model_before, "load_checkpoint (restoring the model)"); });
     throw;
   }
-  if (c.rng) set_rng_state(rng);
-  return info;
+}
+
+}  // namespace
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
+  std::map<std::string, std::string> meta;
+  const NamedTensors all = load_tensors(path, &meta);
+  const Header h = read_header(path, meta, c.rng);
+  const Parts parts = stateful_parts(c);
+  auto require = [&](const std::string& prefix, const std::string& what) {
+    EMBER_CHECK(h.parts.count(prefix), IOError, "load_checkpoint: ", path, " has no ", what,
+                " state (it holds: ", h.parts_text, ")");
+  };
+  if (c.model) require("model", "model");
+  for (const auto& [prefix, s] : parts)
+    require(prefix, prefix == "optim" ? "optimizer" : prefix == "sched" ? "scheduler" : prefix);
+  load_or_restore(path, c, parts, all);
+  if (c.rng) set_rng_state(h.rng);
+  return h.info;
 }
 
 }  // namespace ember::nn
