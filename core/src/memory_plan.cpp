@@ -1,5 +1,6 @@
-// defines: memory::plan and memory::max_batch_size (memory_plan.h): the backend that computes nothing, the plan's
-// state, and the report. The simulated allocators it allocates from are in memory_simulation.h.
+// defines: memory::plan (memory_plan.h): the backend that computes nothing, the plan's state, tagging. The simulated
+// allocators it allocates from: memory_simulation.h; the report and the categories: memory_report.cpp;
+// max_batch_size: max_batch_size.cpp.
 //
 // Note [How a plan runs]: plan() points this thread's backend_for() at a MetaBackend, whose allocator for each
 // device is a simulation of that device's caching allocator and whose kernels do nothing. The op front-ends run
@@ -9,14 +10,8 @@
 #include "ember/core/memory_plan.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
-#include <iomanip>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
-#include <sstream>
 #include <unordered_map>
 
 #include "ember/core/backend.h"
@@ -40,46 +35,6 @@ void throw_planned_access() {
 }  // namespace detail
 
 namespace memory {
-
-bool stronger(Category a, Category b) {
-  // parameters > gradients > optimizer state > activations > workspace > temporaries
-  auto rank = [](Category c) {
-    switch (c) {
-      case Category::kParameters:
-        return 5;
-      case Category::kGradients:
-        return 4;
-      case Category::kOptimizerState:
-        return 3;
-      case Category::kActivations:
-        return 2;
-      case Category::kWorkspace:
-        return 1;
-      case Category::kTemporaries:
-        return 0;
-    }
-    return 0;
-  };
-  return rank(a) > rank(b);
-}
-
-const char* category_name(Category c) {
-  switch (c) {
-    case Category::kParameters:
-      return "parameters";
-    case Category::kGradients:
-      return "gradients";
-    case Category::kOptimizerState:
-      return "optimizer_state";
-    case Category::kActivations:
-      return "activations";
-    case Category::kTemporaries:
-      return "temporaries";
-    case Category::kWorkspace:
-      return "workspace";
-  }
-  return "?";
-}
 
 namespace {
 using simulation::CpuSimulation;
@@ -217,93 +172,6 @@ Plan plan(Device target, const std::function<void()>& fn, const PlanOptions& opt
   out.device = target;
   state.allocators.at(target)->report(out);
   return out;
-}
-
-std::string Plan::to_string() const {
-  auto fmt = [](size_t b) { return detail::format_bytes(b, 2); };
-  auto pct = [this](size_t b) {
-    std::ostringstream os;
-    os << std::fixed << std::setprecision(1) << (peak_bytes ? 100.0 * static_cast<double>(b) / peak_bytes : 0.0) << "%";
-    return os.str();
-  };
-  std::ostringstream os;
-  os << "memory plan for " << device << " (" << allocations << " allocations simulated)\n"
-     << "  peak allocated  " << std::setw(12) << fmt(peak_bytes) << "   reached" << peak_where << "\n"
-     << "  peak reserved   " << std::setw(12) << fmt(peak_reserved_bytes) << "\n"
-     << "  held at the end " << std::setw(12) << fmt(end_bytes) << "\n";
-  if (limit_bytes)
-    os << "  limit           " << std::setw(12) << fmt(limit_bytes) << "   "
-       << (fits ? std::string("fits") : "does NOT fit: first refused " + first_oom) << "\n";
-  os << "  at the peak, by category:\n";
-  for (int c = 0; c < kNumCategories; ++c) {
-    const size_t b = bytes(static_cast<Category>(c));
-    os << "    " << std::left << std::setw(16) << category_name(static_cast<Category>(c)) << std::right << std::setw(12)
-       << fmt(b) << std::setw(8) << pct(b) << "\n";
-  }
-  os << "  at the peak, by module (where allocated), largest first:\n";
-  std::vector<std::pair<std::string, size_t>> modules(by_module.begin(), by_module.end());
-  std::stable_sort(modules.begin(), modules.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (size_t k = 0; k < modules.size(); ++k) {
-    if (k == 12) {
-      os << "    ... " << modules.size() - 12 << " more\n";
-      break;
-    }
-    os << "    " << std::left << std::setw(16) << modules[k].first << std::right << std::setw(12)
-       << fmt(modules[k].second) << std::setw(8) << pct(modules[k].second) << "\n";
-  }
-  return os.str();
-}
-
-// --- max_batch_size
-
-namespace {
-size_t system_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
-size_t default_budget(Device target) {
-  const size_t limit = memory_limit(target);
-  if (target.is_cpu()) {
-    const size_t in_use = cpu_memory_stats().bytes_in_use;
-    if (limit) return limit > in_use ? limit - in_use : 0;
-    return system_available_bytes();
-  }
-  EMBER_CHECK_DEVICE(cuda::is_available(), "memory::max_batch_size: no budget_bytes given and ", target,
-                     " cannot be asked for its free memory (", cuda::unavailable_reason(),
-                     "); pass BatchSearch::budget_bytes to plan for a device that is not here");
-  // The limit caps reserved segments, and only wholly free ones can be given back: count every reserved byte as
-  // taken (cuda::empty_cache() first gives the most room). Without a limit: what the driver has free.
-  const size_t reserved = cuda::memory_reserved(target.index());
-  if (limit) return limit > reserved ? limit - reserved : 0;
-  return cuda::mem_get_info(target.index()).first;
-}
-}  // namespace
-
-int64_t max_batch_size(Device target, const std::function<void(int64_t)>& step, const BatchSearch& opts) {
-  EMBER_CHECK_VALUE(static_cast<bool>(step), "memory::max_batch_size: the step function is empty");
-  EMBER_CHECK_VALUE(opts.lo >= 1 && opts.lo <= opts.hi,
-                    "memory::max_batch_size: expected 1 <= lo <= hi, got lo = ", opts.lo, ", hi = ", opts.hi);
-  const size_t budget = opts.budget_bytes ? opts.budget_bytes : default_budget(target);
-  EMBER_CHECK_VALUE(budget > 0, "memory::max_batch_size: the budget on ", target, " is 0 bytes");
-  auto fits = [&](int64_t b) { return plan(target, [&] { step(b); }, {.limit_bytes = budget}); };
-  Plan at_lo = fits(opts.lo);
-  if (!at_lo.fits)
-    throw ValueError(detail::str("memory::max_batch_size: even batch ", opts.lo, " does not fit ",
-                                 detail::format_bytes(budget, 2), " on ", target, ": its step needs a peak of ",
-                                 detail::format_bytes(at_lo.peak_bytes, 2), " (first refused: ", at_lo.first_oom, ")"));
-  if (fits(opts.hi).fits) return opts.hi;
-  int64_t good = opts.lo, bad = opts.hi;  // invariant: good fits, bad does not
-  while (bad - good > 1) {
-    const int64_t mid = good + (bad - good) / 2;
-    (fits(mid).fits ? good : bad) = mid;
-  }
-  return good;
 }
 
 }  // namespace memory
