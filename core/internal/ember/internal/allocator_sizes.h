@@ -1,6 +1,7 @@
 // defines: the size rules of Ember's two caching allocators, in one place, because three parties must agree
 // on them: the CPU caching allocator (core/src/cpu_allocator.cpp), the CUDA one (cuda/src/caching_allocator.cpp)
-// and memory::plan's simulation of both (core/src/memory_simulation.h, whose CUDA policy is block_pool.h), which predicts what they will hold.
+// and memory::plan's simulation of both (core/src/memory_simulation.h; the CUDA one's policy is block_pool.h, shared),
+// which predicts what they will hold.
 // Plain C++ with no other header: nvcc-compiled code may read it.
 #pragma once
 #include <cstddef>
