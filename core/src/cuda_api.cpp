@@ -1,8 +1,9 @@
 // defines: the public CUDA API of ember/cuda/cuda.h and memory.h — device queries and selection, the settings
 // (scalar-access guard, TF32), memory statistics and memory_summary() — for every build, on top of the CUDA
 // plugin's hooks (ember/internal/cuda_hooks.h). Without the plugin (no CUDA build, no CUDA libraries on this
-// machine) or without a usable device, is_available() is false, device_count() is 0 and every call that
-// needs a device throws DeviceError with the reason. Streams and events: cuda_streams.cpp.
+// machine) or without a usable device, is_available() is false, device_count() is 0, the memory statistics read 0,
+// the cache calls do nothing, and every other call that needs a device throws DeviceError with the reason. Streams and
+// events: cuda_streams.cpp.
 #include <atomic>
 #include <iomanip>
 #include <sstream>
@@ -84,27 +85,27 @@ bool allow_tf32() { return g_allow_tf32.load(); }
 
 // --- memory
 
-MemoryStats memory_stats(int device) {
-  auto [h, d] = on_device("cuda::memory_stats", device);
+// Device-agnostic memory calls (PyTorch's rule): without a usable device the statistics read 0 and the cache calls
+// do nothing, so a loop written for either device may call them unconditionally. With one, the index is checked.
+namespace {
+MemoryStats stats_or_zero(const char* op, int device) {
+  if (!is_available()) return {};
+  auto [h, d] = on_device(op, device);
   return h.memory_stats(d);
 }
-size_t memory_allocated(int device) {
-  auto [h, d] = on_device("cuda::memory_allocated", device);
-  return h.memory_stats(d).allocated_bytes;
-}
+}  // namespace
+
+MemoryStats memory_stats(int device) { return stats_or_zero("cuda::memory_stats", device); }
+size_t memory_allocated(int device) { return stats_or_zero("cuda::memory_allocated", device).allocated_bytes; }
 size_t max_memory_allocated(int device) {
-  auto [h, d] = on_device("cuda::max_memory_allocated", device);
-  return h.memory_stats(d).peak_allocated_bytes;
+  return stats_or_zero("cuda::max_memory_allocated", device).peak_allocated_bytes;
 }
-size_t memory_reserved(int device) {
-  auto [h, d] = on_device("cuda::memory_reserved", device);
-  return h.memory_stats(d).reserved_bytes;
-}
+size_t memory_reserved(int device) { return stats_or_zero("cuda::memory_reserved", device).reserved_bytes; }
 size_t max_memory_reserved(int device) {
-  auto [h, d] = on_device("cuda::max_memory_reserved", device);
-  return h.memory_stats(d).peak_reserved_bytes;
+  return stats_or_zero("cuda::max_memory_reserved", device).peak_reserved_bytes;
 }
 void reset_peak_memory_stats(int device) {
+  if (!is_available()) return;
   auto [h, d] = on_device("cuda::reset_peak_memory_stats", device);
   h.reset_peak_memory_stats(d);
 }
@@ -112,7 +113,9 @@ std::pair<size_t, size_t> mem_get_info(int device) {
   auto [h, d] = on_device("cuda::mem_get_info", device);
   return h.mem_get_info(d);
 }
-void empty_cache() { usable("cuda::empty_cache").empty_cache(); }
+void empty_cache() {
+  if (is_available()) usable("cuda::empty_cache").empty_cache();
+}
 void set_per_process_memory_fraction(double fraction, int device) {
   EMBER_CHECK_VALUE(fraction >= 0 && fraction <= 1,
                     "cuda::set_per_process_memory_fraction: fraction must be in [0, 1], "
@@ -123,11 +126,18 @@ void set_per_process_memory_fraction(double fraction, int device) {
   h.set_memory_limit(
       d, fraction >= 1 ? 0 : std::max<size_t>(1, static_cast<size_t>(fraction * static_cast<double>(total))));
 }
-HostMemoryStats host_memory_stats() { return usable("cuda::host_memory_stats").host_memory_stats(); }
-void reset_peak_host_memory_stats() { usable("cuda::reset_peak_host_memory_stats").reset_peak_host_memory_stats(); }
-void host_empty_cache() { usable("cuda::host_empty_cache").host_empty_cache(); }
+HostMemoryStats host_memory_stats() {
+  return is_available() ? usable("cuda::host_memory_stats").host_memory_stats() : HostMemoryStats{};
+}
+void reset_peak_host_memory_stats() {
+  if (is_available()) usable("cuda::reset_peak_host_memory_stats").reset_peak_host_memory_stats();
+}
+void host_empty_cache() {
+  if (is_available()) usable("cuda::host_empty_cache").host_empty_cache();
+}
 
 std::string memory_summary(int device) {
+  if (!is_available()) return "CUDA is not available: " + unavailable_reason() + "\n";
   auto [h, d] = on_device("cuda::memory_summary", device);
   const MemoryStats s = h.memory_stats(d);
   const auto [free_bytes, total_bytes] = h.mem_get_info(d);

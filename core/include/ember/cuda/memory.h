@@ -1,8 +1,11 @@
 // defines: the public face of ember's CUDA memory management: per-device statistics of the caching
 // allocator (memory_allocated, memory_reserved and their peaks, MemoryStats, memory_summary), empty_cache(),
 // mem_get_info(), and the stats of the cached pinned host allocator. No CUDA headers: this compiles in every
-// build. Without a CUDA build, or on a machine with no usable GPU, every function throws DeviceError with the
-// reason from cuda::unavailable_reason().
+// build. Without a CUDA build, or on a machine with no usable GPU, the calls are device-agnostic as PyTorch's: the
+// statistics (memory_allocated, memory_reserved, their peaks, memory_stats, host_memory_stats) read 0,
+// empty_cache / host_empty_cache / the peak resets do nothing, and memory_summary says "CUDA is not available:
+// <reason>"; mem_get_info and set_per_process_memory_fraction throw DeviceError with the reason
+// (cuda::unavailable_reason()), as does cuda::synchronize (cuda.h).
 //
 // Note [CUDA caching allocator]: device memory is obtained from cudaMalloc in segments (2 MiB for requests up
 // to 1 MiB; 20 MiB for requests up to 10 MiB; the request rounded up to 2 MiB above that) and carved into
