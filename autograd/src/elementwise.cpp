@@ -296,8 +296,12 @@ Tensor elu(const Tensor& x_in, double alpha) {
   return autograd::composite_result(where(gt(x, 0.0), x, (2 * t / (1 - t)) * alpha), x_in);
 }
 
-Tensor clamp(const Tensor& x, double lo, double hi) {
-  OpEntry op(opdef::clamp);
+namespace {
+// clamp and its one-sided forms (a bound of +-inf); the op's own name in its messages and grad_fn.
+Tensor clamp_as(const OpDef& def, const Tensor& x, double lo, double hi) {
+  OpEntry op(def);
+  EMBER_CHECK(x.defined(), Error, def.name, ": argument 'x' is an undefined tensor (an empty handle)");
+  EMBER_CHECK_DTYPE(x.dtype() != kBool, def.name, ": not supported for bool tensors");
   Tensor y = raw::clamp(x, lo, hi);
   if (op.needs_grad({&x})) {
     InputInfo ix(x);
@@ -308,6 +312,15 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
     });
   }
   return y;
+}
+}  // namespace
+
+Tensor clamp(const Tensor& x, double lo, double hi) { return clamp_as(opdef::clamp, x, lo, hi); }
+Tensor clamp_min(const Tensor& x, double min) {
+  return clamp_as(opdef::clamp_min, x, min, std::numeric_limits<double>::infinity());
+}
+Tensor clamp_max(const Tensor& x, double max) {
+  return clamp_as(opdef::clamp_max, x, -std::numeric_limits<double>::infinity(), max);
 }
 
 }  // namespace ember

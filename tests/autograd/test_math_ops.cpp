@@ -82,6 +82,26 @@ TEST(MathOps, ActivationErrorsNameTheOp) {
   EXPECT_THROW_MSG(elu(Tensor()), Error, "elu", "undefined");
 }
 
+// clamp_min / clamp_max: PyTorch's values (NaN passes, infinite bounds, integer tensors saturate the bound), the
+// gradient 1 where x is inside the bound (at the bound too, as clamp), and errors that name the one-sided op.
+TEST(MathOps, OneSidedClamps) {
+  Tensor x = tensor<double>({-kInf, -2, -0.5, 0.25, 3, kInf, kNaN});
+  EXPECT_TENSOR_NEAR(clamp_min(x, -0.5), x.shape(), V({-0.5, -0.5, -0.5, 0.25, 3, kInf, kNaN}), 0, 0);
+  EXPECT_TENSOR_NEAR(clamp_max(x, 0.25), x.shape(), V({-kInf, -2, -0.5, 0.25, 0.25, 0.25, kNaN}), 0, 0);
+  EXPECT_TENSOR_NEAR(clamp_min(x, -kInf), x.shape(), values(x), 0, 0);
+  Tensor i = tensor<int64_t>({-7, 0, 9});
+  EXPECT_EQ(clamp_min(i, 1e300).dtype(), kInt64);
+  EXPECT_EQ(values(clamp_max(i, 2.0)), (std::vector<double>{-7, 0, 2}));
+  EXPECT_EQ(clamp_min(x.to(kBFloat16), 0.0).dtype(), kBFloat16);
+  Tensor g = tensor<double>({-1, 0.5, 2});
+  EXPECT_EQ(values(grad_of(g, [](const Tensor& t) { return clamp_min(t, 0.5); })), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(values(grad_of(g, [](const Tensor& t) { return clamp_max(t, 0.5); })), (std::vector<double>{1, 1, 0}));
+  Tensor leaf = g.detach().requires_grad_(true);
+  EXPECT_EQ(clamp_max(leaf, 1.0).grad_fn_name(), std::string("clamp_max"));
+  EXPECT_THROW_MSG(clamp_min(Tensor(), 0), Error, "clamp_min", "undefined");
+  EXPECT_THROW_MSG(clamp_max(tensor<bool>({true}), 0), DTypeError, "clamp_max", "bool");
+}
+
 // --- logsumexp
 
 // log(sum(exp(x))) over the last dim of a [rows, n] tensor, in long double with the max shifted out.

@@ -182,6 +182,8 @@ inline void add_unary(std::vector<OpCase>& cs) {
       {"elu_alpha", [](const Tensor& x) { return elu(x, 1.7); }, away},
       {"mish", [](const Tensor& x) { return mish(x * 3); }, rn},
       {"hardswish", [](const Tensor& x) { return hardswish(x * 3); }, rn},  // (x * 3: both sides of -3 and 3)
+      {"clamp_min", [](const Tensor& x) { return clamp_min(x, 0.15); }, rn},
+      {"clamp_max", [](const Tensor& x) { return clamp_max(x, -0.25); }, rn},
   };
   uint64_t seed = 100;
   for (const Un& op : uns) {

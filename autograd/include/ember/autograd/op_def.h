@@ -52,6 +52,8 @@ struct OpDef {
      opdef::of(BinaryOp::Add), from that list) */ \
   X(where, Keep, Twice) \
   X(clamp, Keep, Twice) \
+  X(clamp_min, Keep, Twice) \
+  X(clamp_max, Keep, Twice) \
   X(silu, Keep, Twice) \
   X(leaky_relu, Keep, Twice) \
   X(elu, Keep, Twice) \

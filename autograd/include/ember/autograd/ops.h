@@ -34,6 +34,9 @@ Tensor cos(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor clamp(const Tensor& x, double lo, double hi);
+// One-sided clamps (PyTorch's clamp_min / clamp_max): max(x, min) and min(x, max), NaN in x passing through.
+Tensor clamp_min(const Tensor& x, double min);
+Tensor clamp_max(const Tensor& x, double max);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
