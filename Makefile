@@ -3,6 +3,8 @@
 #   make test      build everything and run the whole test suite (ctest)
 #   make bench     build and run the benchmarks (also installs OpenBLAS for the comparison)
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
+#   make tensorboard  install TensorBoard in a venv ($(BUILD)/venv-tensorboard) and read a SummaryWriter run back
+#                  with it (test_logging_summary_writer uses that venv when it is there)
 #   make fuzz      build the file readers' libFuzzer targets with clang (in build-fuzz/) and run each for
 #                  FUZZ_SECONDS (default 180); not part of CI, which replays tests/fuzz/corpus instead
 BUILD ?= build
@@ -10,7 +12,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: deps configure build test demo bench sanitize fuzz clean
+.PHONY: deps configure build test demo bench sanitize tensorboard fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -43,6 +45,11 @@ sanitize: deps
 	@cmake -S . -B build-asan -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_BUILD_BENCH=OFF $(CMAKE_FLAGS) > /dev/null
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS)
+
+tensorboard: build
+	@test -x $(BUILD)/venv-tensorboard/bin/python || { python3 -m venv $(BUILD)/venv-tensorboard && \
+	  $(BUILD)/venv-tensorboard/bin/pip install --quiet tensorboard; }
+	./$(BUILD)/tests/test_logging_summary_writer --gtest_filter='SummaryWriterTensorBoard.*'
 
 FUZZ_SECONDS ?= 180
 

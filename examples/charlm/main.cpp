@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "../common/progress.h"
 #include "gpt.h"
 
 using namespace ember;
@@ -273,13 +272,14 @@ int main(int argc, char** argv) {
               << (args.checkpoint ? ", activation checkpointing" : "")
               << (prec.autocast ? ", autocast " + args.amp : std::string()) << "\n";
 
-    const examples::ProgressBar bar(5);
-    const bool tty = bar.tty();
     std::uniform_int_distribution<int64_t> start_of(0, static_cast<int64_t>(train.size()) - args.context - 1);
     double val_loss = 0;
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       const auto t0 = Clock::now();
       Tensor running_sum = zeros({}, {.device = dev});
+      // On stderr: redrawn in place on a terminal, one line per 5% into a log. A step is batch x context tokens.
+      ProgressBar bar(args.steps,
+                      {.desc = "epoch " + std::to_string(epoch) + "/" + std::to_string(args.epochs), .unit = "step"});
       for (int step = 1; step <= args.steps; ++step) {
         std::vector<int64_t> starts(static_cast<size_t>(args.batch_size));
         for (auto& s : starts) s = start_of(rng);
@@ -294,16 +294,14 @@ int main(int argc, char** argv) {
         sched.step();
         running_sum = running_sum + loss.detach();
         // the loss is read back only when printed (reading it each step would make the host wait for a GPU)
-        if (bar.due(step, args.steps)) {
-          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-          const double tokens = static_cast<double>(step) * static_cast<double>(args.batch_size * args.context);
-          bar.draw(epoch, step, args.steps, running_sum.cpu().item<float>() / step, tokens / secs, "tokens", secs);
-        }
+        if (bar.due()) bar.set_postfix({{"loss", running_sum.cpu().item<float>() / step}});
+        bar.update();
       }
+      bar.close();
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       val_loss = validation_loss(model, val, args.context, args.batch_size, dev, prec);
-      std::printf("%sepoch %d: train loss %.4f, val loss %.4f nats (unigram entropy %.4f), %.0f tokens/s\n",
-                  tty ? "\n" : "", epoch, running_sum.cpu().item<float>() / args.steps, val_loss, h_unigram,
+      std::printf("epoch %d: train loss %.4f, val loss %.4f nats (unigram entropy %.4f), %.0f tokens/s\n", epoch,
+                  running_sum.cpu().item<float>() / args.steps, val_loss, h_unigram,
                   static_cast<double>(args.steps) * static_cast<double>(args.batch_size * args.context) / secs);
     }
     std::printf("val loss %.4f nats = %.1f%% of the unigram entropy\n", val_loss, 100 * val_loss / h_unigram);

@@ -13,8 +13,6 @@
 #include <map>
 #include <string>
 
-#include "../common/progress.h"
-
 using namespace ember;
 using Clock = std::chrono::steady_clock;
 
@@ -181,11 +179,12 @@ int main(int argc, char** argv) {
     if (args.plan) std::cout << nn::summary(model, {args.batch_size, 1, 28, 28}) << "\n" << plan.to_string() << "\n";
     size_t train_peak = 0;  // measured over the first epoch's training steps, before evaluation
 
-    const examples::ProgressBar bar;  // redrawn in place on a terminal, every 25% in a log
-    const bool tty = bar.tty();
     const int64_t nb = static_cast<int64_t>(loader.size());
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       auto t0 = Clock::now();
+      // On stderr: redrawn in place on a terminal, one line per 5% into a log.
+      ProgressBar bar(nb,
+                      {.desc = "epoch " + std::to_string(epoch) + "/" + std::to_string(args.epochs), .unit = "batch"});
       // The loss is summed on the device and read back only when printed: reading it every step would make
       // the host wait for the GPU each time.
       Tensor running_sum = zeros({}, {.device = dev});
@@ -204,18 +203,18 @@ int main(int argc, char** argv) {
         running_sum = running_sum + loss.detach();
         ++done;
         seen += x.size(0);
-        if (bar.due(done, nb)) {
+        if (bar.due()) {
           running = running_sum.cpu().item<float>();
-          const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-          bar.draw(epoch, done, nb, running / static_cast<double>(done), static_cast<double>(seen) / secs, "samples",
-                   secs);
+          bar.set_postfix({{"loss", running / static_cast<double>(done)}});
         }
+        bar.update();
       }
+      bar.close();
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (epoch == 1) train_peak = peak_in_use(dev) - base;
       const double acc = accuracy(model, test.images(), test.labels(), dev, args);
-      std::printf("%sepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", tty ? "\n" : "",
-                  epoch, running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
+      std::printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", epoch,
+                  running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
     }
     // Peak memory of training and evaluation (docs/benchmarks.md compares it with and without --amp).
     if (dev.is_cuda())

@@ -45,6 +45,8 @@
 #include "ember/data/transforms.h"
 #include "ember/dist/ddp.h"
 #include "ember/dist/dist.h"
+#include "ember/logging/progress.h"
+#include "ember/logging/summary_writer.h"
 #include "ember/nn/activations.h"
 #include "ember/nn/checkpoint.h"
 #include "ember/nn/containers.h"
