@@ -4,6 +4,7 @@
 //               --amp none|bf16|f16   (mixed precision: autocast, with a GradScaler for f16; docs/amp.md)
 //               --plan                (nn::summary and a memory plan before training, planned vs measured after)
 //               --memory-timeline out.json   (every allocation, for Perfetto or scripts/plot_memory.py)
+//               --logdir runs/mnist   (TensorBoard logs: loss, accuracy, learning rate, peak memory, weights)
 // Device-agnostic: one Device is picked once and the model and every batch are moved with .to(dev).
 #include <ember/ember.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 
 using namespace ember;
@@ -21,6 +23,7 @@ namespace {
 struct Args {
   std::string model = "mlp", device = "auto", save, data = "/usr/share/datasets/fashion-mnist", amp = "none";
   std::string timeline;  // --memory-timeline
+  std::string logdir;    // --logdir (TensorBoard)
   bool plan = false;
   int epochs = 3, threads = 0, workers = 1;
   int64_t batch_size = 64;
@@ -32,7 +35,7 @@ struct Args {
   std::cerr << "ember_mnist: " << why << "\n"
             << "usage: ember_mnist [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--device cpu|cuda|auto]\n"
             << "                   [--threads N] [--workers N] [--seed N] [--save PATH] [--data DIR]\n"
-            << "                   [--amp none|bf16|f16] [--plan] [--memory-timeline out.json]\n";
+            << "                   [--amp none|bf16|f16] [--plan] [--memory-timeline out.json] [--logdir DIR]\n";
   std::exit(2);
 }
 
@@ -60,6 +63,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--data") a.data = v;
       else if (k == "--amp") a.amp = v;
       else if (k == "--memory-timeline") a.timeline = v;
+      else if (k == "--logdir") a.logdir = v;
       else usage("unknown flag " + k);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + k);
@@ -179,6 +183,12 @@ int main(int argc, char** argv) {
     if (args.plan) std::cout << nn::summary(model, {args.batch_size, 1, 28, 28}) << "\n" << plan.to_string() << "\n";
     size_t train_peak = 0;  // measured over the first epoch's training steps, before evaluation
 
+    std::unique_ptr<SummaryWriter> log;  // --logdir: one point per epoch, `tensorboard --logdir DIR` shows them
+    if (!args.logdir.empty()) {
+      log = std::make_unique<SummaryWriter>(args.logdir);
+      log->add_text("config", args.model + " on " + dev.to_string() + ", batch " + std::to_string(args.batch_size) +
+                                  ", Adam lr " + std::to_string(args.lr) + ", amp " + args.amp, 0);
+    }
     const int64_t nb = static_cast<int64_t>(loader.size());
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       auto t0 = Clock::now();
@@ -215,6 +225,24 @@ int main(int argc, char** argv) {
       const double acc = accuracy(model, test.images(), test.labels(), dev, args);
       std::printf("epoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s (%.0f samples/s)\n", epoch,
                   running / static_cast<double>(done), 100 * acc, secs, static_cast<double>(seen) / secs);
+      if (log) {
+        log->add_scalar("loss/train", running / static_cast<double>(done), epoch);
+        log->add_scalar("accuracy/test", acc, epoch);
+        log->add_scalar("lr", args.lr, epoch);
+        log->add_scalar("samples_per_second", static_cast<double>(seen) / secs, epoch);
+        // device-agnostic: cuda::max_memory_allocated reads 0 without a GPU
+        log->add_scalar("memory/peak_mib",
+                        static_cast<double>(dev.is_cuda() ? cuda::max_memory_allocated(dev.index())
+                                                          : cpu_memory_stats().peak_bytes_in_use) /
+                            1048576,
+                        epoch);
+        for (const auto& [name, p] : model.named_parameters()) log->add_histogram(name, p, epoch);
+        log->flush();
+      }
+    }
+    if (log) {
+      log->close();
+      std::cout << "TensorBoard logs: " << log->file_path() << " (tensorboard --logdir " << args.logdir << ")\n";
     }
     // Peak memory of training and evaluation (docs/benchmarks.md compares it with and without --amp).
     if (dev.is_cuda())
