@@ -247,7 +247,7 @@ bool Tensor::is_leaf() const {
   const autograd::AutogradMeta* m = autograd::meta(*this);
   return !(m && m->grad_fn);
 }
-const char* Tensor::grad_fn_name() const {
+std::string_view Tensor::grad_fn_name() const {
   const autograd::AutogradMeta* m = autograd::meta(*this);
   return m && m->grad_fn ? m->grad_fn->name : "";
 }

@@ -6,6 +6,7 @@
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/core/factory.h"
+#include "ember/core/raw_ops.h"
 #include "module_state.h"
 
 namespace ember::nn {
@@ -189,7 +190,10 @@ Tensor LayerNorm::forward(const Tensor& x) {
                     x.shape());
   return opts_.affine ? layer_norm(x, {n_}, weight_, bias_, opts_.eps) : layer_norm(x, {n_}, {}, {}, opts_.eps);
 }
-std::string LayerNorm::repr() const { return detail::str("LayerNorm(", n_, ")"); }
+std::string LayerNorm::repr() const {
+  return detail::str("LayerNorm(", n_, opts_.eps != LayerNormOptions{}.eps ? detail::str(", eps = ", opts_.eps) : "",
+                     ")");
+}
 
 // --- RMSNorm
 RMSNorm::RMSNorm(int64_t n, RMSNormOptions opts) : n_(n), opts_(opts) {
@@ -204,18 +208,39 @@ Tensor RMSNorm::forward(const Tensor& x) {
 std::string RMSNorm::repr() const { return detail::str("RMSNorm(", n_, ")"); }
 
 // --- Embedding
-Embedding::Embedding(int64_t n, int64_t d) {
+Embedding::Embedding(int64_t n, int64_t d, EmbeddingOptions opts) {
   check_positive("Embedding", "n", n);
   check_positive("Embedding", "d", d);
-  weight_ = register_parameter("weight", randn({n, d}));
+  if (opts.padding_idx) {
+    const int64_t p = *opts.padding_idx;
+    EMBER_CHECK_VALUE(p >= -n && p < n, "Embedding(", n, ", ", d, "): padding_idx ", p,
+                      " must be within num_embeddings (", -n, " <= padding_idx < ", n, ")");
+    padding_idx_ = p < 0 ? p + n : p;
+  }
+  Tensor w = randn({n, d});
+  if (padding_idx_) w.select(0, *padding_idx_).zero_();
+  weight_ = register_parameter("weight", w);
 }
 Tensor Embedding::forward(const Tensor& idx) {
-  EMBER_CHECK_DTYPE(idx.dtype() == kInt64 || idx.dtype() == kInt32, "Embedding: indices must be int64 or int32, got ",
+  EMBER_CHECK(idx.defined(), Error, repr(), ": the indices are an undefined tensor");
+  EMBER_CHECK_DTYPE(idx.dtype() == kInt64 || idx.dtype() == kInt32, repr(), ": indices must be int64 or int32, got ",
                     idx.dtype());
+  const Tensor flat = idx.reshape({-1});
+  const int64_t n = weight_.size(0);
+  // Checked here so the message names the layer (on a GPU without a host wait, as index_select's own check).
+  raw::check_index_range(flat, 0, n, [n, who = repr()](int64_t lo, int64_t hi) {
+    return detail::str(who, ": index ", lo < 0 ? lo : hi, " is out of range for num_embeddings = ", n);
+  });
+  Tensor y = index_select(weight_, 0, flat);
+  // The padding row's uses pass no gradient (its value is read as it is).
+  if (padding_idx_) y = where(eq(flat, static_cast<double>(*padding_idx_)).unsqueeze(1), y.detach(), y);
   Shape out = idx.shape();
   out.push_back(weight_.size(1));
-  return index_select(weight_, 0, idx.reshape({-1})).reshape(out);
+  return y.reshape(out);
 }
-std::string Embedding::repr() const { return detail::str("Embedding(", weight_.size(0), " => ", weight_.size(1), ")"); }
+std::string Embedding::repr() const {
+  return detail::str("Embedding(", weight_.size(0), " => ", weight_.size(1),
+                     padding_idx_ ? detail::str(", padding_idx = ", *padding_idx_) : std::string(), ")");
+}
 
 }  // namespace ember::nn

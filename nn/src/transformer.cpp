@@ -22,18 +22,35 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t heads, Multihead
                     ") must be a positive multiple of heads (", heads, ")");
   EMBER_CHECK_VALUE(opts.dropout >= 0 && opts.dropout < 1, "MultiheadAttention: dropout must be in [0, 1), got ",
                     opts.dropout);
-  // PyTorch's initialisation: Xavier-uniform in_proj, zero biases, the output projection as a Linear
-  in_w_ = register_parameter("in_proj_weight", init::xavier_uniform_(empty({3 * d_model, d_model})));
-  if (opts.bias) in_b_ = register_parameter("in_proj_bias", zeros({3 * d_model}));
+  // PyTorch's initialisation: Xavier-uniform in_proj (each of the separate ones), zero biases, the output
+  // projection as a Linear
+  if (opts.separate_qkv) {
+    for (auto [name, proj] : {std::pair{"q_proj", &q_proj_}, std::pair{"k_proj", &k_proj_}, std::pair{"v_proj", &v_proj_}}) {
+      proj->emplace(d_model, d_model, identity, DenseOptions{.bias = opts.bias});
+      init::xavier_uniform_((*proj)->weight());
+      if (opts.bias) init::zeros_((*proj)->bias());
+      register_module(name, **proj);
+    }
+  } else {
+    in_w_ = register_parameter("in_proj_weight", init::xavier_uniform_(empty({3 * d_model, d_model})));
+    if (opts.bias) in_b_ = register_parameter("in_proj_bias", zeros({3 * d_model}));
+  }
   register_module("out_proj", out_proj_);
   if (opts.bias) init::zeros_(out_proj_.bias());
 }
 
 Tensor MultiheadAttention::project(const Tensor& x, int part) const {
-  const Tensor w = in_w_.slice(0, part * d_, (part + 1) * d_);
-  const Tensor b = in_b_.defined() ? in_b_.slice(0, part * d_, (part + 1) * d_) : Tensor();
   const int64_t B = x.size(0), T = x.size(1);
-  return linear(x, w, b).reshape({B, T, heads_, d_ / heads_}).transpose(1, 2);
+  Tensor y;
+  if (opts_.separate_qkv) {
+    const std::optional<Dense>& proj = part == 0 ? q_proj_ : part == 1 ? k_proj_ : v_proj_;
+    y = (*proj)(x);
+  } else {
+    const Tensor w = in_w_.slice(0, part * d_, (part + 1) * d_);
+    const Tensor b = in_b_.defined() ? in_b_.slice(0, part * d_, (part + 1) * d_) : Tensor();
+    y = linear(x, w, b);
+  }
+  return y.reshape({B, T, heads_, d_ / heads_}).transpose(1, 2);
 }
 
 Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -46,7 +63,7 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
   const int64_t B = q.size(0), T = q.size(1);
   const double p = is_training() ? opts_.dropout : 0.0;
   Tensor y;
-  if (query.is_same(key) && key.is_same(value)) {
+  if (query.is_same(key) && key.is_same(value) && !opts_.separate_qkv) {
     // self-attention: one projection to [B, T, 3, heads, hd], then q, k, v as views of it
     Tensor qkv = linear(q, in_w_, in_b_).reshape({B, T, 3, heads_, d_ / heads_}).permute({2, 0, 3, 1, 4});
     y = scaled_dot_product_attention(qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2),
@@ -60,9 +77,13 @@ Tensor MultiheadAttention::attend(const Tensor& query, const Tensor& key, const 
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return attend(x, x, x, {.causal = opts_.causal}); }
+Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& mask) {
+  return attend(x, x, x, {.mask = mask, .causal = opts_.causal});
+}
 
 std::string MultiheadAttention::repr() const {
   return detail::str("MultiheadAttention(", d_, ", heads = ", heads_, opts_.causal ? ", causal" : "",
+                     opts_.separate_qkv ? ", separate_qkv" : "",
                      opts_.dropout > 0 ? detail::str(", dropout = ", opts_.dropout) : "", ")");
 }
 
@@ -70,9 +91,9 @@ std::string MultiheadAttention::repr() const {
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBlockOptions opts)
     : d_(d_model),
       opts_(opts),
-      ln1_(d_model),
-      ln2_(d_model),
-      attn_(d_model, heads, {.dropout = opts.dropout, .causal = opts.causal}),
+      ln1_(d_model, {.eps = opts.layer_norm_eps}),
+      ln2_(d_model, {.eps = opts.layer_norm_eps}),
+      attn_(d_model, heads, {.dropout = opts.dropout, .causal = opts.causal, .separate_qkv = opts.separate_qkv}),
       drop_(opts.dropout) {
   EMBER_CHECK_VALUE(opts.mlp_ratio > 0, "TransformerBlock: mlp_ratio must be positive, got ", opts.mlp_ratio);
   mlp_ = Chain{Dense(d_model, opts.mlp_ratio * d_model, gelu), Dense(opts.mlp_ratio * d_model, d_model)};
@@ -83,14 +104,21 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBl
   register_module("drop", drop_);
 }
 
-Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + drop_(attn_(ln1_(x)));
-  return h + drop_(mlp_(ln2_(h)));
+Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor TransformerBlock::forward(const Tensor& x, const Tensor& mask) {
+  auto attend = [&](const Tensor& h) { return mask.defined() ? attn_.forward(h, mask) : attn_(h); };
+  if (opts_.norm_first) {
+    Tensor h = x + drop_(attend(ln1_(x)));
+    return h + drop_(mlp_(ln2_(h)));
+  }
+  Tensor h = ln1_(x + drop_(attend(x)));
+  return ln2_(h + drop_(mlp_(h)));
 }
 
 std::string TransformerBlock::repr() const {
   return detail::str("TransformerBlock(", d_, ", heads = ", attn_.heads(), ", mlp_ratio = ", opts_.mlp_ratio,
-                     opts_.causal ? ", causal" : "", ")");
+                     opts_.causal ? ", causal" : "", opts_.norm_first ? "" : ", post-norm", ")");
 }
 
 }  // namespace ember::nn

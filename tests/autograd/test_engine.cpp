@@ -32,7 +32,7 @@ TEST(Engine, FanOutAndFanIn) {
   y.backward(ones({1}, {.dtype = kFloat64}));
   const double v = 2.0;  // d/dx [x^2 e^x + x^2] = 2x e^x + x^2 e^x + 2x
   EXPECT_NEAR(x.grad().item(), 2 * v * std::exp(v) + v * v * std::exp(v) + 2 * v, 1e-10);
-  EXPECT_STREQ(y.grad_fn_name(), "add");
+  EXPECT_EQ(y.grad_fn_name(), "add");
   EXPECT_FALSE(y.is_leaf());
   EXPECT_TRUE(x.is_leaf());
 }

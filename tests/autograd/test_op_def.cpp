@@ -69,7 +69,7 @@ TEST(OpDef, GradFnNamesComeFromTheTable) {
       {layer_norm(x, {4}), &opdef::layer_norm},
       {autograd::checkpoint([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {x}), &opdef::checkpoint},
   };
-  for (const auto& [y, def] : cases) EXPECT_STREQ(y.grad_fn_name(), def->name);
+  for (const auto& [y, def] : cases) EXPECT_EQ(y.grad_fn_name(), def->name);
 }
 
 TEST(OpDef, TheEntryCastsAsTheTableSays) {

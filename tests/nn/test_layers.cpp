@@ -620,6 +620,33 @@ TEST(Embedding, GathersRows) {
   EXPECT_EQ(g, gref);
 }
 
+// padding_idx as PyTorch's: the row starts at zero, its uses pass no gradient, a negative index counts from the end.
+TEST(Embedding, PaddingIdxRowStartsAtZeroAndGetsNoGradient) {
+  manual_seed(72);
+  nn::Embedding e(6, 3, {.padding_idx = -1});  // row 5
+  ASSERT_EQ(e.padding_idx(), 5);
+  EXPECT_EQ(test::values(e.weight().select(0, 5)), std::vector<double>(3, 0.0));
+  EXPECT_NE(test::values(e.weight().select(0, 4)), std::vector<double>(3, 0.0));
+  {
+    NoGradGuard g;
+    e.weight().select(0, 5).fill_(2.5);  // a value set by hand is read as it is
+  }
+  Tensor idx = tensor<int64_t>({5, 1, 5, 2}, {2, 2});
+  Tensor y = e(idx);
+  EXPECT_EQ(test::values(y.select(0, 0).select(0, 0)), std::vector<double>(3, 2.5));
+  sum(y * 3.0).backward();
+  const std::vector<double> g = test::values(e.weight().grad());
+  for (int64_t row = 0; row < 6; ++row)
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(g[static_cast<size_t>(row * 3 + k)], row == 1 || row == 2 ? 3.0 : 0.0) << "row " << row;
+  EXPECT_EQ(e.repr(), "Embedding(6 => 3, padding_idx = 5)");
+  EXPECT_THROW_MSG(nn::Embedding(6, 3, {.padding_idx = 6}), ValueError, "padding_idx 6", "num_embeddings");
+  EXPECT_THROW_MSG(nn::Embedding(6, 3, {.padding_idx = -7}), ValueError, "padding_idx -7");
+  // an index out of range names the layer and its size, not an internal op
+  EXPECT_THROW_MSG(e(tensor<int64_t>({0, 6}, {2})), IndexError, "Embedding(6 => 3", "index 6",
+                   "num_embeddings = 6");
+}
+
 TEST(Embedding, Gradcheck) {
   manual_seed(71);
   nn::Embedding e(6, 3);

@@ -21,6 +21,14 @@ std::map<std::string, Tensor> params_of(const nn::Module& m) {
   return out;
 }
 
+bool allclose(const Tensor& a, const Tensor& b, double atol) {
+  const std::vector<double> x = values(a), y = values(b);
+  if (a.shape() != b.shape()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::abs(x[i] - y[i]) <= atol)) return false;
+  return true;
+}
+
 // The weights of the PyTorch reference below.
 void set_reference_weights(nn::MultiheadAttention& m, int64_t d) {
   NoGradGuard g;
@@ -75,6 +83,61 @@ TEST(MultiheadAttention, NamesAndShapesAsPyTorch) {
   // cross-attention: Tq != Tk
   Tensor y = m.attend(randn({2, 5, 8}), randn({2, 7, 8}), randn({2, 7, 8}));
   EXPECT_EQ(y.shape(), Shape({2, 5, 8}));
+}
+
+// separate_qkv: Dense children q_proj, k_proj, v_proj with Hugging Face's names; loaded with the packed module's
+// rows, the same numbers as the packed one (and so as PyTorch's).
+TEST(MultiheadAttention, SeparateProjectionsMatchThePackedOne) {
+  nn::MultiheadAttention packed(4, 2), sep(4, 2, {.separate_qkv = true});
+  packed.to(kFloat64);
+  sep.to(kFloat64);
+  set_reference_weights(packed, 4);
+  auto pp = params_of(packed), ps = params_of(sep);
+  ASSERT_EQ(ps.size(), 8u);
+  for (const char* n : {"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias",
+                        "out_proj.weight", "out_proj.bias"})
+    EXPECT_EQ(ps.count(n), 1u) << n;
+  {
+    NoGradGuard g;
+    const char* parts[] = {"q_proj", "k_proj", "v_proj"};
+    for (int i = 0; i < 3; ++i) {
+      ps[std::string(parts[i]) + ".weight"].copy_(pp["in_proj_weight"].slice(0, 4 * i, 4 * (i + 1)));
+      ps[std::string(parts[i]) + ".bias"].copy_(pp["in_proj_bias"].slice(0, 4 * i, 4 * (i + 1)));
+    }
+    ps["out_proj.weight"].copy_(pp["out_proj.weight"]);
+    ps["out_proj.bias"].copy_(pp["out_proj.bias"]);
+  }
+  Tensor x = sin(arange(24, {.dtype = kFloat64}) * 0.5).reshape({2, 3, 4});
+  EXPECT_TRUE(allclose(sep(x), packed(x), 1e-12));
+  // a padding mask [B, 1, 1, T] through forward(x, mask): the masked key changes nothing
+  Tensor keep = tensor<bool>({true, true, false, true, true, true}, {2, 1, 1, 3});
+  Tensor y = sep.forward(x, keep), x2 = x.clone();
+  {
+    NoGradGuard g;
+    x2.select(0, 0).select(0, 2).fill_(100.0);  // batch 0's padded position
+  }
+  EXPECT_TRUE(allclose(sep.forward(x2, keep).select(0, 0).slice(0, 0, 2), y.select(0, 0).slice(0, 0, 2), 1e-12));
+  EXPECT_NE(sep.repr().find("separate_qkv"), std::string::npos);
+}
+
+// Post-norm (norm_first = false, BERT's): ln1(x + attn(x)), then ln2(h + mlp(h)), with the children's names of the
+// pre-norm block; the LayerNorms take layer_norm_eps.
+TEST(TransformerBlock, PostNormIsTheOriginalTransformersOrder) {
+  manual_seed(81);
+  nn::TransformerBlock block(8, 2, {.norm_first = false, .layer_norm_eps = 1e-12, .separate_qkv = true});
+  block.to(kFloat64);
+  std::map<std::string, std::shared_ptr<nn::Module>> c;
+  for (auto& [n, m] : block.named_children()) c[n] = m;
+  ASSERT_TRUE(c.count("ln1") && c.count("attn") && c.count("ln2") && c.count("mlp"));
+  Tensor x = randn({2, 5, 8}, {.dtype = kFloat64});
+  const nn::Module &ln1 = *c["ln1"], &attn = *c["attn"], &ln2 = *c["ln2"], &mlp = *c["mlp"];
+  Tensor h = ln1(x + attn(x));
+  EXPECT_TRUE(allclose(block(x), ln2(h + mlp(h)), 1e-12));
+  EXPECT_EQ(ln1.repr(), "LayerNorm(8, eps = 1e-12)");
+  EXPECT_NE(block.repr().find("post-norm"), std::string::npos);
+  // a mask reaches the attention: an all-true mask is no mask
+  Tensor all = ones({2, 1, 1, 5}, {.dtype = kBool});
+  EXPECT_TRUE(allclose(block.forward(x, all), block(x), 1e-12));
 }
 
 // A causal block: changing positions after t leaves outputs up to t as they were.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "ember/core/device.h"
@@ -198,7 +199,8 @@ class Tensor {
   Tensor grad() const;                     // undefined until a gradient has been accumulated
   void set_grad(const Tensor& g);          // replace (or, with an undefined tensor, clear) .grad
   bool is_leaf() const;                    // not computed by a recorded op
-  const char* grad_fn_name() const;        // the op that computed it ("" for leaves)
+  // The op that computed it ("" for leaves); compares by value: t.grad_fn_name() == "matmul".
+  std::string_view grad_fn_name() const;
   // Accumulates d(this)/d(leaf) into every leaf's .grad; `grad` defaults to 1 for a one-element tensor.
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
   // Runs hook(grad) each time a gradient with respect to this tensor is computed, before it is used (added into

@@ -208,16 +208,24 @@ class RMSNorm : public Module {
   Tensor weight_;
 };
 
+struct EmbeddingOptions {
+  // A row that pads sequences (PyTorch's padding_idx, negative counts from the end): it starts at zero and gets no
+  // gradient, so it stays what it is set to.
+  std::optional<int64_t> padding_idx;
+};
+
 // A lookup table: kInt64 indices of any shape -> their rows of weight [n, d] (initialised N(0, 1)).
 class Embedding : public Module {
  public:
-  Embedding(int64_t n, int64_t d);
+  Embedding(int64_t n, int64_t d, EmbeddingOptions opts = {});
   Tensor forward(const Tensor& indices) override;
   std::string repr() const override;
   Tensor weight() const { return weight_; }
+  std::optional<int64_t> padding_idx() const { return padding_idx_; }  // in [0, n)
 
  private:
   Tensor weight_;
+  std::optional<int64_t> padding_idx_;
 };
 
 }  // namespace ember::nn
