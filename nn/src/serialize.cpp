@@ -4,6 +4,8 @@
 #include "ember/nn/serialize.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -119,30 +121,90 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
   }
 }
 
+namespace {
+
+// A file mapped copy-on-write: the tensors read from it share its pages (nothing is copied before they reach the
+// parameters they are loaded into), and writing into one of them never reaches the file.
+struct Mapping {
+  void* data = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (data != MAP_FAILED) ::munmap(data, size);
+  }
+  const unsigned char* bytes() const { return static_cast<const unsigned char*>(data); }
+};
+
+std::shared_ptr<Mapping> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EMBER_CHECK(fd >= 0, IOError, "load: cannot open ", path, " (", std::strerror(errno), ")");
+  auto m = std::make_shared<Mapping>();
+  struct stat st = {};
+  const bool is_file = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  m->size = is_file ? static_cast<size_t>(st.st_size) : 0;
+  if (is_file && m->size >= 8) m->data = ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  EMBER_CHECK(is_file, IOError, "load: ", path, " is not a regular file");
+  EMBER_CHECK(m->size >= 8, IOError, "load: ", path, ": too short to be a safetensors file");
+  EMBER_CHECK(m->data != MAP_FAILED, IOError, "load: cannot map ", path, " (", std::strerror(map_errno), ")");
+  return m;
+}
+
+// The bytes of one tensor as a tensor: the mapping itself when aligned for its dtype, else a copy (and bool bytes
+// are always copied: a C++ bool must hold 0 or 1, any other byte would be undefined behaviour in every later op).
+Tensor tensor_at(const std::shared_ptr<Mapping>& m, size_t offset, size_t bytes, const Shape& shape, DType dt) {
+  void* p = static_cast<unsigned char*>(m->data) + offset;
+  if (dt != kBool && reinterpret_cast<uintptr_t>(p) % itemsize(dt) == 0)
+    return from_blob(p, shape, {.dtype = dt}, [keep = m](void*) {});
+  Tensor t = empty(shape, {.dtype = dt});
+  if (bytes) std::memcpy(t.data_ptr(), p, bytes);
+  if (dt == kBool) {
+    auto* b = static_cast<unsigned char*>(t.data_ptr());
+    for (size_t i = 0; i < bytes; ++i) b[i] = b[i] != 0;
+  }
+  return t;
+}
+
+// One header entry checked against the data section (sizes are checked as they are multiplied, so a hostile
+// shape cannot overflow), and read.
+Tensor read_entry(const std::shared_ptr<Mapping>& m, uint64_t data_start, const std::string& path,
+                  const std::string& name, const nlohmann::json& info) {
+  const uint64_t data_size = m->size - data_start;
+  DType dt = from_st_dtype(info.at("dtype").get<std::string>(), path, name);
+  std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
+  auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
+  uint64_t bytes = itemsize(dt), span = itemsize(dt);
+  for (int64_t d : shape) {
+    EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
+    // The span (zeros counted as one) makes the strides: it must fit even when a zero size empties the tensor.
+    EMBER_CHECK(!__builtin_mul_overflow(span, static_cast<uint64_t>(std::max<int64_t>(d, 1)), &span) &&
+                    span < (uint64_t{1} << 62),
+                IOError, "load: ", path, ": tensor \"", name, "\" has an impossibly large shape");
+    bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
+                                                                          : data_size + 1;
+  }
+  Shape s(shape);
+  EMBER_CHECK(off.size() == 2 && off[1] >= off[0] && off[1] - off[0] == bytes && off[1] <= data_size, IOError,
+              "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s, " and dtype ",
+              dt, " or run past the end of the file (truncated data?)");
+  return tensor_at(m, data_start + off[0], bytes, s, dt);
+}
+
+}  // namespace
+
 NamedTensors load_tensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), IOError, "load: cannot open ", path, " (", std::strerror(errno), ")");
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  unsigned char len[8];
-  EMBER_CHECK(file_size >= 8 && in.read(reinterpret_cast<char*>(len), 8), IOError, "load: ", path,
-              ": too short to be a safetensors file");
+  const std::shared_ptr<Mapping> m = map_file(path);
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-  EMBER_CHECK(n <= file_size - 8 && n < (uint64_t{1} << 30), IOError, "load: ", path, ": header length ", n,
-              " does not fit the file (", file_size, " bytes): not a safetensors file or truncated");
-  std::string hs(n, '\0');
-  EMBER_CHECK(static_cast<bool>(in.read(hs.data(), static_cast<std::streamsize>(n))), IOError, "load: ", path,
-              ": truncated header");
+  for (int i = 7; i >= 0; --i) n = (n << 8) | m->bytes()[i];
+  EMBER_CHECK(n <= m->size - 8 && n < (uint64_t{1} << 30), IOError, "load: ", path, ": header length ", n,
+              " does not fit the file (", m->size, " bytes): not a safetensors file or truncated header");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(hs);
+    header = nlohmann::json::parse(m->bytes() + 8, m->bytes() + 8 + n);
   } catch (const std::exception& e) {
     throw IOError(detail::str("load: ", path, ": malformed header (", e.what(), ")"));
   }
   EMBER_CHECK(header.is_object(), IOError, "load: ", path, ": the header is not a JSON object");
-  const uint64_t data_start = 8 + n, data_size = file_size - data_start;
   NamedTensors out;
   for (auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
@@ -151,34 +213,7 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
       continue;
     }
     try {
-      DType dt = from_st_dtype(info.at("dtype").get<std::string>(), path, name);
-      std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
-      auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
-      // Sizes are checked against the data section as they are multiplied, so a hostile shape cannot overflow.
-      uint64_t bytes = itemsize(dt), span = itemsize(dt);
-      for (int64_t d : shape) {
-        EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
-        // The span (zeros counted as one) makes the strides: it must fit even when a zero size empties the tensor.
-        EMBER_CHECK(!__builtin_mul_overflow(span, static_cast<uint64_t>(std::max<int64_t>(d, 1)), &span) &&
-                        span < (uint64_t{1} << 62),
-                    IOError, "load: ", path, ": tensor \"", name, "\" has an impossibly large shape");
-        bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
-                                                                              : data_size + 1;
-      }
-      Shape s(shape);
-      EMBER_CHECK(off.size() == 2 && off[1] >= off[0] && off[1] - off[0] == bytes && off[1] <= data_size, IOError,
-                  "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s,
-                  " and dtype ", dt, " or run past the end of the file (truncated?)");
-      Tensor t = empty(s, {.dtype = dt});
-      in.seekg(static_cast<std::streamoff>(data_start + off[0]));
-      EMBER_CHECK(static_cast<bool>(in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(bytes))),
-                  IOError, "load: ", path, ": truncated data for tensor \"", name, "\"");
-      if (dt == kBool) {
-        // A C++ bool must hold 0 or 1; any other byte would be undefined behaviour in every later op.
-        auto* p = static_cast<unsigned char*>(t.data_ptr());
-        for (uint64_t i = 0; i < bytes; ++i) p[i] = p[i] != 0;
-      }
-      out.emplace_back(name, t);
+      out.emplace_back(name, read_entry(m, 8 + n, path, name, info));
     } catch (const nlohmann::json::exception& e) {
       throw IOError(detail::str("load: ", path, ": malformed entry for tensor \"", name, "\" (", e.what(), ")"));
     }
@@ -194,39 +229,104 @@ NamedTensors tensors_once(const NamedTensors& tensors) {
   return out;
 }
 
-void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what) {
-  std::map<std::string, Tensor> src(from.begin(), from.end());
+namespace {
+
+std::string describe(const std::string& name, const Tensor& t) {
+  return detail::str("\"", name, "\" (", t.dtype(), t.shape(), ")");
+}
+std::string list(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s;
+}
+
+// What a load will copy, worked out and checked whole before anything is copied.
+struct LoadPlan {
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (the model's tensor, the file's)
+  LoadResult result;
+  std::vector<std::string> missing_described, unexpected_described;
+};
+
+// The file's tensors under their renamed names (an empty name drops one; two under one name is an error).
+std::map<std::string, Tensor> renamed(const NamedTensors& from, const LoadOptions& opts, const std::string& what) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : from) {
+    const std::string n = opts.rename ? opts.rename(name) : name;
+    if (n.empty()) continue;
+    EMBER_CHECK(out.emplace(n, t).second, IOError, what, ": two tensors of the file are named \"", n,
+                "\" after renaming (the second was \"", name, "\")");
+  }
+  return out;
+}
+
+LoadPlan plan_load(const NamedTensors& into, const NamedTensors& from, const std::string& what,
+                   const LoadOptions& opts) {
+  std::map<std::string, Tensor> src = renamed(from, opts, what);
+  LoadPlan plan;
   std::set<std::string> expected;
   // A tied tensor (one TensorImpl under several names) is read from its first name; a file written by save()
   // holds only that one, an older file may hold the others too (they are then checked and ignored).
   std::set<const TensorImpl*> seen;
-  std::vector<std::pair<std::string, Tensor>> to_copy;
   for (const auto& [name, t] : into) {
     expected.insert(name);
     const bool alias = !seen.insert(t.impl()).second;
     auto it = src.find(name);
-    if (alias && it == src.end()) continue;
-    EMBER_CHECK(it != src.end(), IOError, what, ": tensor \"", name, "\" (", t.dtype(), t.shape(),
-                ") is missing from the file");
+    if (it == src.end()) {
+      if (alias) continue;
+      plan.result.missing.push_back(name);
+      plan.missing_described.push_back(describe(name, t));
+      continue;
+    }
     EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ",
                 it->second.shape(), " in the file but ", t.shape(), " in the model");
-    EMBER_CHECK(it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name, "\" has dtype ",
-                it->second.dtype(), " in the file but ", t.dtype(), " in the model");
-    if (!alias) to_copy.emplace_back(name, t);
+    EMBER_CHECK(opts.dtype_cast || it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name,
+                "\" has dtype ", it->second.dtype(), " in the file but ", t.dtype(),
+                " in the model (pass .dtype_cast = true to convert)");
+    if (!alias) plan.copies.emplace_back(t, it->second);
   }
-  for (const auto& [name, t] : from)
-    EMBER_CHECK(expected.count(name), IOError, what, ": the file has tensor \"", name, "\" (", t.dtype(), t.shape(),
-                ") that the model does not");
+  for (const auto& [name, t] : src)
+    if (!expected.count(name)) {
+      plan.result.unexpected.push_back(name);
+      plan.unexpected_described.push_back(describe(name, t));
+    }
+  return plan;
+}
+
+LoadResult assign_planned(const NamedTensors& into, const NamedTensors& from, const std::string& what,
+                          const LoadOptions& opts) {
+  LoadPlan plan = plan_load(into, from, what, opts);
+  if (opts.strict && !plan.result.complete()) {
+    std::string why;
+    if (!plan.result.missing.empty())
+      why += detail::str(plan.result.missing.size(), " tensor(s) of the model missing from the file: ",
+                         list(plan.missing_described));
+    if (!plan.result.unexpected.empty())
+      why += detail::str(why.empty() ? "" : "; ", plan.result.unexpected.size(),
+                         " tensor(s) in the file that the model does not have: ", list(plan.unexpected_described));
+    throw IOError(detail::str(what, ": ", why,
+                              " (load with .strict = false to load the rest, or .rename to map the file's names)"));
+  }
   NoGradGuard g;
-  for (auto& [name, t] : to_copy) raw::copy_(t, src[name]);  // onto the model's device; bumps the version
+  for (auto& [dst, src] : plan.copies) raw::copy_(dst, src);  // onto the model's device and dtype; bumps the version
+  return plan.result;
+}
+
+}  // namespace
+
+void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what) {
+  assign_planned(into, from, what, {.strict = true, .rename = {}, .dtype_cast = false});
+}
+
+LoadResult assign_tensors(Module& module, const NamedTensors& from, const LoadOptions& opts) {
+  return assign_planned(module.state_dict(), from, "assign_tensors", opts);
 }
 
 void save(const Module& module, const std::string& path) {
   save_tensors(path, tensors_once(module.state_dict()), {{"format", "pt"}});
 }
-void load(Module& module, const std::string& path) {
-  assign_tensors(module.state_dict(), load_tensors(path), "load " + path);
-}
 
+LoadResult load(Module& module, const std::string& path, const LoadOptions& opts) {
+  return assign_planned(module.state_dict(), load_tensors(path), "load " + path, opts);
+}
 
 }  // namespace ember::nn

@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 using namespace ember;
+using test::values;
 namespace fs = std::filesystem;
 
 namespace {
@@ -159,9 +160,88 @@ TEST_F(Serialize, DifferentArchitectureNamesTheTensor) {
 
   nn::Chain f64{nn::Dense(4, 8), nn::Dense(8, 3)};
   f64.to(kFloat64);
-  EXPECT_THROW_MSG(nn::load(f64, p), IOError, "\"0.weight\"", "dtype", "float32", "float64");
+  EXPECT_THROW_MSG(nn::load(f64, p, {.dtype_cast = false}), IOError, "\"0.weight\"", "dtype", "float32", "float64",
+                   "dtype_cast");
 
   EXPECT_THROW_MSG(nn::load(f64, path("absent.safetensors")), IOError, "absent.safetensors");
+  EXPECT_THROW_MSG(nn::load(f64, dir_.string()), IOError, "not a regular file");
+}
+
+// load as PyTorch's load_state_dict: strict lists every difference at once; not strict loads what matches and
+// reports the rest (a checkpoint with a head the model does not use: BERT's pooler); rename maps the file's names.
+TEST_F(Serialize, NonStrictRenameAndTheListOfDifferences) {
+  manual_seed(6);
+  const std::string p = path("m.safetensors");
+  nn::Chain saved{nn::Dense(4, 8), nn::Dense(8, 3), nn::Dense(3, 2)};
+  nn::save(saved, p);
+
+  nn::Chain two{nn::Dense(4, 8), nn::Dense(8, 3)};
+  nn::Chain fewer_inputs{nn::Dense(4, 8), nn::Dense(8, 3), nn::Dense(3, 2), nn::Dense(2, 2)};
+  // strict: one error naming all of them
+  EXPECT_THROW_MSG(nn::load(two, p), IOError, "2 tensor(s) in the file that the model does not have", "\"2.weight\"",
+                   "\"2.bias\"", ".strict = false");
+  EXPECT_THROW_MSG(nn::load(fewer_inputs, p), IOError, "2 tensor(s) of the model missing", "\"3.weight\"", "\"3.bias\"");
+
+  const nn::LoadResult r = nn::load(two, p, {.strict = false});
+  EXPECT_EQ(r.unexpected, (std::vector<std::string>{"2.bias", "2.weight"}));
+  EXPECT_TRUE(r.missing.empty());
+  EXPECT_FALSE(r.complete());
+  EXPECT_EQ(values(two.state_dict()[0].second), values(saved.state_dict()[0].second));
+  const nn::LoadResult r2 = nn::load(fewer_inputs, p, {.strict = false});
+  EXPECT_EQ(r2.missing, (std::vector<std::string>{"3.weight", "3.bias"}));
+  EXPECT_TRUE(r2.unexpected.empty());
+
+  // rename: a file of another framework's names ("encoder.0.weight") mapped onto the model's; "" drops one
+  nn::save_tensors(path("hf.safetensors"), {{"encoder.0.weight", saved.state_dict()[0].second},
+                                            {"encoder.0.bias", saved.state_dict()[1].second},
+                                            {"encoder.1.weight", saved.state_dict()[2].second},
+                                            {"encoder.1.bias", saved.state_dict()[3].second},
+                                            {"pooler.weight", zeros({2})}});
+  auto hf = [](const std::string& n) { return n.rfind("encoder.", 0) == 0 ? n.substr(8) : std::string(); };
+  nn::Chain mapped{nn::Dense(4, 8), nn::Dense(8, 3)};
+  EXPECT_TRUE(nn::load(mapped, path("hf.safetensors"), {.rename = hf}).complete());
+  EXPECT_EQ(values(mapped.state_dict()[2].second), values(saved.state_dict()[2].second));
+  EXPECT_THROW_MSG(nn::load(mapped, path("hf.safetensors"), {.rename = [](const std::string&) { return "x"; }}),
+                   IOError, "two tensors of the file are named \"x\"");
+  // assign_tensors with a map of tensors: the same rules
+  EXPECT_TRUE(nn::assign_tensors(mapped, saved.state_dict(), {.strict = false}).unexpected.size() == 2);
+}
+
+// dtype_cast (the default): a bfloat16 / float16 file loads into a float32 model and the other way, as PyTorch's copy_.
+TEST_F(Serialize, DtypesAreCastOnLoad) {
+  manual_seed(7);
+  nn::Chain f32{nn::Dense(4, 8), nn::Dense(8, 3)};
+  nn::Chain b16 = nn::Chain{nn::Dense(4, 8), nn::Dense(8, 3)};
+  b16.to(kBFloat16);
+  nn::save(b16, path("bf16.safetensors"));
+  nn::load(f32, path("bf16.safetensors"));
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(f32.state_dict()[i].second.dtype(), kFloat32);
+    EXPECT_EQ(values(f32.state_dict()[i].second), values(b16.state_dict()[i].second));  // bf16 values are exact in f32
+  }
+  nn::Chain f16{nn::Dense(4, 8), nn::Dense(8, 3)};
+  f16.to(kFloat16);
+  nn::save(f32, path("f32.safetensors"));
+  nn::load(f16, path("f32.safetensors"));
+  EXPECT_EQ(f16.state_dict()[0].second.dtype(), kFloat16);
+  EXPECT_EQ(values(f16.state_dict()[0].second), values(f32.state_dict()[0].second.to(kFloat16)));
+}
+
+// load_tensors maps the file copy-on-write: writing into a loaded tensor never reaches the file, and the tensors
+// outlive nothing they need (the mapping stays while any of them does).
+TEST_F(Serialize, MappedTensorsAreCopyOnWrite) {
+  const std::string p = path("t.safetensors");
+  nn::save_tensors(p, {{"a", arange(6, {.dtype = kFloat32})}, {"b", tensor<int64_t>({7, 8})}});
+  const std::string bytes = read_bytes(p);
+  Tensor a;
+  {
+    nn::NamedTensors t = nn::load_tensors(p);
+    a = t[0].second;
+  }
+  a.fill_(-1.0);  // the mapping is private: the file keeps its bytes
+  EXPECT_EQ(values(a), std::vector<double>(6, -1.0));
+  EXPECT_EQ(read_bytes(p), bytes);
+  EXPECT_EQ(values(nn::load_tensors(p)[0].second), (std::vector<double>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST_F(Serialize, TruncatedAndGarbageFilesThrow) {
