@@ -89,6 +89,11 @@ void Event::record(const Stream& stream) {
   h.event_record(d, event_, stream.handle());
 }
 
+void Event::record() {
+  const int d = on_device("cuda::Event::record", -1).device;  // without a GPU: the error names this call
+  record(current_stream(d));
+}
+
 void Event::synchronize() const {
   if (event_) usable("cuda::Event::synchronize").event_synchronize(event_);
 }

@@ -10,7 +10,7 @@ namespace ember {
 namespace memory {
 namespace {
 thread_local Phase t_phase = Phase::kForward;
-thread_local std::vector<const std::string*> t_modules;
+thread_local std::vector<std::pair<const std::string*, const std::string*>> t_modules;  // (name, type)
 }  // namespace
 thread_local const char* t_current_op = nullptr;
 
@@ -28,16 +28,19 @@ const char* phase_name(Phase p) {
 
 PhaseScope::PhaseScope(Phase p) : prev_(t_phase) { t_phase = p; }
 PhaseScope::~PhaseScope() { t_phase = prev_; }
-ModuleScope::ModuleScope(const std::string* name) { t_modules.push_back(name); }
+ModuleScope::ModuleScope(const std::string* name, const std::string* type_name) {
+  t_modules.emplace_back(name, type_name);
+}
 ModuleScope::~ModuleScope() { t_modules.pop_back(); }
 
 Context current_context() {
   Context c{.phase = t_phase, .module_path = {}, .op = t_current_op};
-  for (const std::string* n : t_modules) {
+  for (const auto& [n, type] : t_modules) {
     if (!n || n->empty()) continue;
     if (!c.module_path.empty()) c.module_path += '.';
     c.module_path += *n;
   }
+  if (c.module_path.empty() && !t_modules.empty() && t_modules.front().second) c.module_path = *t_modules.front().second;
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -29,6 +30,7 @@ namespace {
 
 struct Args {
   std::string device = "auto", data = "/usr/share/games/fortunes", prompt = "\n", save, amp = "none";
+  std::string logdir;  // --logdir: TensorBoard logs
   int epochs = 3, steps = 200, threads = 0, sample = 400, top_k = 20;
   int64_t batch_size = 32, context = 128, d = 128, heads = 4, blocks = 4;
   double lr = 2e-3, dropout = 0, temperature = 0.8, weight_decay = 0.1;
@@ -43,7 +45,8 @@ struct Args {
             << "                    [--blocks N] [--lr X] [--dropout X] [--weight-decay X] [--device cpu|cuda|auto]\n"
             << "                    [--threads N] [--checkpoint] [--amp none|bf16|f16] [--seed N] [--sample N] "
                "[--temperature X]\n"
-            << "                    [--top-k N] [--prompt TEXT] [--save PATH] [--data DIR|FILE] [--max-val-ratio X]\n";
+            << "                    [--top-k N] [--prompt TEXT] [--save PATH] [--data DIR|FILE] [--max-val-ratio X]\n"
+            << "                    [--logdir DIR]\n";
   std::exit(2);
 }
 
@@ -78,6 +81,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--top-k") a.top_k = std::stoi(v);
       else if (k == "--prompt") a.prompt = v;
       else if (k == "--save") a.save = v;
+      else if (k == "--logdir") a.logdir = v;
       else if (k == "--data") a.data = v;
       else if (k == "--max-val-ratio") a.max_val_ratio = std::stod(v);
       else usage("unknown flag " + k);
@@ -274,6 +278,8 @@ int main(int argc, char** argv) {
 
     std::uniform_int_distribution<int64_t> start_of(0, static_cast<int64_t>(train.size()) - args.context - 1);
     double val_loss = 0;
+    std::unique_ptr<SummaryWriter> log;  // --logdir: `tensorboard --logdir DIR` shows the curves
+    if (!args.logdir.empty()) log = std::make_unique<SummaryWriter>(args.logdir);
     for (int epoch = 1; epoch <= args.epochs; ++epoch) {
       const auto t0 = Clock::now();
       Tensor running_sum = zeros({}, {.device = dev});
@@ -300,9 +306,24 @@ int main(int argc, char** argv) {
       bar.close();
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       val_loss = validation_loss(model, val, args.context, args.batch_size, dev, prec);
+      const double train_loss = running_sum.cpu().item<float>() / args.steps;
+      const double tokens_per_s =
+          static_cast<double>(args.steps) * static_cast<double>(args.batch_size * args.context) / secs;
       std::printf("epoch %d: train loss %.4f, val loss %.4f nats (unigram entropy %.4f), %.0f tokens/s\n", epoch,
-                  running_sum.cpu().item<float>() / args.steps, val_loss, h_unigram,
-                  static_cast<double>(args.steps) * static_cast<double>(args.batch_size * args.context) / secs);
+                  train_loss, val_loss, h_unigram, tokens_per_s);
+      if (log) {
+        const int64_t step = static_cast<int64_t>(epoch) * args.steps;
+        log->add_scalars("loss", {{"train", train_loss}, {"val", val_loss}}, step);
+        log->add_scalar("lr", sched.get_last_lr(), step);
+        log->add_scalar("tokens_per_second", tokens_per_s, step);
+        // device-agnostic: cuda::max_memory_allocated reads 0 without a GPU
+        log->add_scalar("memory/peak_mib",
+                        static_cast<double>(dev.is_cuda() ? cuda::max_memory_allocated(dev.index())
+                                                          : cpu_memory_stats().peak_bytes_in_use) /
+                            1048576,
+                        step);
+        log->flush();
+      }
     }
     std::printf("val loss %.4f nats = %.1f%% of the unigram entropy\n", val_loss, 100 * val_loss / h_unigram);
     if (dev.is_cuda()) std::cout << cuda::memory_summary(dev);

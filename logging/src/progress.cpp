@@ -49,7 +49,12 @@ ProgressBar::ProgressBar(int64_t total, ProgressOptions opts)
   redraw_ = opts_.redraw.value_or(is_terminal(out_));
 }
 
-ProgressBar::~ProgressBar() { close(); }
+ProgressBar::~ProgressBar() {
+  try {
+    close();
+  } catch (...) {  // only bad_alloc can come here; a destructor does not throw
+  }
+}
 
 double ProgressBar::elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 

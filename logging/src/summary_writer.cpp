@@ -63,17 +63,18 @@ event_format::Histogram histogram_of(const std::vector<double>& v, int bins) {
     lo -= 0.5;
     hi += 0.5;
   }
-  const double width = (hi - lo) / bins;
+  // Halves: hi - lo itself may overflow for values near the largest double.
+  const double half_span = hi / 2 - lo / 2;
   std::vector<double> counts(static_cast<size_t>(bins), 0.0);
   for (double x : v) {
-    auto i = static_cast<int64_t>((x - lo) / width);
-    i = std::clamp<int64_t>(i, 0, bins - 1);
+    const double f = (x / 2 - lo / 2) / half_span * bins;
+    const int64_t i = f >= bins ? bins - 1 : (f > 0 ? static_cast<int64_t>(f) : 0);
     counts[static_cast<size_t>(i)] += 1;
   }
   h.bucket_limit.push_back(lo);
   h.bucket.push_back(0);
   for (int i = 0; i < bins; ++i) {
-    h.bucket_limit.push_back(i + 1 == bins ? hi : lo + width * (i + 1));
+    h.bucket_limit.push_back(i + 1 == bins ? hi : lo + 2 * (half_span * (i + 1) / bins));
     h.bucket.push_back(counts[static_cast<size_t>(i)]);
   }
   return h;

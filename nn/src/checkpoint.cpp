@@ -179,7 +179,13 @@ void load_or_restore(const std::string& path, const Checkpoint& c, const Parts& 
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const Checkpoint& c) {
   std::map<std::string, std::string> meta;
-  const NamedTensors all = load_tensors(path, &meta);
+  NamedTensors all;
+  try {
+    all = load_tensors(path, &meta);
+  } catch (const IOError& e) {  // the reader's messages start "load: "; this call is load_checkpoint
+    const std::string m = e.what();
+    throw IOError("load_checkpoint: " + (m.rfind("load: ", 0) == 0 ? m.substr(6) : m));
+  }
   const Header h = read_header(path, meta, c.rng);
   const Parts parts = stateful_parts(c);
   auto require = [&](const std::string& prefix, const std::string& what) {

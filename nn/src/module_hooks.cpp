@@ -50,7 +50,13 @@ HookHandle Module::add_backward_hook(BackwardHook fn) {
 
 // With no hook registered (the common case) this is one test and a virtual call.
 Tensor Module::operator()(const Tensor& x) const {
-  memory::ModuleScope where(&state_->name);  // an OutOfMemoryError names the module path
+  // An OutOfMemoryError and memory::plan name the module path; a root's own ops, its type.
+  const std::string* type = nullptr;
+  if (state_->name.empty()) {
+    std::call_once(state_->type_once, [this] { state_->type_name = internal::type_name(*this); });
+    type = &state_->type_name;
+  }
+  memory::ModuleScope where(&state_->name, type);
   const auto& hooks = state_->hooks;
   if (!hooks || hooks->empty()) [[likely]]
     return const_cast<Module*>(this)->forward(x);

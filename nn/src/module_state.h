@@ -1,6 +1,7 @@
 // defines (internal to nn/): nn::Module's shared state, its hook lists, and the helpers the module and
 // container sources share (a module's printable type name, indentation of a nested repr).
 #pragma once
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,8 @@ struct Module::State {
   bool training = true;
   std::string name;  // its name in the parent it was last registered in ("" for a root); memory::ModuleScope
   std::shared_ptr<internal::ModuleHooks> hooks;  // null until the first hook is registered
+  std::once_flag type_once;  // type_name is set once, at the first call of an unnamed (root) module
+  std::string type_name;
 };
 
 struct ModuleAccess {

@@ -218,6 +218,21 @@ TEST(SummaryWriter, BadInputsAreClearErrorsAndWriteNothing) {
   EXPECT_EQ(records(w.file_path()).size(), before) << "a refused call writes nothing";
 }
 
+// Values at the ends of the double range: the bucket arithmetic must not overflow into NaN.
+TEST(SummaryWriter, HistogramOfExtremeValues) {
+  const fs::path dir = test::tmpdir("HistogramOfExtremeValues");
+  SummaryWriter w(dir.string(), {.flush_every = 1});
+  w.add_histogram("wide", tensor<double>({-1e308, 0.0, 1e308}), 0, 4);
+  const auto recs = records(w.file_path());
+  ASSERT_EQ(recs.size(), 2u);
+  const auto histo = fields(field(value_of(recs[1]).fields, 5)->bytes);
+  const std::string counts = field(histo, 7)->bytes;
+  ASSERT_EQ(counts.size(), 5u * 8);
+  std::vector<double> c;
+  for (size_t i = 0; i < 5; ++i) c.push_back(as_double(le(counts, i * 8, 8)));
+  EXPECT_EQ(c, (std::vector<double>{0, 1, 0, 1, 1}));  // -1e308 | 0 (third bucket's start) | 1e308 in the last
+}
+
 // TensorBoard's own reader, when installed (make tensorboard puts it in build/venv-tensorboard).
 TEST(SummaryWriterTensorBoard, TheRunReadsBackInTensorBoard) {
   std::string python = "/usr/bin/python3";

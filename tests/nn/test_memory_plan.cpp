@@ -327,3 +327,22 @@ TEST(MemoryPlan, CudaMatmulTakesItsWorkspace) {
   const memory::Plan cpu = memory::plan(Device::cpu(), [] { Tensor c = matmul(randn({64, 64}), randn({64, 64})); });
   EXPECT_EQ(cpu.bytes(memory::Category::kWorkspace), 0u);
 }
+
+namespace {
+// A model's own ops (outside any child) are attributed to its type, not to "(no module)"; a child's to its name.
+struct OwnOps : nn::Module {
+  nn::Dense fc{4, 4};
+  OwnOps() { register_module("fc", fc); }
+  Tensor forward(const Tensor& x) override { return fc(x * 2.0); }
+};
+}  // namespace
+
+TEST(MemoryPlan, TheModelsOwnOpsAreNamedByItsType) {
+  OwnOps m;
+  const Tensor x = randn({8, 4});  // real, outside the plan
+  const memory::Plan p = memory::plan(Device::cpu(), [&] { Tensor y = m(x); }, {.limit_bytes = 1});
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.first_oom.find("in module 'OwnOps'"), std::string::npos) << p.first_oom;  // x * 2.0, OwnOps' own
+  const memory::Plan q = memory::plan(Device::cpu(), [&] { Tensor y = m(x); });
+  EXPECT_EQ(q.by_module.count("(no module)"), 0u) << q.to_string();
+}

@@ -461,6 +461,12 @@ TEST_F(Serialize, CheckpointRoundTrip) {
   EXPECT_THROW_MSG(nn::load_checkpoint(p, m2, other_opt), IOError, "OtherOptimizer", "\"v\"");
 }
 
+TEST_F(Serialize, CheckpointOfAMissingFileNamesTheCall) {
+  nn::Chain m{nn::Dense(2, 2)};
+  EXPECT_THROW_MSG(nn::load_checkpoint(path("absent.safetensors"), nn::Checkpoint{.model = &m}), IOError,
+                   "load_checkpoint: cannot open", "absent.safetensors");
+}
+
 TEST_F(Serialize, CheckpointWithBadStepMetadataThrowsIOError) {
   const std::string p = path("weird.safetensors");
   nn::save_tensors(p, {{"model.w", zeros({1})}}, {{"format", "ember-checkpoint"}, {"step", "twelve"}});

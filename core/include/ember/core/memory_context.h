@@ -36,10 +36,12 @@ class PhaseScope {
  private:
   Phase prev_;
 };
-// `name` (a module's name in its parent; empty for a root) must outlive the scope.
+// `name` (a module's name in its parent; empty for a root) must outlive the scope, as must `type_name` (the
+// module's type, "Net"): where no enclosing module has a name, the ops are attributed to the outermost one's type
+// (a model's own forward names the model, not "(no module)").
 class ModuleScope {
  public:
-  explicit ModuleScope(const std::string* name);
+  explicit ModuleScope(const std::string* name, const std::string* type_name = nullptr);
   ~ModuleScope();
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;

@@ -35,7 +35,8 @@ class Event {
 
   // Captures the work queued on `stream` so far; a later record replaces the earlier capture. An event
   // belongs to the device of the stream it was first recorded on.
-  void record(const Stream& stream = current_stream());
+  void record(const Stream& stream);
+  void record();  // on the current stream of the current device
   // Waits until the captured work is done.
   void synchronize() const;
   // True when the captured work is done (never waits).
