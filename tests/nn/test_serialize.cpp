@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "test_util.h"
@@ -203,8 +204,15 @@ TEST_F(Serialize, NonStrictRenameAndTheListOfDifferences) {
   EXPECT_EQ(values(mapped.state_dict()[2].second), values(saved.state_dict()[2].second));
   EXPECT_THROW_MSG(nn::load(mapped, path("hf.safetensors"), {.rename = [](const std::string&) { return "x"; }}),
                    IOError, "two tensors of the file are named \"x\"");
-  // assign_tensors with a map of tensors: the same rules
+  // assign_tensors with the tensors in a vector or a map: the same rules
   EXPECT_TRUE(nn::assign_tensors(mapped, saved.state_dict(), {.strict = false}).unexpected.size() == 2);
+  const auto sd = saved.state_dict();
+  std::map<std::string, Tensor> as_map(sd.begin(), sd.end());
+  nn::Chain from_map{nn::Dense(4, 8), nn::Dense(8, 3), nn::Dense(3, 2)};
+  EXPECT_TRUE(nn::assign_tensors(from_map, as_map).complete());
+  EXPECT_EQ(values(from_map.state_dict()[5].second), values(sd[5].second));
+  nn::save_tensors(path("map.safetensors"), as_map);
+  EXPECT_EQ(nn::load_tensors(path("map.safetensors")).size(), 6u);
 }
 
 // dtype_cast (the default): a bfloat16 / float16 file loads into a float32 model and the other way, as PyTorch's copy_.

@@ -9,10 +9,12 @@
 //   nn::save_checkpoint("ckpt.safetensors", model, opt, step);
 //   int64_t step = nn::load_checkpoint("ckpt.safetensors", model, opt);
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/nn/checkpoint.h"
@@ -49,6 +51,26 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
 void assign_tensors(const NamedTensors& into, const NamedTensors& from, const std::string& what);
 // Copies `from` into the module's parameters and buffers by name, as load does (every check before any copy).
 LoadResult assign_tensors(Module& module, const NamedTensors& from, const LoadOptions& opts = {});
+
+// The same two calls with the tensors in a map (std::map<std::string, Tensor>, std::unordered_map, ...): entries
+// in the map's order. (A braced list {{"name", t}, ...} picks the NamedTensors forms.)
+template <class Map>
+  requires(!std::is_convertible_v<const Map&, const NamedTensors&>) && requires(const Map& m) {
+    { m.begin()->first } -> std::convertible_to<std::string>;
+    { m.begin()->second } -> std::convertible_to<Tensor>;
+  }
+void save_tensors(const std::string& path, const Map& tensors,
+                  const std::map<std::string, std::string>& metadata = {}) {
+  save_tensors(path, NamedTensors(tensors.begin(), tensors.end()), metadata);
+}
+template <class Map>
+  requires(!std::is_convertible_v<const Map&, const NamedTensors&>) && requires(const Map& m) {
+    { m.begin()->first } -> std::convertible_to<std::string>;
+    { m.begin()->second } -> std::convertible_to<Tensor>;
+  }
+LoadResult assign_tensors(Module& module, const Map& from, const LoadOptions& opts = {}) {
+  return assign_tensors(module, NamedTensors(from.begin(), from.end()), opts);
+}
 // The entries of `tensors` whose tensor was not listed before (tied weights under their first name only).
 NamedTensors tensors_once(const NamedTensors& tensors);
 
