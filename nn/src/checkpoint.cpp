@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,29 +39,19 @@ std::vector<std::pair<std::string, Stateful>> stateful_parts(const Checkpoint& c
   return out;
 }
 
-uint64_t parse_u64(const std::string& text, const std::string& what, const std::string& path) {
+// A whole metadata string as an integer (uint64_t: no sign; int64_t: a sign allowed), or IOError naming it.
+template <class T>
+T parse_int(const std::string& text, const std::string& what, const std::string& path) {
   size_t used = 0;
-  uint64_t v = 0;
+  T v = 0;
   try {
-    v = std::stoull(text, &used);
+    if constexpr (std::is_signed_v<T>) v = std::stoll(text, &used);
+    else v = std::stoull(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  EMBER_CHECK(used > 0 && used == text.size() && text[0] != '-', IOError, "load_checkpoint: ", path, ": malformed ",
-              what, " \"", text, "\" in the metadata");
-  return v;
-}
-
-int64_t parse_i64(const std::string& text, const std::string& what, const std::string& path) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  EMBER_CHECK(used > 0 && used == text.size(), IOError, "load_checkpoint: ", path, ": malformed ", what, " \"", text,
-              "\" in the metadata");
+  EMBER_CHECK(used > 0 && used == text.size() && (std::is_signed_v<T> || text[0] != '-'), IOError,
+              "load_checkpoint: ", path, ": malformed ", what, " \"", text, "\" in the metadata");
   return v;
 }
 
@@ -118,14 +109,14 @@ Header read_header(const std::string& path, std::map<std::string, std::string>& 
   h.parts_text = meta.count("parts") ? meta["parts"] : std::string("model,optim");
   std::stringstream ss(h.parts_text);
   for (std::string p; std::getline(ss, p, ',');) h.parts.insert(p);
-  h.info.step = parse_i64(meta["step"], "step", path);
+  h.info.step = parse_int<int64_t>(meta["step"], "step", path);
   for (const auto& [k, v] : meta)
     if (k.rfind("user.", 0) == 0) h.info.metadata[k.substr(5)] = v;
   if (want_rng) {
     EMBER_CHECK(meta.count("rng.seed") && meta.count("rng.offset"), IOError, "load_checkpoint: ", path,
                 " has no random-generator state (saved with .rng = false, or by an older version); pass .rng = false");
-    h.rng = {.seed = parse_u64(meta["rng.seed"], "rng.seed", path),
-             .offset = parse_u64(meta["rng.offset"], "rng.offset", path)};
+    h.rng = {.seed = parse_int<uint64_t>(meta["rng.seed"], "rng.seed", path),
+             .offset = parse_int<uint64_t>(meta["rng.offset"], "rng.offset", path)};
   }
   return h;
 }
