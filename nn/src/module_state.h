@@ -14,8 +14,8 @@ namespace internal {
 // Each list in registration order; key: the HookHandle's id.
 struct ModuleHooks {
   uint64_t next_id = 1;
-  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
-  std::vector<std::pair<uint64_t, ForwardHook>> post;
+  std::vector<std::pair<uint64_t, ForwardArgsPreHook>> pre;  // the one-tensor forms, wrapped
+  std::vector<std::pair<uint64_t, ForwardArgsHook>> post;
   std::vector<std::pair<uint64_t, BackwardHook>> backward;
   bool empty() const { return pre.empty() && post.empty() && backward.empty(); }
 };

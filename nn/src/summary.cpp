@@ -16,7 +16,7 @@ namespace {
 
 struct Row {
   std::string path, type;
-  Shape out;
+  std::string out;  // the output shapes
   int64_t params = 0;
   size_t activation = 0;
   int depth = 0;
@@ -28,34 +28,57 @@ size_t allocated_size(const Tensor& t, Device d) { return memory::allocated_size
 
 // The table: a header, then one line per module (indented by depth).
 void print_rows(std::ostream& os, const std::vector<Row>& rows) {
-  os << std::left << std::setw(28) << "Layer" << std::setw(18) << "Type" << std::setw(22) << "Output shape"
+  os << std::left << std::setw(28) << "Layer" << std::setw(20) << "Type" << std::setw(22) << "Output shape"
      << std::right << std::setw(12) << "Params" << std::setw(14) << "Activations"
      << "\n"
-     << std::string(94, '-') << "\n";
+     << std::string(96, '-') << "\n";
   for (const Row& r : rows) {
     std::ostringstream shape;
     if (r.called) shape << r.out;
     else shape << "(not called)";
     std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
-    os << std::left << std::setw(28) << name << std::setw(18) << r.type << std::setw(22) << shape.str() << std::right
+    os << std::left << std::setw(28) << name << std::setw(20) << r.type << std::setw(22) << shape.str() << std::right
        << std::setw(12) << internal::group_digits(r.params, ',') << std::setw(14)
        << (r.called ? detail::format_bytes(r.activation, 2) : "-") << "\n";
   }
 }
 
-}  // namespace
+struct InputSpec {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
 
-std::string summary(const Module& model, const Shape& input_shape) {
-  // The input's dtype and device: the model's.
-  DType dtype = kFloat32;
-  Device device = Device::cpu();
-  for (const Tensor& p : model.parameters())
-    if (is_floating(p.dtype())) {
-      dtype = p.dtype();
-      device = p.device();
-      break;
-    }
+// Calls the model on planned zero tensors of `specs` and the backward of its outputs' sum.
+void run_planned_call(const Module& model, const std::vector<InputSpec>& specs) {
+  std::vector<Tensor> x;
+  for (const InputSpec& s : specs) x.push_back(zeros(s.shape, {.dtype = s.dtype, .device = s.device}));
+  const std::vector<Tensor> y = model.call(x);  // whichever forward form the model has, through its hooks
+  Tensor loss;
+  for (const Tensor& t : y)
+    if (t.defined() && t.requires_grad()) loss = loss.defined() ? loss + t.sum() : t.sum();
+  if (loss.defined()) loss.backward();
+}
 
+// The shapes of a call's outputs: "[64, 10]", or "[2, 8, 16], [2, 16]" for several.
+std::string shapes_text(const std::vector<Tensor>& ts) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (i) os << ", ";
+    if (ts[i].defined()) os << ts[i].shape();
+    else os << "(none)";
+  }
+  return os.str();
+}
+
+// "[64, 1, 28, 28] float32", or "[2, 16] int64, [2, 16] float32" for several inputs.
+std::string inputs_text(const std::vector<InputSpec>& specs) {
+  std::ostringstream os;
+  for (size_t i = 0; i < specs.size(); ++i) os << (i ? ", " : "") << specs[i].shape << " " << specs[i].dtype;
+  return os.str();
+}
+
+std::string summary_of(const Module& model, const std::vector<InputSpec>& specs, Device device, DType dtype) {
   const NamedModules modules = model.named_modules();
   std::vector<Row> rows(modules.size());
   std::vector<HookHandle> handles;
@@ -67,14 +90,16 @@ std::string summary(const Module& model, const Shape& input_shape) {
     r.type = internal::type_name(*m);
     r.depth = path.empty() ? 0 : 1 + static_cast<int>(std::count(path.begin(), path.end(), '.'));
     for (const Tensor& p : m->parameters()) r.params += p.numel();
-    handles.push_back(m->register_forward_pre_hook(
-        [&before, i, device](Module&, const Tensor&) { before[i] = memory::planned_bytes_in_use(device); }));
-    handles.push_back(m->register_forward_hook([&rows, &before, i, device](Module&, const Tensor&, const Tensor& y) {
-      const size_t now = memory::planned_bytes_in_use(device);
-      rows[i].out = y.shape();
-      rows[i].activation = now > before[i] ? now - before[i] : 0;
-      rows[i].called = true;
+    handles.push_back(m->register_forward_pre_hook([&before, i, device](Module&, const std::vector<Tensor>&) {
+      before[i] = memory::planned_bytes_in_use(device);
     }));
+    handles.push_back(m->register_forward_hook(
+        [&rows, &before, i, device](Module&, const std::vector<Tensor>&, const std::vector<Tensor>& y) {
+          const size_t now = memory::planned_bytes_in_use(device);
+          rows[i].out = shapes_text(y);
+          rows[i].activation = now > before[i] ? now - before[i] : 0;
+          rows[i].called = true;
+        }));
   }
   // Gradients land in the real parameters' .grad during the planned backward: keep and restore them.
   std::vector<Tensor> params = model.parameters();
@@ -82,11 +107,7 @@ std::string summary(const Module& model, const Shape& input_shape) {
   for (const Tensor& p : params) grads.push_back(p.grad());
   memory::Plan plan;
   try {
-    plan = memory::plan(device, [&] {
-      Tensor x = zeros(input_shape, {.dtype = dtype, .device = device});
-      Tensor y = const_cast<Module&>(model)(x);
-      if (y.requires_grad()) y.sum().backward();
-    });
+    plan = memory::plan(device, [&] { run_planned_call(model, specs); });
   } catch (...) {
     for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
     for (HookHandle& h : handles) h.remove();
@@ -106,18 +127,43 @@ std::string summary(const Module& model, const Shape& input_shape) {
   auto fmt = [](size_t b) { return detail::format_bytes(b, 2); };
   std::ostringstream os;
   print_rows(os, rows);
-  os << std::string(94, '-') << "\n"
+  os << std::string(96, '-') << "\n"
      << "Parameters: " << internal::group_digits(trainable + frozen, ',') << " (trainable "
      << internal::group_digits(trainable, ',') << ", frozen " << internal::group_digits(frozen, ',') << "), "
      << fmt(param_bytes) << " with buffers on " << device << "\n"
-     << "Input " << input_shape << " " << dtype
-     << "; planned forward + backward peak: " << fmt(param_bytes + plan.peak_bytes) << " (parameters "
-     << fmt(param_bytes) << ", gradients " << fmt(plan.bytes(memory::Category::kGradients)) << ", activations "
-     << fmt(plan.bytes(memory::Category::kActivations)) << ", temporaries "
+     << "Input " << inputs_text(specs) << "; planned forward + backward peak: " << fmt(param_bytes + plan.peak_bytes)
+     << " (parameters " << fmt(param_bytes) << ", gradients " << fmt(plan.bytes(memory::Category::kGradients))
+     << ", activations " << fmt(plan.bytes(memory::Category::kActivations)) << ", temporaries "
      << fmt(plan.bytes(memory::Category::kTemporaries)) << ")\n"
      << "An optimiser step adds its state: SGD with momentum 1x, Adam/AdamW 2x the trainable parameters ("
      << fmt(2 * static_cast<size_t>(trainable) * itemsize(dtype)) << " for Adam)\n";
   return os.str();
+}
+
+// The dtype and device of the model's first floating parameter (float32 on the CPU without one).
+std::pair<DType, Device> model_dtype_device(const Module& model) {
+  for (const Tensor& p : model.parameters())
+    if (is_floating(p.dtype())) return {p.dtype(), p.device()};
+  return {kFloat32, Device::cpu()};
+}
+}  // namespace
+
+std::string summary(const Module& model, const Shape& input_shape) {
+  const auto [dtype, device] = model_dtype_device(model);
+  return summary_of(model, {{input_shape, dtype, device}}, device, dtype);
+}
+
+std::string summary(const Module& model, const std::vector<Tensor>& example_inputs) {
+  EMBER_CHECK_VALUE(!example_inputs.empty(), "nn::summary: no example inputs given");
+  std::vector<InputSpec> specs;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    const Tensor& t = example_inputs[i];
+    EMBER_CHECK_VALUE(t.defined(), "nn::summary: example input ", i, " is an undefined tensor");
+    specs.push_back({t.shape(), t.dtype(), t.device()});
+  }
+  const auto [dtype, device] = model_dtype_device(model);
+  const bool has_params = !model.parameters().empty();
+  return summary_of(model, specs, has_params ? device : specs[0].device, dtype);
 }
 
 }  // namespace ember::nn

@@ -107,12 +107,11 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBl
 Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& mask) {
-  auto attend = [&](const Tensor& h) { return mask.defined() ? attn_.forward(h, mask) : attn_(h); };
   if (opts_.norm_first) {
-    Tensor h = x + drop_(attend(ln1_(x)));
+    Tensor h = x + drop_(attn_(ln1_(x), mask));
     return h + drop_(mlp_(ln2_(h)));
   }
-  Tensor h = ln1_(x + drop_(attend(x)));
+  Tensor h = ln1_(x + drop_(attn_(x, mask)));
   return ln2_(h + drop_(mlp_(h)));
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <iterator>
 #include <vector>
 
 namespace ember {
@@ -17,7 +18,7 @@ class Shape {
   Shape(std::initializer_list<int64_t> il) { assign(il.begin(), il.end()); }
   Shape(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit on purpose
   Shape(size_t n, int64_t value) { resize(n, value); }
-  template <class It>
+  template <std::input_iterator It>  // constrained: Shape{a, b} of two tensors is no shape
   Shape(It first, It last) {
     assign(first, last);
   }

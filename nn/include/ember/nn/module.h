@@ -8,6 +8,11 @@
 //     Tensor forward(const Tensor& x) override { return fc2(fc1(x.flatten(1))); }
 //   };
 //
+// A module with several inputs overrides forward(a, b) (up to four tensors) and is called as m(a, b); one with
+// several outputs (or a variable number of inputs) overrides forward_many and is called as m.call({a, b}). Hooks,
+// nn::summary and memory plans see every form. (Building with GCC's -Woverloaded-virtual? Add
+// `using Module::forward;` to a module that overrides one form only.)
+//
 // THE REGISTRATION RULE: a module only knows what was registered with register_parameter, register_buffer or
 // register_module. A member tensor or layer that was not registered is invisible to parameters() (so the
 // optimiser never steps it), to(), train()/eval(), zero_grad(), save()/load(), named_modules(), apply() and
@@ -32,9 +37,14 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using NamedModules = std::vector<std::pair<std::string, Module*>>;
 
 // A hook on a module call (see Module::register_forward_hook). A returned tensor (or gradient list) replaces
-// the value the hook was given; std::nullopt keeps it.
+// the value the hook was given; std::nullopt keeps it. The one-tensor forms see a call's first input and first
+// output; the Args forms see all of them, as lists (a returned list replaces them all and has their length).
 using ForwardPreHook = std::function<std::optional<Tensor>(Module& m, const Tensor& input)>;
 using ForwardHook = std::function<std::optional<Tensor>(Module& m, const Tensor& input, const Tensor& output)>;
+using ForwardArgsPreHook =
+    std::function<std::optional<std::vector<Tensor>>(Module& m, const std::vector<Tensor>& inputs)>;
+using ForwardArgsHook = std::function<std::optional<std::vector<Tensor>>(Module& m, const std::vector<Tensor>& inputs,
+                                                                         const std::vector<Tensor>& outputs)>;
 using BackwardHook = std::function<std::optional<std::vector<Tensor>>(Module& m, const std::vector<Tensor>& grad_input,
                                                                       const std::vector<Tensor>& grad_output)>;
 
@@ -62,11 +72,24 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = default;
   Module& operator=(const Module&) = default;
 
-  // The layer's computation. Call it as m(x).
+  // The layer's computation. Call it as m(x). A module overrides the forms it takes; the others throw
+  // (those of one output fall back on forward_many when a module overrides only that).
   virtual Tensor forward(const Tensor& x);
+  virtual Tensor forward(const Tensor& a, const Tensor& b);
+  virtual Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c);
+  virtual Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d);
+  // The general form: any number of inputs, any number of outputs. By default, forward() of inputs.size()
+  // tensors, as a list of one.
+  virtual std::vector<Tensor> forward_many(const std::vector<Tensor>& inputs);
+
   // Runs the forward pre-hooks, forward, the forward hooks, and arms the backward hooks; with no hook
   // registered it is forward(x). Const because a module is a handle (its state is shared, not owned by this).
   Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& a, const Tensor& b) const;
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) const;
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) const;
+  // The same for forward_many: m.call({ids, mask}) returns every output.
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs) const;
   // How the module prints, e.g. "Dense(784 => 128, relu)". Not overridden (a user module, ModuleList,
   // ModuleDict): the type name with the registered parameters, buffers and children, one per line, as
   // "Net(\n  (fc1): Dense(784 => 128, relu)\n  (fc2): Dense(128 => 10)\n)".
@@ -109,53 +132,46 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // --- hooks (run by operator(), not by a direct call of forward), in registration order. A hook may return
   // void instead of an optional. Hooks are shared by every handle of the module.
-  // fn(module, input) before forward; a returned tensor replaces the input.
+  // fn(module, input) before forward; a returned tensor replaces the input. fn(module, inputs) sees every input.
   template <class F>
   HookHandle register_forward_pre_hook(F&& fn) {
-    using R = std::invoke_result_t<F&, Module&, const Tensor&>;
-    if constexpr (std::is_void_v<R>) {
-      return add_forward_pre_hook(
-          [f = std::forward<F>(fn)](Module& m, const Tensor& x) mutable -> std::optional<Tensor> {
-            f(m, x);
-            return std::nullopt;
-          });
+    if constexpr (std::is_invocable_v<F&, Module&, const Tensor&>) {
+      return add_forward_pre_hook(as_hook<ForwardPreHook, Tensor, F, Module&, const Tensor&>(std::forward<F>(fn)));
     } else {
-      return add_forward_pre_hook(ForwardPreHook(std::forward<F>(fn)));
+      static_assert(std::is_invocable_v<F&, Module&, const std::vector<Tensor>&>,
+                    "register_forward_pre_hook: fn(Module&, const Tensor&) or fn(Module&, const std::vector<Tensor>&)");
+      return add_forward_pre_hook(
+          as_hook<ForwardArgsPreHook, std::vector<Tensor>, F, Module&, const std::vector<Tensor>&>(
+              std::forward<F>(fn)));
     }
   }
-  // fn(module, input, output) after forward; a returned tensor replaces the output.
+  // fn(module, input, output) after forward; a returned tensor replaces the output. fn(module, inputs, outputs)
+  // sees every input and output.
   template <class F>
   HookHandle register_forward_hook(F&& fn) {
-    using R = std::invoke_result_t<F&, Module&, const Tensor&, const Tensor&>;
-    if constexpr (std::is_void_v<R>) {
+    if constexpr (std::is_invocable_v<F&, Module&, const Tensor&, const Tensor&>) {
       return add_forward_hook(
-          [f = std::forward<F>(fn)](Module& m, const Tensor& x, const Tensor& y) mutable -> std::optional<Tensor> {
-            f(m, x, y);
-            return std::nullopt;
-          });
+          as_hook<ForwardHook, Tensor, F, Module&, const Tensor&, const Tensor&>(std::forward<F>(fn)));
     } else {
-      return add_forward_hook(ForwardHook(std::forward<F>(fn)));
+      using List = const std::vector<Tensor>&;
+      static_assert(std::is_invocable_v<F&, Module&, List, List>,
+                    "register_forward_hook: fn(Module&, const Tensor&, const Tensor&) or fn(Module&, const "
+                    "std::vector<Tensor>&, const std::vector<Tensor>&)");
+      return add_forward_hook(
+          as_hook<ForwardArgsHook, std::vector<Tensor>, F, Module&, List, List>(std::forward<F>(fn)));
     }
   }
   // fn(module, grad_input, grad_output), once per backward pass through each call of the module made with grad
-  // mode on: grad_output holds d(loss)/d(output), grad_input d(loss)/d(input) (one entry each; grad_input's is
-  // undefined when the input does not require grad, and the hook then runs as soon as grad_output is known).
-  // Gradients w.r.t. the module's parameters are not part of it. A returned vector (one entry, of the input's
-  // shape) replaces grad_input. The Module& given stays valid whenever backward runs: the object itself when a
-  // shared_ptr owns it (container elements), else a Module handle on the same state (not of the derived type).
+  // mode on: grad_output holds d(loss)/d(output) (one entry per output), grad_input d(loss)/d(input) (one entry
+  // per input; undefined for an input that does not require grad or gets no gradient; when no input requires grad,
+  // the hook runs as soon as grad_output is known). Gradients w.r.t. the module's parameters are not part of it. A
+  // returned vector (one entry per input, each of its input's shape) replaces grad_input. The Module& given stays
+  // valid whenever backward runs: the object itself when a shared_ptr owns it (container elements), else a Module
+  // handle on the same state (not of the derived type).
   template <class F>
   HookHandle register_full_backward_hook(F&& fn) {
-    using R = std::invoke_result_t<F&, Module&, const std::vector<Tensor>&, const std::vector<Tensor>&>;
-    if constexpr (std::is_void_v<R>) {
-      return add_backward_hook(
-          [f = std::forward<F>(fn)](Module& m, const std::vector<Tensor>& gi,
-                                    const std::vector<Tensor>& go) mutable -> std::optional<std::vector<Tensor>> {
-            f(m, gi, go);
-            return std::nullopt;
-          });
-    } else {
-      return add_backward_hook(BackwardHook(std::forward<F>(fn)));
-    }
+    using List = const std::vector<Tensor>&;
+    return add_backward_hook(as_hook<BackwardHook, std::vector<Tensor>, F, Module&, List, List>(std::forward<F>(fn)));
   }
 
  protected:
@@ -184,10 +200,26 @@ class Module : public std::enable_shared_from_this<Module> {
   }
 
  private:
+  // fn as the hook type H; one with a void result wrapped to return std::nullopt (a hook may return nothing).
+  template <class H, class R, class F, class... Args>
+  static H as_hook(F&& fn) {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, Args...>>) {
+      return [f = std::forward<F>(fn)](Args... args) mutable -> std::optional<R> {
+        f(args...);
+        return std::nullopt;
+      };
+    } else {
+      return H(std::forward<F>(fn));  // an empty std::function stays empty: registering it is refused
+    }
+  }
   HookHandle add_forward_pre_hook(ForwardPreHook fn);
+  HookHandle add_forward_pre_hook(ForwardArgsPreHook fn);
   HookHandle add_forward_hook(ForwardHook fn);
+  HookHandle add_forward_hook(ForwardArgsHook fn);
   HookHandle add_backward_hook(BackwardHook fn);
-  Tensor call_with_hooks(const Tensor& x) const;
+  bool has_hooks() const;
+  // The forward form for `inputs` (forward_many when `many`) between the hooks.
+  std::vector<Tensor> call_with_hooks(const std::vector<Tensor>& inputs, bool many) const;
 
   struct State;
   std::shared_ptr<State> state_;

@@ -4,6 +4,7 @@
 //   std::cout << nn::summary(model, {64, 1, 28, 28});
 #pragma once
 #include <string>
+#include <vector>
 
 #include "ember/core/shape.h"
 #include "ember/nn/module.h"
@@ -16,5 +17,12 @@ namespace ember::nn {
 // backward), rounded as the device's allocator rounds them. The model, its parameters and their gradients are
 // as they were afterwards.
 std::string summary(const Module& model, const Shape& input_shape);
+// The same for a module of several inputs (or an input that is not the model's float type, as token ids): the
+// shapes, dtypes and devices of `example_inputs` (their values are not read; a planned zero tensor of each takes
+// its place) are given to model(a, b, ...) (up to four) or model.call({...}). With several outputs, the backward
+// is of the sum of every output that requires grad.
+//
+//   std::cout << nn::summary(bert, {ids, mask});
+std::string summary(const Module& model, const std::vector<Tensor>& example_inputs);
 
 }  // namespace ember::nn

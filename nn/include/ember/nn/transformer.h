@@ -33,9 +33,9 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t d_model, int64_t heads, MultiheadAttentionOptions opts = {});
   // Self-attention of x [B, T, d_model] (or [T, d_model]).
   Tensor forward(const Tensor& x) override;
-  // Self-attention with a mask (bool, true = attend, or additive; broadcastable to [B, heads, T, T]): a padding
-  // mask [B, 1, 1, T] keeps every query off the padded keys.
-  Tensor forward(const Tensor& x, const Tensor& mask);
+  // Self-attention with a mask (bool, true = attend, or additive; broadcastable to [B, heads, T, T]; undefined:
+  // none), called as attn(x, mask): a padding mask [B, 1, 1, T] keeps every query off the padded keys.
+  Tensor forward(const Tensor& x, const Tensor& mask) override;
   // Attention of query [B, Tq, d] over key/value [B, Tk, d] (cross-attention when they differ).
   Tensor attend(const Tensor& query, const Tensor& key, const Tensor& value, const AttendOptions& opts = {}) const;
   std::string repr() const override;
@@ -67,8 +67,8 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t d_model, int64_t heads, TransformerBlockOptions opts = {});
   Tensor forward(const Tensor& x) override;
-  // With an attention mask (MultiheadAttention::forward(x, mask)), e.g. BERT's padding mask.
-  Tensor forward(const Tensor& x, const Tensor& mask);
+  // With an attention mask, as MultiheadAttention's (e.g. BERT's padding mask), called as block(x, mask).
+  Tensor forward(const Tensor& x, const Tensor& mask) override;
   std::string repr() const override;
 
  private:
