@@ -2,6 +2,8 @@
 #   make demo      build the example and train the MLP on Fashion-MNIST for 3 epochs (DEMO_ARGS to change)
 #   make test      build everything and run the whole test suite (ctest)
 #   make bench     build and run the benchmarks (also installs OpenBLAS for the comparison)
+#   make bench-peers  install PyTorch (PyPI's torch==2.15.0, ~3.2 GB, in $(BUILD)/venv-torch) and run the training
+#                  table against it: eager, torch.compile, the wheel's libtorch and Debian's libtorch 1.13
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
 #   make tensorboard  install TensorBoard in a venv ($(BUILD)/venv-tensorboard) and read a SummaryWriter run back
 #                  with it (test_logging_summary_writer uses that venv when it is there)
@@ -15,7 +17,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: deps configure build test demo bench sanitize tensorboard bert bert-model fuzz clean
+.PHONY: deps configure build test demo bench bench-peers sanitize tensorboard bert bert-model fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -40,8 +42,18 @@ bench:
 	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target ember_bench
 	./$(BUILD)/bench/ember_bench --benchmark_counters_tabular=true
-	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd ember_bench_train $$(test -d /usr/lib/x86_64-linux-gnu/cmake/Torch && echo ember_torch_train ember_torch_minimal)
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_autograd ember_bench_train ember_fma_peak $$(test -d /usr/lib/x86_64-linux-gnu/cmake/Torch && echo ember_torch_train ember_torch_minimal)
 	./$(BUILD)/bench/ember_bench_autograd
+	bash bench/train_table.sh $(BUILD)
+
+TORCH_VERSION ?= 2.15.0
+
+bench-peers:
+	@bash scripts/install-deps.sh bench
+	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCH=ON $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target ember_bench_train ember_fma_peak $$(test -d /usr/lib/x86_64-linux-gnu/cmake/Torch && echo ember_torch_train)
+	@$(BUILD)/venv-torch/bin/python -c 'import torch' 2>/dev/null || { python3 -m venv $(BUILD)/venv-torch && \
+	  $(BUILD)/venv-torch/bin/pip install --quiet torch==$(TORCH_VERSION); }
 	bash bench/train_table.sh $(BUILD)
 
 sanitize: deps

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The charlm table: training tokens/s and peak RSS of examples/charlm's GPT (4 blocks, d 128, 4 heads, context 128,
-# batch 32, vocabulary 96) in Ember (bench/bench_charlm.cpp), PyTorch (bench/torch_charlm.py, Debian's
-# python3-torch) and libtorch (bench/torch_charlm.cpp), each in its own process, at 1 thread and at all the threads
+# batch 32, vocabulary 96) in Ember (bench/bench_charlm.cpp), PyTorch (bench/torch_charlm.py) and libtorch
+# (bench/torch_charlm.cpp) — the PyPI wheel's 2.x from the venv of `make bench-peers` (VENV, default
+# BUILD_DIR/venv-torch) when it is there, else Debian's 1.13 — each in its own process, at 1 thread and at all the threads
 # this process may use. PyTorch and libtorch first get their fastest environment per thread count (allocator:
 # glibc / glibc with raised mmap+trim thresholds / jemalloc / tcmalloc, x OpenMP waiting active / passive); the
 # table takes medians of REPS alternating runs and goes into docs/benchmarks.md between the charlm-table markers.
@@ -11,12 +12,20 @@ build=${1:-build}
 reps=${2:-3}
 steps=${3:-8}
 ebin=$build/bench/ember_bench_charlm
+venv=${VENV:-$build/venv-torch}
 tbin=$build/bench/ember_torch_charlm
+python=/usr/bin/python3
+# Today's PyTorch when the venv of `make bench-peers` is there: its python, and libtorch from the same wheel.
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  python=$venv/bin/python
+  bash bench/build_libtorch_peer.sh "$venv" "$build/libtorch-peer" > /dev/null
+  tbin=$build/libtorch-peer/ember_torch_charlm
+fi
 py=bench/torch_charlm.py
 doc=docs/benchmarks.md
 [ -x "$ebin" ] || { echo "charlm_table: $ebin not built" >&2; exit 1; }
 have_lt=0; [ -x "$tbin" ] && have_lt=1
-have_py=0; /usr/bin/python3 -c 'import torch' 2>/dev/null && have_py=1
+have_py=0; "$python" -c 'import torch' 2>/dev/null && have_py=1
 
 source "$(dirname "$0")/table_lib.sh"  # median, pin, allocs, machine_vars, put_table
 all=$(nproc)
@@ -32,7 +41,7 @@ run() {
   set -- "${e[@]}"
   case $fw in
     ember) env "$@" "${p[@]}" "$ebin" --threads "$th" --steps "$steps" ;;
-    pytorch) env "$@" "${p[@]}" /usr/bin/python3 "$py" "$th" "$steps" ;;
+    pytorch) env "$@" "${p[@]}" "$python" "$py" "$th" "$steps" ;;
     libtorch) env "$@" "${p[@]}" "$tbin" "$th" "$steps" ;;
   esac 2>/dev/null | awk '/tokens/ {print $3, $5}'
 }
@@ -90,12 +99,13 @@ for th in 1 "$all"; do
 done
 
 machine_vars
-torch_v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "-")
+torch_v=$("$python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || echo "-")
 table="<!-- charlm-table:begin -->
 Measured $(date -u +%Y-%m-%d) on $cpu (family $family, model $model; $all cores for this process; ISA flags: $isa),
-Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?), PyTorch $torch_v and libtorch (Debian's 1.13) at their
-best setting per row (below). Training tokens/s of the GPT of examples/charlm (4 blocks, d 128, 4 heads, context
-128, batch 32, AdamW; attention in PyTorch/libtorch as the usual composite, 1.13 having no SDPA), medians of $reps
+Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?), PyTorch $torch_v and libtorch $torch_v (the same wheel's; Debian's
+1.13 for both when no venv is there) at their best setting per row (below). Training tokens/s of the GPT of
+examples/charlm (4 blocks, d 128, 4 heads, context 128, batch 32, AdamW; attention in PyTorch/libtorch 2.x through
+scaled_dot_product_attention, in 1.13 as the usual composite), medians of $reps
 alternating runs of $steps steps after 3 warm-up steps (Ember's one-thread runs pinned to one core, the references' pinned
 or not (NOPIN), whichever was faster); the ratio is Ember
 against the faster reference; peak RSS in MiB of the whole process.

@@ -1,5 +1,6 @@
 // libtorch's side of bench/charlm_table.sh: bench/torch_charlm.py's GPT in the libtorch C++ frontend (Debian's
-// libtorch-dev 1.13), attention as the composite softmax(q k^T / sqrt(d)) v; nothing of Ember is linked.
+// libtorch-dev 1.13, or a wheel's 2.x by bench/build_libtorch_peer.sh), attention through libtorch 2.x's
+// scaled_dot_product_attention, or in 1.13 as the composite softmax(q k^T / sqrt(d)) v; nothing of Ember is linked.
 // Prints tokens/s of AdamW steps on random token windows and the process's peak resident memory.
 //   ember_torch_charlm THREADS [STEPS] [BATCH] [CONTEXT] [D] [HEADS] [BLOCKS] [VOCAB]
 #include <sys/resource.h>
@@ -31,9 +32,13 @@ struct BlockImpl : torch::nn::Module {
     const int64_t B = x.size(0), T = x.size(1);
     auto parts = qkv->forward(ln1->forward(x)).view({B, T, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
     auto q = parts[0], k = parts[1], v = parts[2];
+#if TORCH_VERSION_MAJOR >= 2  // libtorch 2.x (the PyPI wheel's): its fused attention, as PyTorch eager uses
+    auto a = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, d});
+#else
     auto s = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d / heads));
     s = s.masked_fill(causal.slice(0, 0, T).slice(1, 0, T).logical_not(), -INFINITY);
     auto a = torch::matmul(torch::softmax(s, -1), v).transpose(1, 2).reshape({B, T, d});
+#endif
     x = x + proj->forward(a);
     return x + out->forward(torch::gelu(fc->forward(ln2->forward(x))));
   }

@@ -1,6 +1,7 @@
-# PyTorch's side of bench/charlm_table.sh: examples/charlm's GPT written in PyTorch 1.13 (Debian's python3-torch),
-# attention as the usual composite softmax(q k^T / sqrt(d)) v (1.13 has no scaled_dot_product_attention), the
-# same AdamW step on random token windows; prints tokens/s and the process's peak resident memory.
+# PyTorch's side of bench/charlm_table.sh: examples/charlm's GPT written in PyTorch (the venv's 2.x, or Debian's
+# python3-torch 1.13), attention through scaled_dot_product_attention where PyTorch has it (2.x), else the usual
+# composite softmax(q k^T / sqrt(d)) v; the same AdamW step on random token windows; prints tokens/s and the
+# process's peak resident memory.
 #   python3 bench/torch_charlm.py THREADS [STEPS] [BATCH] [CONTEXT] [D] [HEADS] [BLOCKS] [VOCAB]
 import math, resource, sys, time
 import torch
@@ -24,9 +25,12 @@ class Block(nn.Module):
     def forward(self, x):
         B, T, _ = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(d // heads)
-        s = s.masked_fill(~self.causal[:T, :T], float("-inf"))
-        a = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, d)
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.x: its fused attention
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, d)
+        else:
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(d // heads)
+            s = s.masked_fill(~self.causal[:T, :T], float("-inf"))
+            a = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, d)
         x = x + self.proj(a)
         return x + self.mlp(self.ln2(x))
 

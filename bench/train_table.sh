@@ -1,125 +1,160 @@
 #!/usr/bin/env bash
-# The training table: Ember (bench/bench_train.cpp) against libtorch at its best (bench/torch_train.cpp, a process
-# with nothing of Ember in it) on mlp-b64, mlp-b256, mlp-big, cnn-b64 and cnn-bn-b64, at 1 thread and at all the
-# threads this process may use; medians of REPS alternating runs; written into docs/benchmarks.md between the
-# train-table markers, with the CPU it ran on.
-#
-# libtorch's best setting is found per config and thread count first: every combination of the allocator (glibc's
-# default, glibc with its mmap/trim thresholds raised, jemalloc, tcmalloc: libtorch frees and reallocates its
-# activations every step, and glibc's default then maps and unmaps pages each time, ~25% slower here), OpenBLAS
-# threads (1 or all) and OpenMP waiting (active, passive) is run once, and the fastest is used for the table.
-# ember_torch_minimal, the smallest libtorch MLP program (libtorch's own MNIST reader), cross-checks the MLP rows.
-# Usage: bench/train_table.sh BUILD_DIR [REPS]
+# The training table: Ember (bench/bench_train.cpp) against today's peers, each in its own process at its best:
+#   PyTorch eager      bench/torch_train.py in the venv (PyPI's torch), the fastest Adam (fused, foreach, for-loop)
+#   torch.compile      the same program with the model compiled, or the whole step (forward, backward, Adam)
+#   libtorch 2.x       bench/torch_train.cpp built against the wheel's own libtorch (bench/build_libtorch_peer.sh)
+#   libtorch 1.13      the same program against Debian's libtorch (built by CMake when it is installed)
+# on CONFIGS (default mlp-b64 mlp-big cnn-b64; bench_train.cpp has mlp-b256 and cnn-bn-b64 too), at 1 thread and at
+# all the threads this process may use. Each peer's best setting is found per row first (one probe run of each: the
+# allocator, glibc's default or with raised mmap/trim thresholds, jemalloc, tcmalloc where installed; OpenMP
+# waiting; OpenBLAS threads for libtorch 1.13; the Adam variant or compile mode for PyTorch); then REPS rounds run
+# every framework in turn (one-thread runs pinned to the same core) and the table takes medians. Each row also gets
+# the fraction of the FMA limit its FLOP rate reaches (bench/fma_peak.cpp, measured in the same run, times the
+# threads; the FLOPs of a step counted from the layers: forward, weight gradient and input gradient but the first
+# layer's). Written into docs/benchmarks.md between the train-table markers, with the CPU it ran on.
+# Usage: bench/train_table.sh BUILD_DIR [REPS]     (VENV: the PyTorch venv, default BUILD_DIR/venv-torch)
 set -euo pipefail
 build=${1:-build}
 reps=${2:-3}
+configs=${CONFIGS:-"mlp-b64 mlp-big cnn-b64"}
+venv=${VENV:-$build/venv-torch}
 bin=$build/bench/ember_bench_train
-tbin=$build/bench/ember_torch_train   # built only when libtorch is installed
-mbin=$build/bench/ember_torch_minimal
+lt113=$build/bench/ember_torch_train   # built only when Debian's libtorch is installed
+lt2=$build/libtorch-peer/ember_torch_train
+peak_bin=$build/bench/ember_fma_peak
+py=bench/torch_train.py
 doc=docs/benchmarks.md
-data=/usr/share/datasets/fashion-mnist
-[ -x "$bin" ] || { echo "train_table: $bin not built" >&2; exit 1; }
-have_torch=1
-[ -x "$tbin" ] || have_torch=0
+[ -x "$bin" ] && [ -x "$peak_bin" ] || { echo "train_table: build $bin and $peak_bin first" >&2; exit 1; }
+have_py=0; [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch' 2>/dev/null && have_py=1
+if [ $have_py = 1 ]; then bash bench/build_libtorch_peer.sh "$venv" "$build/libtorch-peer" > /dev/null; fi
+torch_v=$([ $have_py = 1 ] && "$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' || echo -)
+lt113_v=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null | sed 's/+.*//' || echo -)
 
 source "$(dirname "$0")/table_lib.sh"  # median, pin, allocs, machine_vars, put_table
-all=$(nproc)  # the cores this process may use (its affinity mask)
-# One-thread runs of both frameworks are pinned to the same core: on a shared VM the cores need not be equally
-# fast, and an unpinned pair may land on different ones.
+all=$(nproc)
 
-# run BINARY THREADS ENV... -- ARGS...: prints "rate rss"
-run() {
-  local b=$1 th=$2; shift 2
-  local envs=()
-  while [ "$1" != -- ]; do [ -n "$1" ] && envs+=("$1"); shift; done
-  shift
-  local p=()
-  [ "$th" = 1 ] && p=("${pin[@]}")
-  env "${envs[@]}" "${p[@]}" "$b" "$@" --threads "$th" | awk '{print $4, $5}'
+# A step's FLOPs per sample: 2 x MACs forward, 2 x MACs for the weight gradients, 2 x MACs for the input gradients
+# of every layer but the first (the images need none).
+flops_per_sample() {
+  case $1 in
+    mlp-b64 | mlp-b256) echo $((4 * (784 * 128 + 128 * 10) + 2 * 128 * 10)) ;;
+    mlp-big) echo $((4 * (784 * 1024 + 1024 * 1024 + 1024 * 10) + 2 * (1024 * 1024 + 1024 * 10))) ;;
+    cnn-b64 | cnn-bn-b64)
+      local c1=$((28 * 28 * 32 * 25)) c2=$((14 * 14 * 64 * 32 * 25)) f1=$((3136 * 128)) f2=$((128 * 10))
+      echo $((4 * (c1 + c2 + f1 + f2) + 2 * (c2 + f1 + f2))) ;;
+  esac
 }
 
-# libtorch's fastest environment for a config and thread count (one probe run each).
-best_env() {
-  local cfg=$1 th=$2 best="" best_rate=0
-  local blas=(1) waits=("")
-  [ "$th" != 1 ] && blas=(1 "$th") && waits=("" "OMP_WAIT_POLICY=PASSIVE")
+# run PEER CONFIG THREADS ENV...: prints "rate rss". PEER: ember, eager-<adam>, compile-model, compile-step, lt2,
+# lt113. The env word NOPIN leaves a one-thread run unpinned.
+run() {
+  local peer=$1 cfg=$2 th=$3; shift 3
+  local p=() e=() w cmd
+  [ "$th" = 1 ] && p=("${pin[@]}")
+  for w in "$@"; do if [ "$w" = NOPIN ]; then p=(); else e+=("$w"); fi; done
+  case $peer in
+    ember) cmd=("$bin" --framework ember --config "$cfg" --threads "$th") ;;
+    eager-*) cmd=("$venv/bin/python" "$py" --config "$cfg" --threads "$th" --mode eager --adam "${peer#eager-}") ;;
+    compile-model) cmd=("$venv/bin/python" "$py" --config "$cfg" --threads "$th" --mode compile-model --adam fused) ;;
+    compile-step) cmd=("$venv/bin/python" "$py" --config "$cfg" --threads "$th" --mode compile-step --adam foreach) ;;
+    lt2) cmd=("$lt2" --config "$cfg" --threads "$th") ;;
+    lt113) cmd=("$lt113" --config "$cfg" --threads "$th")
+           e=("OPENBLAS_NUM_THREADS=$th" ${e[@]+"${e[@]}"}) ;;  # Debian's libtorch runs OpenBLAS: one pool per thread
+  esac
+  env ${e[@]+"${e[@]}"} ${p[@]+"${p[@]}"} "${cmd[@]}" 2>/dev/null | awk 'NF >= 5 {print $4, $5}' | tail -1
+}
+
+# best PEERS CONFIG THREADS: the fastest "peer env..." — first the fastest of the peer variants given (one run each,
+# default environment), then that variant's fastest environment (one probe run each).
+best() {
+  local peers=$1 cfg=$2 th=$3 peer="" best="" best_rate=0 rate waits=("" NOPIN) blas=("")
+  for p in $peers; do
+    read -r rate _ < <(run "$p" "$cfg" "$th" "OMP_NUM_THREADS=$th") || rate=0
+    if awk "BEGIN {exit !(${rate:-0} > $best_rate)}"; then best_rate=$rate; peer=$p; fi
+  done
+  [ -n "$peer" ] || return 0
+  best="$peer OMP_NUM_THREADS=$th"
+  [ "$th" != 1 ] && waits=("" "OMP_WAIT_POLICY=PASSIVE")
+  [ "$peer" = lt113 ] && [ "$th" != 1 ] && blas=("OPENBLAS_NUM_THREADS=1" "OPENBLAS_NUM_THREADS=$th")
   for a in "${allocs[@]}"; do
-    for ob in "${blas[@]}"; do
-      for w in "${waits[@]}"; do
-        local e="OMP_NUM_THREADS=$th OPENBLAS_NUM_THREADS=$ob $w $a"
-        local rate
+    for w in "${waits[@]}"; do
+      for b in "${blas[@]}"; do
+        [ -z "$a$w$b" ] && continue  # the default environment: measured above
+        local e="OMP_NUM_THREADS=$th $w $a $b"
         # shellcheck disable=SC2086
-        read -r rate _ < <(run "$tbin" "$th" $e -- --config "$cfg")
-        if awk "BEGIN {exit !($rate > $best_rate)}"; then best_rate=$rate; best=$e; fi
+        read -r rate _ < <(run "$peer" "$cfg" "$th" $e) || rate=0
+        if awk "BEGIN {exit !(${rate:-0} > $best_rate)}"; then best_rate=$rate; best="$peer $e"; fi
       done
     done
   done
   echo "$best"
 }
 
-minimal_dir=""
-if [ $have_torch = 1 ] && [ -x "$mbin" ]; then
-  minimal_dir=$(mktemp -d)
-  trap 'rm -rf "$minimal_dir"' EXIT
-  for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do gunzip -c "$data/$f.gz" > "$minimal_dir/$f"; done
-fi
+read -r _ peak2 _ peak512 < <(env "${pin[@]}" "$peak_bin")
+peak=$peak2; peak_isa=avx2
+[ "$peak512" != "-" ] && peak=$peak512 && peak_isa=avx512
+echo "train_table: one core's FMA limit: avx2 $peak2, avx512 $peak512 GFLOP/s"
 
-rows=""
-settings=""
-for cfg in mlp-b64 mlp-b256 mlp-big cnn-b64 cnn-bn-b64; do
+names=(pytorch compile lt2 lt113)
+declare -A label=([pytorch]="PyTorch $torch_v eager" [compile]="torch.compile $torch_v" [lt2]="libtorch $torch_v"
+                  [lt113]="libtorch $lt113_v")
+pct() { awk "BEGIN {printf \"%.0f%%\", 100 * $1 * $2 / ($3 * 1e9 * $4)}"; }
+rows=""; settings=""
+for cfg in $configs; do
+  flops=$(flops_per_sample "$cfg")
   for th in 1 "$all"; do
     [ "$th" = 1 ] || [ "$all" != 1 ] || continue
-    env_best=""
-    [ $have_torch = 1 ] && env_best=$(best_env "$cfg" "$th")
-    er=(); es=(); tr=(); ts=()
-    for ((r = 0; r < reps; ++r)); do
-      read -r rate rss < <(run "$bin" "$th" -- --framework ember --config "$cfg")  # no settings, as a user gets it
-      er+=("$rate"); es+=("$rss")
-      if [ $have_torch = 1 ]; then
-        # shellcheck disable=SC2086
-        read -r rate rss < <(run "$tbin" "$th" $env_best -- --config "$cfg")
-        tr+=("$rate"); ts+=("$rss")
-      fi
-    done
-    e=$(printf '%s\n' "${er[@]}" | median); erss=$(printf '%s\n' "${es[@]}" | median)
-    t="-"; trss="-"; ratio="-"; mini="-"
-    if [ $have_torch = 1 ]; then
-      t=$(printf '%s\n' "${tr[@]}" | median); trss=$(printf '%s\n' "${ts[@]}" | median)
-      ratio=$(awk "BEGIN {printf \"%.2f\", $e / $t}")
-      settings+="- $cfg, $th thread(s): \`$(echo "$env_best" | xargs)\`"$'\n'
-      if [ -n "$minimal_dir" ] && [ "${cfg#mlp}" != "$cfg" ]; then
-        batch=64; hidden=128
-        [ "$cfg" = mlp-b256 ] && batch=256
-        [ "$cfg" = mlp-big ] && batch=256 && hidden=1024
-        p=()
-        [ "$th" = 1 ] && p=("${pin[@]}")
-        # shellcheck disable=SC2086
-        mini=$(env $env_best "${p[@]}" "$mbin" --data "$minimal_dir" --batch $batch --hidden $hidden \
-                 --threads "$th" | awk '{print $5}')
-      fi
+    declare -A setting=() rates=()
+    if [ $have_py = 1 ]; then
+      setting[pytorch]=$(best "eager-fused eager-foreach eager-forloop" "$cfg" "$th")
+      setting[compile]=$(best "compile-model compile-step" "$cfg" "$th")
+      setting[lt2]=$(best lt2 "$cfg" "$th")
     fi
-    # the ratio against the faster of the two libtorch programs
-    if [ "$mini" != "-" ] && awk "BEGIN {exit !($mini > $t)}"; then ratio=$(awk "BEGIN {printf \"%.2f\", $e / $mini}"); fi
-    rows+="| $cfg | $th | $e | $t | $mini | $ratio | $erss | $trss |"$'\n'
-    echo "$cfg threads=$th ember=$e torch=$t minimal-torch=$mini ratio=$ratio rss ember=$erss torch=$trss"
+    [ -x "$lt113" ] && setting[lt113]=$(best lt113 "$cfg" "$th")
+    er=()
+    for ((r = 0; r < reps; ++r)); do
+      read -r rate _ < <(run ember "$cfg" "$th"); er+=("$rate")  # no settings, as a user gets it
+      for n in "${names[@]}"; do
+        [ -n "${setting[$n]:-}" ] || continue
+        read -r -a words <<< "${setting[$n]}"
+        read -r rate _ < <(run "${words[0]}" "$cfg" "$th" "${words[@]:1}") || rate=0
+        rates[$n]+="${rate:-0} "
+      done
+    done
+    e=$(printf '%s\n' "${er[@]}" | median)
+    row="| $cfg | $th | $e"; best_n=""; best_r=0
+    for n in "${names[@]}"; do
+      if [ -z "${setting[$n]:-}" ]; then row+=" | -"; continue; fi
+      m=$(printf '%s\n' ${rates[$n]} | median)
+      row+=" | $m"
+      if awk "BEGIN {exit !($m > $best_r)}"; then best_r=$m; best_n=$n; fi
+      settings+="- $cfg, $th thread(s), ${label[$n]}: \`$(echo "${setting[$n]}" | xargs)\`"$'\n'
+    done
+    if [ -n "$best_n" ]; then
+      row+=" | ${label[$best_n]} | **$(awk "BEGIN {printf \"%.2f\", $e / $best_r}")**"
+      row+=" | $(pct "$e" "$flops" "$peak" "$th") | $(pct "$best_r" "$flops" "$peak" "$th") |"
+    else
+      row+=" | - | - | $(pct "$e" "$flops" "$peak" "$th") | - |"
+    fi
+    rows+="$row"$'\n'
+    echo "$row"
+    unset setting rates
   done
 done
 
 machine_vars
-torch_v=$(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo "not installed")
 ember_isa=$("$bin" --isa 2>/dev/null || echo "?")
 table="<!-- train-table:begin -->
 Measured $(date -u +%Y-%m-%d) on $cpu (family $family, model $model; $all cores for this process; ISA flags: $isa),
-Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?) (CPU kernels: $ember_isa), libtorch $torch_v at its best
-setting per row (below); samples/s are medians of $reps alternating runs (one-thread runs of both pinned to the
-same core); \"minimal\" is ember_torch_minimal (libtorch's own data reader and the smallest MLP program) with the
-same setting, a cross-check of the libtorch column, and the ratio is taken against the faster of the two; peak RSS
-in MiB of the whole process.
+Ember $(git rev-parse --short HEAD 2>/dev/null || echo ?) (CPU kernels: $ember_isa). Samples/s, medians of $reps
+rounds that run every framework in turn (one-thread runs pinned to the same core), each peer at its best setting
+for the row (below). Peak: one core's float32 FMA limit measured in the same run, $peak GFLOP/s ($peak_isa;
+AVX2 $peak2), times the threads; a step's FLOPs are counted from the layers (forward, weight and input gradients).
 
-| config | threads | Ember samples/s | libtorch samples/s | minimal libtorch | Ember / best libtorch | Ember RSS | libtorch RSS |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| config | threads | Ember | ${label[pytorch]} | ${label[compile]} | ${label[lt2]} | ${label[lt113]} | best peer | Ember / best peer | Ember % of peak | best peer % of peak |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${rows}
-libtorch's settings (the fastest of the allocator x OpenBLAS threads x OpenMP waiting combinations, per row):
+Each peer's setting per row (the fastest of its probe runs):
 ${settings}<!-- train-table:end -->"
-put_table "$doc" train-table "Training throughput against libtorch (bench/bench_train.cpp, bench/train_table.sh)" "$table"
+put_table "$doc" train-table "Training throughput against PyTorch and libtorch (bench/bench_train.cpp, bench/train_table.sh)" "$table"
 echo "train_table: wrote the table into $doc"

@@ -45,7 +45,9 @@ int64_t max_batch_size(Device target, const std::function<void(int64_t)>& step, 
   EMBER_CHECK_VALUE(opts.lo >= 1 && opts.lo <= opts.hi,
                     "memory::max_batch_size: expected 1 <= lo <= hi, got lo = ", opts.lo, ", hi = ", opts.hi);
   const size_t budget = opts.budget_bytes ? opts.budget_bytes : default_budget(target);
-  EMBER_CHECK_VALUE(budget > 0, "memory::max_batch_size: the budget on ", target, " is 0 bytes");
+  EMBER_CHECK_VALUE(budget > 0, "memory::max_batch_size: no budget_bytes given and ", target,
+                    " has no room left (its memory limit is used up, or its free memory could not be read); pass "
+                    "BatchSearch::budget_bytes, e.g. {.budget_bytes = size_t{8} << 30}");
   auto fits = [&](int64_t b) { return plan(target, [&] { step(b); }, {.limit_bytes = budget}); };
   Plan at_lo = fits(opts.lo);
   if (!at_lo.fits)

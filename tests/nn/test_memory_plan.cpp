@@ -258,6 +258,20 @@ TEST(MaxBatchSize, TheFoundBatchRunsAndOneMoreDoesNot) {
   EXPECT_THROW((void)memory::max_batch_size(Device::cpu(), step, {.lo = 4, .hi = 2}), ValueError);
 }
 
+// A CPU whose memory limit is used up leaves no default budget: the message says to pass one.
+TEST(MaxBatchSize, NoRoomLeftSaysToPassABudget) {
+  auto step = [](int64_t batch) { train("mlp", batch, 1); };
+  Tensor held = zeros({1 << 16});  // 256 KiB in use, over the limit set next
+  set_memory_limit(Device::cpu(), 4096);
+  struct Unlimit {
+    ~Unlimit() { set_memory_limit(Device::cpu(), 0); }
+  } unlimit;
+  EXPECT_THROW_MSG((void)memory::max_batch_size(Device::cpu(), step), ValueError,
+                   "memory::max_batch_size: no budget_bytes given and cpu has no room left",
+                   "pass BatchSearch::budget_bytes");
+  EXPECT_GT(memory::max_batch_size(Device::cpu(), step, {.hi = 64, .budget_bytes = 64u << 20}), 1);
+}
+
 // Planning for a GPU that is not here needs the budget spelled out.
 TEST(MaxBatchSize, CudaWithoutAGpuNeedsABudget) {
   auto step = [](int64_t batch) { train("mlp", batch, 1, Device::cuda()); };
