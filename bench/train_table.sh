@@ -59,7 +59,8 @@ run() {
     compile-step) cmd=("$venv/bin/python" "$py" --config "$cfg" --threads "$th" --mode compile-step --adam foreach) ;;
     lt2) cmd=("$lt2" --config "$cfg" --threads "$th") ;;
     lt113) cmd=("$lt113" --config "$cfg" --threads "$th")
-           e=("OPENBLAS_NUM_THREADS=$th" ${e[@]+"${e[@]}"}) ;;  # Debian's libtorch runs OpenBLAS: one pool per thread
+           # Debian's libtorch calls OpenBLAS, which starts a thread per core unless told: as many as the run has
+           e=("OPENBLAS_NUM_THREADS=$th" ${e[@]+"${e[@]}"}) ;;
   esac
   env ${e[@]+"${e[@]}"} ${p[@]+"${p[@]}"} "${cmd[@]}" 2>/dev/null | awk 'NF >= 5 {print $4, $5}' | tail -1
 }
