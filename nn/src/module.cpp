@@ -57,17 +57,23 @@ std::vector<Tensor> Module::forward_many(const std::vector<Tensor>& in) {
     const Module* prev;
     ~Restore() { t_default_many = prev; }
   } restore{prev};
+  return {internal::forward_of_arity(*this, in)};
+}
+
+namespace internal {
+Tensor forward_of_arity(Module& m, const std::vector<Tensor>& in) {
   switch (in.size()) {
     case 1:
-      return {forward(in[0])};
+      return m.forward(in[0]);
     case 2:
-      return {forward(in[0], in[1])};
+      return m.forward(in[0], in[1]);
     case 3:
-      return {forward(in[0], in[1], in[2])};
+      return m.forward(in[0], in[1], in[2]);
     default:
-      return {forward(in[0], in[1], in[2], in[3])};
+      return m.forward(in[0], in[1], in[2], in[3]);
   }
 }
+}  // namespace internal
 
 namespace {
 void check_name(const std::string& name, const char* what) {

@@ -125,16 +125,7 @@ namespace {
 // The forward form a call names: forward_many for call(), else forward() of as many tensors as were given.
 std::vector<Tensor> run_forward(Module& m, const std::vector<Tensor>& in, bool many) {
   if (many) return m.forward_many(in);
-  switch (in.size()) {
-    case 1:
-      return {m.forward(in[0])};
-    case 2:
-      return {m.forward(in[0], in[1])};
-    case 3:
-      return {m.forward(in[0], in[1], in[2])};
-    default:
-      return {m.forward(in[0], in[1], in[2], in[3])};
-  }
+  return {internal::forward_of_arity(m, in)};
 }
 
 // What a hook's replacement gradient must match.

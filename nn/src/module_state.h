@@ -26,6 +26,8 @@ std::string group_digits(int64_t n, char sep = '_');
 std::string type_name(const Module& m);
 // s with every line after the first indented by two spaces (a child's repr inside its parent's).
 std::string indent(std::string s);
+// m.forward() of in.size() tensors (one to four): what a call of that many tensors runs.
+Tensor forward_of_arity(Module& m, const std::vector<Tensor>& in);
 }  // namespace internal
 
 struct Module::State {
