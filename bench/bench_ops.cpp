@@ -24,6 +24,37 @@ void BM_matmul(benchmark::State& s) {
       benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// The GEMM shapes of the training benchmarks (bench/train_table.sh): forward, input gradient and weight gradient of
+// mlp-big's linears (batch 256) and of charlm's (4096 tokens, d 128), and the CNN's second convolution per image.
+// Operands are the views the layers pass (x @ W^T, dy^T @ x); bench/torch_gemm_shapes.py times MKL on the same list.
+struct GemmShape {
+  const char* name;
+  int64_t M, N, K;
+  bool trans_a, trans_b;
+};
+constexpr GemmShape kGemmShapes[] = {
+    {"cube1024", 1024, 1024, 1024, false, false},   {"mlp_fwd1", 256, 1024, 784, false, true},
+    {"mlp_fwd2", 256, 1024, 1024, false, true},     {"mlp_dx2", 256, 1024, 1024, false, false},
+    {"mlp_dw1", 1024, 784, 256, true, false},       {"mlp_dw2", 1024, 1024, 256, true, false},
+    {"lm_qkv", 4096, 384, 128, false, true},        {"lm_proj", 4096, 128, 128, false, true},
+    {"lm_up", 4096, 512, 128, false, true},         {"lm_down", 4096, 128, 512, false, true},
+    {"lm_dx_up", 4096, 128, 512, false, false},     {"lm_dx_down", 4096, 512, 128, false, false},
+    {"lm_dw_up", 512, 128, 4096, true, false},      {"lm_dw_down", 128, 512, 4096, true, false},
+    {"lm_dw_qkv", 384, 128, 4096, true, false},     {"conv2_fwd", 64, 196, 800, false, false},
+};
+
+void BM_matmul_shape(benchmark::State& s) {
+  set_threads(s);
+  const GemmShape& g = kGemmShapes[s.range(0)];
+  manual_seed(0);
+  Tensor a = g.trans_a ? randn({g.K, g.M}).t() : randn({g.M, g.K});
+  Tensor b = g.trans_b ? randn({g.N, g.K}).t() : randn({g.K, g.N});
+  for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b).data_ptr());
+  s.SetLabel(g.name);
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.M * g.N * g.K, benchmark::Counter::kIsIterationInvariantRate,
+                                             benchmark::Counter::kIs1000);
+}
+
 // bfloat16 operands and result; the label names the path (cpu_bf16_gemm(): "off" widens to float32).
 void BM_matmul_bf16(benchmark::State& s) {
   set_threads(s);
@@ -120,6 +151,10 @@ BENCHMARK(BM_tiny_add);
 BENCHMARK(BM_matmul)
     ->ArgsProduct({{64, 128, 256, 512, 1024, 2048}, {1}})
     ->ArgNames({"n", "threads"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_matmul_shape)
+    ->ArgsProduct({benchmark::CreateDenseRange(0, std::size(kGemmShapes) - 1, 1), {1}})
+    ->ArgNames({"shape", "threads"})
     ->Unit(benchmark::kMicrosecond);
 #ifdef EMBER_BENCH_OPENBLAS
 BENCHMARK(BM_openblas_sgemm)

@@ -164,8 +164,20 @@ template <int V>
   if constexpr (V == 2) c1 += x * b1;
 }
 
-template <int R, int V>
-void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+// Where the kernel reads A: from a packed sliver (element (r, p) at a[p * MR + r]), or straight from row-major A
+// (element (r, p) at a[r * lda + p]; Direct). Direct skips packing, which for the products of small K that a
+// transformer is made of (x [4096, 128] @ W^T, N = 128..512) cost a quarter of the multiply: each element of A
+// packed is read and written once more, then used for only 2 N flops. The A rows a direct tile reads stay in L1
+// across the tile's K slice, as a packed sliver does; the tile still needs whole rows (m = R) of valid memory.
+template <bool Direct>
+struct ARows {
+  const float* a;
+  int64_t lda;
+  [[gnu::always_inline]] const float* at(int r, int64_t p) const { return Direct ? a + r * lda + p : a + p * MR + r; }
+};
+
+template <int R, int V, bool Direct = false>
+void kernel(int64_t kc, ARows<Direct> A, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
      c50 = c00, c51 = c00;
@@ -176,17 +188,16 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
     __builtin_prefetch(C + r * ldc + W);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    __builtin_prefetch(Ap + 8 * MR);
+    if constexpr (!Direct) __builtin_prefetch(A.at(0, p + 8));
     const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
-    fma_row<V>(Ap + 0, b0, b1, c00, c01);
-    fma_row<V>(Ap + 1, b0, b1, c10, c11);
-    fma_row<V>(Ap + 2, b0, b1, c20, c21);
-    fma_row<V>(Ap + 3, b0, b1, c30, c31);
+    fma_row<V>(A.at(0, p), b0, b1, c00, c01);
+    fma_row<V>(A.at(1, p), b0, b1, c10, c11);
+    fma_row<V>(A.at(2, p), b0, b1, c20, c21);
+    fma_row<V>(A.at(3, p), b0, b1, c30, c31);
     if constexpr (R == 6) {
-      fma_row<V>(Ap + 4, b0, b1, c40, c41);
-      fma_row<V>(Ap + 5, b0, b1, c50, c51);
+      fma_row<V>(A.at(4, p), b0, b1, c40, c41);
+      fma_row<V>(A.at(5, p), b0, b1, c50, c51);
     }
-    Ap += MR;
     Bp += NR;
   }
   const vf rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
@@ -207,10 +218,19 @@ void kernel(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc,
 
 // C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
 inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  if (m > 4 && n > W) kernel<6, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (m > 4) kernel<6, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else if (n > W) kernel<4, 2>(kc, Ap, Bp, C, ldc, acc, m, n);
-  else kernel<4, 1>(kc, Ap, Bp, C, ldc, acc, m, n);
+  const ARows<false> a{Ap, 0};
+  if (m > 4 && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, acc, m, n);
+  else if (m > 4) kernel<6, 1>(kc, a, Bp, C, ldc, acc, m, n);
+  else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, acc, m, n);
+  else kernel<4, 1>(kc, a, Bp, C, ldc, acc, m, n);
+}
+
+// A whole-row (MR) tile read from row-major A with row stride lda.
+inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, bool acc,
+                        int64_t n) {
+  const ARows<true> a{A, lda};
+  if (n > W) kernel<6, 2, true>(kc, a, Bp, C, ldc, acc, MR, n);
+  else kernel<6, 1, true>(kc, a, Bp, C, ldc, acc, MR, n);
 }
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
@@ -220,6 +240,8 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
                   bool accumulate) {
   const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
   const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
+  // Row-major A is read in place (ARows) unless the caller packed it already.
+  const bool direct_a = !Ap_all && a_cs == 1;
   const int64_t nc_max = std::min(NC, blay.npad), mc_max = std::min(MC, mpad);
   Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));
   Scratch apack(Ap_all ? 0 : sizeof(float) * static_cast<size_t>(mc_max * kc_step));
@@ -232,12 +254,20 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
       if (!Bp_all) pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, bpack.as<float>());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
+        // rows [0, direct) of the block are read in place; the rest is packed (a ragged last sliver in direct mode)
+        const int64_t direct = direct_a ? mc / MR * MR : 0;
         const float* Ap = Ap_all ? Ap_all + pc * mpad + ic * kc : apack.as<float>();
-        if (!Ap_all) pack_a(mc, kc, A + ic * a_rs + pc * a_cs, a_rs, a_cs, apack.as<float>());
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            tile(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, acc, std::min(MR, mc - ir),
-                 std::min(NR, nc - jr));
+        if (!Ap_all && direct < mc)
+          pack_a(mc - direct, kc, A + (ic + direct) * a_rs + pc * a_cs, a_rs, a_cs, apack.as<float>());
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t n = std::min(NR, nc - jr);
+          float* Cj = C + ic * ldc + jc + jr;
+          int64_t ir = 0;
+          for (; ir < direct; ir += MR)
+            tile_direct(kc, A + (ic + ir) * a_rs + pc, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
+          for (; ir < mc; ir += MR)
+            tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, acc, std::min(MR, mc - ir), n);
+        }
       }
     }
   }

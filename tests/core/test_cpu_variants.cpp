@@ -53,6 +53,27 @@ TEST(CpuVariants, WideGemmMatchesOnEveryEdge) {
       }
 }
 
+// Both variants against float64 products, A read in place (row-major, also a column slice of a wider matrix, so
+// that its row stride is not K), packed (column-major) and both with a ragged last sliver of rows.
+TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
+  for (int64_t m : {1, 6, 11, 150})
+    for (int64_t n : {3, 32, 45})
+      for (int64_t k : {5, 128, 513}) {
+        const Tensor wide_a = rnd({m, k + 7}, 7), col_a = rnd({k, m}, 8).t(), b = rnd({k, n}, 9);
+        const Tensor as[] = {rnd({m, k}, 10), wide_a.slice(1, 3, 3 + k), col_a};
+        for (const Tensor& a : as) {
+          const Tensor ref = matmul(a.to(kFloat64), b.to(kFloat64)).to(kFloat32);
+          for (Backend* be : {&wide(), &active()}) {
+            Tensor o = zeros({1, m, n});
+            be->matmul(o, a.unsqueeze(0), b.unsqueeze(0));
+            expect_same(o.squeeze(0), ref, detail::str("matmul ", m, "x", n, "x", k, " a strides ", a.stride(0), ",",
+                                                       a.stride(1), be == &wide() ? " wide" : " active"),
+                        1e-4);
+          }
+        }
+      }
+}
+
 TEST(CpuVariants, WideGemmLargeAndThreaded) {
   const int saved = get_num_threads();
   for (int threads : {1, 2}) {
