@@ -77,17 +77,14 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
     sm.apply(s, i0, rows, j0, cols);
     for (int64_t r = 0; r < rows; ++r) {
       T* sr = s + r * kCols;
-      T mx = m[r];
-      for (int64_t c = 0; c < cols; ++c) mx = sr[c] > mx ? sr[c] : mx;
+      const T mx = row_max(sr, cols, m[r]);
       if (mx == kNegInf) {  // every key so far masked out: this block adds nothing to the row
         for (int64_t c = 0; c < cols; ++c) sr[c] = 0;
         continue;
       }
       // rescale what the earlier blocks summed to the new max, then add this block's exps
       const T alpha = exp_of(m[r] - mx);
-      T sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += (sr[c] = exp_of(sr[c] - mx));
-      l[r] = l[r] * alpha + sum;
+      l[r] = l[r] * alpha + exp_shifted_sum(sr, mx, cols);
       m[r] = mx;
       T* orow = o + r * dv;
       for (int64_t c = 0; c < dv; ++c) orow[c] *= alpha;
