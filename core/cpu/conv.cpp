@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "conv_bf16.h"
+#include "conv_gather.h"
 #include "conv_geom.h"
 #include "cpu_backend.h"
 #include "gemm.h"
@@ -188,6 +190,10 @@ inline int64_t rows_per_block(const ConvGeom& g, int64_t unit) {
   return std::max<int64_t>(1, std::min(std::max(rows, unit), g.ckk()));
 }
 
+// The values an M x N product of our float32 GEMM computes: whole 6-row tiles by 16-column vectors (the cost
+// models of the forward's and backward's forms, ForwardPlan and BackwardPlan).
+inline int64_t tile_work(int64_t M, int64_t N) { return (M + kSgemmMR - 1) / kSgemmMR * kSgemmMR * ((N + 15) / 16 * 16); }
+
 // sum of x[0, n) accumulated in double (the bias gradient sums up to N*OH*OW values). Four independent
 // partial sums, so the loop is not one long chain of dependent additions.
 template <class T>
@@ -232,22 +238,27 @@ void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
   }
 }
 
-// What every image of one backward call shares: the geometry, the tensors, and how the column matrix is cut.
-//  - The weight gradient: with fewer columns than output channels (a first layer: CKK = 25 or 27) it is computed
-//    transposed, gW^T[CKK, OC] = col @ gy[n]^T, so that the wider dimension runs along the GEMM's 16-wide tiles,
-//    and transposed into place once per part. Otherwise gW[:, block] += gy[n] @ col[block]^T over blocks of
-//    column-matrix rows, with gy[n] packed once per image.
-//  - The input gradient, in blocks of column-matrix rows too: gcol[block] = W^T[block] @ gy[n], added into gx[n]
-//    by col2im while it is in L2. W^T is packed once per call, block by block; gy[n] once per image.
+// What every image of one backward call shares: the geometry, the tensors, and how each gradient is computed.
+//  - The weight gradient, with our float32 GEMM where its tiles waste less that way (as on the CNN's layers):
+//    gW^T[CKK, OC] += col(x[n]) @ gy[n]^T with col read from the zero-padded image (ImplicitCols, no im2col) and
+//    gy[n]^T packed once per image, summed over the part's images and transposed into place once per part.
+//    Otherwise gW[:, block] += gy[n] @ col[block]^T over blocks of column-matrix rows, or for a float64 (Eigen)
+//    first layer (CKK < OC) gW^T = col @ gy[n]^T, so that the wider dimension runs along the GEMM's columns.
+//  - The input gradient, with our float32 GEMM for stride 1 where it costs less: gx[n]^T = colg^T @ Wf, colg the
+//    column matrix of gy[n] zero-padded by the kernel size - 1 - padding and Wf the flipped kernel with its
+//    channel axes swapped (a correlation: no col2im), transposed into gx[n]. Otherwise in blocks of
+//    column-matrix rows: gcol[block] = W^T[block] @ gy[n], added into gx[n] by col2im while it is in L2; W^T
+//    packed once per call, block by block (float32), gy[n] once per image.
 template <class T>
 struct BackwardPlan {
   static constexpr bool kPacked = std::is_same_v<T, float> && kHaveSgemmKernel;
   const ConvGeom& g;
   const T *x, *w, *gy;
   T *gx, *gw;  // null: not wanted
-  bool gw_transposed;
+  bool gw_gather, gx_gather, gw_transposed;
   int64_t wblock, xblock, xblocks, wt_block_size;
-  Scratch wt_packed;  // W^T in blocks of xblock rows, packed as the float32 GEMM's A (float32 only)
+  Scratch wt_packed;  // W^T in blocks of xblock rows, or the flipped kernel Wf, packed for the float32 GEMM
+  std::optional<ImplicitCols> xcols, gycols;  // col(x[n]) and colg(gy[n]) read in place (gw_gather, gx_gather)
 
   BackwardPlan(const ConvGeom& g_, const T* x_, const T* w_, const T* gy_, T* gx_, T* gw_)
       : g(g_),
@@ -256,45 +267,81 @@ struct BackwardPlan {
         gy(gy_),
         gx(gx_),
         gw(gw_),
-        gw_transposed(g_.ckk() < g_.OC),
+        gw_gather(kPacked && gw_ && forward_as_gather(g_) && gw_gather_pays(g_)),
+        gx_gather(kPacked && gx_ && input_grad_as_correlation(g_) && gx_gather_pays(g_)),
+        gw_transposed(gw_gather || (!kPacked && g_.ckk() < g_.OC)),
         wblock(gw_transposed ? g_.ckk() : rows_per_block(g_, kSgemmNR)),
         xblock(rows_per_block(g_, kSgemmMR)),
         xblocks((g_.ckk() + xblock - 1) / xblock),
         wt_block_size(sgemm_packed_a_size(xblock, g_.OC)),
-        wt_packed(kPacked && gx ? sizeof(float) * static_cast<size_t>(xblocks * wt_block_size) : 0) {
-    if constexpr (kPacked)
-      if (gx)
+        wt_packed(!kPacked || !gx_ ? 0
+                  : gx_gather      ? sizeof(float) * static_cast<size_t>(PackedBLayout(g_.OC * g_.KH * g_.KW, g_.C).size())
+                                   : sizeof(float) * static_cast<size_t>(xblocks * wt_block_size)) {
+    if (gw_gather) xcols.emplace(forward_cols(g));
+    if (gx_gather) gycols.emplace(input_grad_cols(g));
+    if constexpr (kPacked) {
+      if (gx_gather) pack_flipped_weights(g, w, wt_packed.as<float>());
+      else if (gx)
         for (int64_t q = 0; q < xblocks; ++q)
           sgemm_pack_a(std::min(xblock, g.ckk() - q * xblock), g.OC, w + q * xblock, 1, g.ckk(),
                        wt_packed.as<float>() + q * wt_block_size);
+    }
   }
   int64_t wsize() const { return g.OC * g.ckk(); }
   const T* x_of(int64_t n) const { return x + n * g.C * g.H * g.W; }
   const T* gy_of(int64_t n) const { return gy + n * g.OC * g.ohw(); }  // gy[n] as [OC, OH*OW]
+
+  // As ForwardPlan::gather_pays (values the tiles compute times K, 8 per value copied by im2col or col2im, 16 per
+  // value transposed): the weight gradient's gather form only changes the tiles (its one transpose is per call).
+  static bool gw_gather_pays(const ConvGeom& g) { return tile_work(g.ckk(), g.OC) <= tile_work(g.OC, g.ckk()); }
+  static bool gx_gather_pays(const ConvGeom& g) {
+    const int64_t hw = g.H * g.W, k = g.OC * g.KH * g.KW;
+    return tile_work(hw, g.C) * k + 16 * hw * g.C < tile_work(g.ckk(), g.ohw()) * g.OC + 8 * g.ckk() * g.ohw();
+  }
 };
 
 // The buffers of one part (thread), sized once and reused for each of its images.
 template <class T>
 struct PartBuffers {
   Scratch blk, gwT;          // a column-matrix block; gW^T of the part (transposed weight gradient only)
-  Scratch gy_a, gw_b, gy_b;  // float32 GEMM only: gy[n] as the gW GEMM's A, col[block]^T packed, gy[n] as gX's B
+  Scratch gy_a, gw_b, gy_b;  // float32 GEMM only: gy[n] as the gW GEMM's A or (gather) B, col[block]^T packed,
+                             // gy[n] as gX's B
+  Scratch xpad, gypad;       // gather forms: x[n] and gy[n] zero-padded, then gx[n]^T
   explicit PartBuffers(const BackwardPlan<T>& b)
-      : blk(sizeof(T) * static_cast<size_t>(std::max(b.wblock, b.xblock) * b.g.ohw())),
+      : blk(b.gw_gather && (b.gx_gather || !b.gx)
+                ? 0
+                : sizeof(T) * static_cast<size_t>(std::max(b.gw_gather ? 0 : b.wblock, b.xblock) * b.g.ohw())),
         gwT(b.gw && b.gw_transposed ? sizeof(T) * static_cast<size_t>(b.wsize()) : 0),
         gy_a(gw_packed(b) ? floats(sgemm_packed_a_size(b.g.OC, b.g.ohw())) : 0),
-        gw_b(gw_packed(b) ? floats(PackedBLayout(b.g.ohw(), b.wblock).size()) : 0),
-        gy_b(BackwardPlan<T>::kPacked && b.gx ? floats(PackedBLayout(b.g.OC, b.g.ohw()).size()) : 0) {}
-  static bool gw_packed(const BackwardPlan<T>& b) { return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed; }
+        gw_b(gw_packed(b) ? floats(PackedBLayout(b.g.ohw(), b.wblock).size())
+             : b.gw_gather ? floats(PackedBLayout(b.g.ohw(), b.g.OC).size())
+                           : 0),
+        gy_b(BackwardPlan<T>::kPacked && b.gx && !b.gx_gather ? floats(PackedBLayout(b.g.OC, b.g.ohw()).size()) : 0),
+        xpad(b.gw_gather ? floats(b.xcols->padded_size()) : 0),
+        gypad(b.gx_gather ? floats(b.gycols->padded_size() + b.g.H * b.g.W * b.g.C) : 0) {}
+  static bool gw_packed(const BackwardPlan<T>& b) {
+    return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed;
+  }
   static size_t floats(int64_t n) { return sizeof(float) * static_cast<size_t>(n); }
 };
 
-// gW^T (+)= col(x[n]) @ gy[n]^T, into the part's gwT buffer.
+// gW^T (+)= col(x[n]) @ gy[n]^T, into the part's gwT buffer: col read from the padded image (float32), or written
+// by im2col (Eigen's GEMM).
 template <class T>
 void weight_grad_transposed_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf, bool acc) {
   const ConvGeom& g = b.g;
-  im2col_rows(g, b.x_of(n), 0, g.ckk(), buf.blk.template as<T>());
-  gemm_serial(g.ckk(), g.OC, g.ohw(), buf.blk.template as<T>(), g.ohw(), 1, b.gy_of(n), 1, g.ohw(),
-              buf.gwT.template as<T>(), g.OC, acc);
+  if constexpr (BackwardPlan<T>::kPacked) {
+    const ImplicitCols& cols = *b.xcols;
+    cols.pad(b.x_of(n), buf.xpad.template as<float>());
+    sgemm_pack_b(g.ohw(), g.OC, b.gy_of(n), 1, g.ohw(), buf.gw_b.template as<float>());
+    sgemm_serial_gather(g.ckk(), g.OC, g.ohw(), buf.xpad.template as<float>(), cols.taps_table(),
+                        cols.positions_table(), buf.gw_b.template as<float>(), buf.gwT.template as<float>(), g.OC,
+                        acc);
+  } else {
+    im2col_rows(g, b.x_of(n), 0, g.ckk(), buf.blk.template as<T>());
+    gemm_serial(g.ckk(), g.OC, g.ohw(), buf.blk.template as<T>(), g.ohw(), 1, b.gy_of(n), 1, g.ohw(),
+                buf.gwT.template as<T>(), g.OC, acc);
+  }
 }
 
 // gW[:, block] (+)= gy[n] @ col(x[n])[block]^T over blocks of column-matrix rows, into gw_part.
@@ -343,6 +390,22 @@ void input_grad_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) 
   }
 }
 
+// gx[n] = (colg(gy[n])^T @ Wf)^T: the input gradient as a correlation of the padded gy[n] (float32, stride 1).
+template <class T>
+void input_grad_gather_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) {
+  if constexpr (BackwardPlan<T>::kPacked) {
+    const ConvGeom& g = b.g;
+    const ImplicitCols& cols = *b.gycols;
+    const int64_t hw = g.H * g.W;
+    float* gypad = buf.gypad.template as<float>();
+    float* gxt = gypad + cols.padded_size();
+    cols.pad(b.gy_of(n), gypad);
+    sgemm_serial_gather(hw, g.C, cols.taps, gypad, cols.positions_table(), cols.taps_table(),
+                        b.wt_packed.template as<float>(), gxt, g.C, false);
+    transpose_f32(hw, g.C, gxt, g.C, b.gx + n * g.C * hw, hw);
+  }
+}
+
 // One part's images [start, end): their weight gradients summed into gw_part, their input gradients written.
 template <class T>
 void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_part, PartBuffers<T>& buf) {
@@ -350,7 +413,8 @@ void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_p
     const bool acc = n > start;
     if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
     else if (gw_part) weight_grad_image(b, n, gw_part, buf, acc);
-    if (b.gx) input_grad_image(b, n, buf);
+    if (b.gx_gather) input_grad_gather_image(b, n, buf);
+    else if (b.gx) input_grad_image(b, n, buf);
   }
   if (gw_part && b.gw_transposed && end > start) {
     const T* gwT = buf.gwT.template as<T>();
@@ -382,6 +446,106 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
   }
 }
 
+// --- conv2d forward with the float32 GEMM
+
+// The forward's two forms for our float32 GEMM, picked by the work each costs (tiles_cost):
+//  - y[n] = [W | b] @ [col; 1] (Packed): M = OC rows in 6-row tiles, N = OH*OW columns in 32-wide ones (16 at a
+//    ragged edge); im2col writes the column matrix's rows straight into the GEMM's packed B layout, one K slice at
+//    a time, and the bias is one more column of W against a row of ones.
+//  - y[n]^T = col^T @ W^T (Gather): M = OH*OW, N = OC. The GEMM reads col^T from the zero-padded image through
+//    offset tables (ImplicitCols, conv_gather.h), with no im2col; y[n]^T starts as the bias rows and is
+//    transposed into y[n] at the end. For the CNN's 32 -> 64 channels on 14 x 14 planes the tiles compute
+//    198 x 64 values instead of 66 x 208 (99% useful, not 91%) and the 157 K values of im2col go.
+struct ForwardPlan {
+  const ConvGeom& g;
+  bool gather;
+  int64_t K, kc;  // the packed form's depth (CKK, + 1 with a bias) and its K slices
+  Scratch wpack;  // [W | b] packed as the GEMM's A (Packed), or W^T as its B (Gather)
+  std::optional<ImplicitCols> cols;
+
+  ForwardPlan(const ConvGeom& g_, const float* w, const float* b)
+      : g(g_),
+        gather(forward_as_gather(g_) && gather_pays(g_)),
+        K(b && !gather ? g_.ckk() + 1 : g_.ckk()),
+        kc(sgemm_slice_depth(K)),
+        wpack(sizeof(float) *
+              static_cast<size_t>(gather ? PackedBLayout(K, g_.OC).size() : sgemm_packed_a_size(g_.OC, K))) {
+    if (gather) {
+      cols.emplace(forward_cols(g));
+      sgemm_pack_b(K, g.OC, w, 1, K, wpack.as<float>());
+      return;
+    }
+    Scratch wb(b ? sizeof(float) * static_cast<size_t>(g.OC * K) : 0);  // [W | b]
+    if (b)
+      for (int64_t oc = 0; oc < g.OC; ++oc) {
+        std::copy_n(w + oc * g.ckk(), g.ckk(), wb.as<float>() + oc * K);
+        wb.as<float>()[oc * K + g.ckk()] = b[oc];
+      }
+    sgemm_pack_a(g.OC, K, b ? wb.as<float>() : w, K, 1, wpack.as<float>());
+  }
+  // The work of each form in multiply-adds: the values its tiles compute (whole 6-row tiles by 16-column
+  // vectors) times K, plus per value copied: im2col's values, or the transposed result's, costed at 8 and 16
+  // (~0.25 and ~0.5 cycle a value; the kernel does 32 multiply-adds a cycle). The Gather form wins on the CNN's
+  // second layer (K = 800: 10.3 M against 12.3 M) and loses on its first (K = 25, 784 x 32: 1.05 M against
+  // 0.89 M).
+  static bool gather_pays(const ConvGeom& g) {
+    const int64_t K = g.ckk();
+    return tile_work(g.ohw(), g.OC) * K + 16 * g.ohw() * g.OC < tile_work(g.OC, g.ohw()) * K + 8 * K * g.ohw();
+  }
+};
+
+// One thread's scratch for the forward: a packed K slice of the column matrix and a row (Packed), or the padded
+// image and y[n]^T (Gather).
+struct ForwardBuffers {
+  Scratch blk, row;
+  explicit ForwardBuffers(const ForwardPlan& f)
+      : blk(sizeof(float) * static_cast<size_t>(f.gather ? f.cols->padded_size() + f.g.ohw() * f.g.OC
+                                                          : PackedBLayout(f.kc, f.g.ohw()).size())),
+        row(f.gather ? 0 : sizeof(float) * static_cast<size_t>(PackedBLayout(f.kc, f.g.ohw()).npad)) {}
+};
+
+[[maybe_unused]] void forward_image_gather(const ForwardPlan& f, const float* x, const float* b, float* y,
+                                           ForwardBuffers& buf) {
+  const ConvGeom& g = f.g;
+  const int64_t ohw = g.ohw();
+  float* xpad = buf.blk.as<float>();
+  float* yt = xpad + f.cols->padded_size();
+  f.cols->pad(x, xpad);
+  if (b)
+    for (int64_t m = 0; m < ohw; ++m) std::copy_n(b, g.OC, yt + m * g.OC);
+  sgemm_serial_gather(ohw, g.OC, f.K, xpad, f.cols->positions_table(), f.cols->taps_table(), f.wpack.as<float>(), yt,
+                      g.OC, b != nullptr);
+  transpose_f32(ohw, g.OC, yt, g.OC, y, ohw);
+}
+
+// y = the product for one image, K walked in the GEMM's own slices: im2col writes one slice (~160 KB) and the GEMM
+// adds its part while the slice is still in L2.
+[[maybe_unused]] void forward_image_packed(const ForwardPlan& f, const float* x, float* y, ForwardBuffers& buf) {
+  const ConvGeom& g = f.g;
+  const int64_t ohw = g.ohw(), mpad = (g.OC + kSgemmMR - 1) / kSgemmMR * kSgemmMR;
+  for (int64_t p0 = 0; p0 < f.K; p0 += f.kc) {
+    const int64_t kb = std::min(f.kc, f.K - p0);
+    const PackedBLayout lay(kb, ohw);
+    im2col_packed(g, x, p0, p0 + kb, lay, buf.row.as<float>(), buf.blk.as<float>());
+    sgemm_serial_packed(g.OC, ohw, kb, nullptr, 0, 0, f.wpack.as<float>() + p0 * mpad, nullptr, 0, 0,
+                        buf.blk.as<float>(), y, ohw, p0 > 0);
+  }
+}
+
+// Any floating dtype without our GEMM (double; float where the build has no AVX2 kernel): y starts as the bias
+// and gemm_serial adds W @ col over K slices.
+template <class T>
+void forward_image_plain(const ConvGeom& g, const T* x, const T* w, const T* b, T* y, T* blk) {
+  const int64_t ohw = g.ohw(), ckk = g.ckk(), kc = sgemm_slice_depth(ckk);
+  if (b)
+    for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(y + oc * ohw, y + (oc + 1) * ohw, b[oc]);
+  for (int64_t p0 = 0; p0 < ckk; p0 += kc) {
+    const int64_t kb = std::min(kc, ckk - p0);
+    im2col_rows(g, x, p0, p0 + kb, blk);
+    gemm_serial(g.OC, ohw, kb, w + p0, ckk, 1, blk, ohw, 1, y, ohw, b != nullptr || p0 > 0);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
@@ -405,49 +569,24 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
       const T* wp = static_cast<const T*>(w.data_ptr());
       const T* bp = b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr;
       T* yp = static_cast<T*>(out.data_ptr());
-      const int64_t ohw = g.ohw(), chw = g.C * g.H * g.W, ckk = g.ckk();
-      constexpr bool packed = std::is_same_v<T, float> && kHaveSgemmKernel;
-      // K (= CKK) is walked in the GEMM's own slices: im2col writes one slice (~160 KB) and the GEMM adds its
-      // product to y while the slice is still in L2. With our float32 GEMM the weights are packed once for every
-      // image, and the bias rides along as one more column of W against a row of ones (K = CKK + 1), so that y
-      // is written by the GEMM alone; otherwise y starts as the bias and the GEMM adds to it.
-      const int64_t K = packed && bp ? ckk + 1 : ckk;
-      const int64_t kc = sgemm_slice_depth(K), mpad = (g.OC + kSgemmMR - 1) / kSgemmMR * kSgemmMR;
-      Scratch wpack(packed ? sizeof(float) * static_cast<size_t>(sgemm_packed_a_size(g.OC, K)) : 0);
-      if constexpr (packed) {
-        if (bp) {
-          Scratch wb(sizeof(float) * static_cast<size_t>(g.OC * K));  // [W | b]
-          for (int64_t oc = 0; oc < g.OC; ++oc) {
-            std::copy_n(wp + oc * ckk, ckk, wb.as<float>() + oc * K);
-            wb.as<float>()[oc * K + ckk] = bp[oc];
-          }
-          sgemm_pack_a(g.OC, K, wb.as<float>(), K, 1, wpack.as<float>());
-        } else {
-          sgemm_pack_a(g.OC, K, wp, K, 1, wpack.as<float>());
-        }
-      }
+      const int64_t chw = g.C * g.H * g.W, yhw = g.OC * g.ohw();
       // (a thread normally gets one part; all of them when called from inside a parallel region)
-      parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
-        Scratch blk(sizeof(T) * static_cast<size_t>(packed ? PackedBLayout(kc, ohw).size() : kc * ohw));
-        Scratch row(packed ? sizeof(float) * static_cast<size_t>(PackedBLayout(kc, ohw).npad) : 0);
-        for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
-          T* y = yp + n * g.OC * ohw;
-          if (!packed && bp)  // the GEMM adds onto the bias
-            for (int64_t oc = 0; oc < g.OC; ++oc) std::fill(y + oc * ohw, y + (oc + 1) * ohw, bp[oc]);
-          for (int64_t p0 = 0; p0 < K; p0 += kc) {
-            const int64_t kb = std::min(kc, K - p0);
-            if constexpr (packed) {
-              const PackedBLayout lay(kb, ohw);
-              im2col_packed(g, xp + n * chw, p0, p0 + kb, lay, row.as<float>(), blk.as<float>());
-              sgemm_serial_packed(g.OC, ohw, kb, nullptr, 0, 0, wpack.as<float>() + p0 * mpad, nullptr, 0, 0,
-                                  blk.as<float>(), y, ohw, p0 > 0);
-            } else {
-              im2col_rows(g, xp + n * chw, p0, p0 + kb, blk.as<T>());
-              gemm_serial(g.OC, ohw, kb, wp + p0, ckk, 1, blk.as<T>(), ohw, 1, y, ohw, bp != nullptr || p0 > 0);
-            }
+      if constexpr (std::is_same_v<T, float> && kHaveSgemmKernel) {
+        const ForwardPlan f(g, wp, bp);
+        parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
+          ForwardBuffers buf(f);
+          for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
+            if (f.gather) forward_image_gather(f, xp + n * chw, bp, yp + n * yhw, buf);
+            else forward_image_packed(f, xp + n * chw, yp + n * yhw, buf);
           }
-        }
-      });
+        });
+      } else {
+        parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
+          Scratch blk(sizeof(T) * static_cast<size_t>(sgemm_slice_depth(g.ckk()) * g.ohw()));
+          for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n)
+            forward_image_plain(g, xp + n * chw, wp, bp, yp + n * yhw, blk.as<T>());
+        });
+      }
     }
   });
 }

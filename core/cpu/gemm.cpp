@@ -70,9 +70,8 @@ void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rs, int64_t cs, floa
   }
 }
 
-// out[p, 0..8) = in[0..8, p] for p in [0, 8): an 8 x 8 transpose from rows `ld` floats apart into rows of
-// NR floats (one half of a packed B sliver).
-inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
+// out[p * ld_out + i] = in[i * ld + p] for i, p in [0, 8): an 8 x 8 transpose (into a packed B sliver: ld_out = NR).
+inline void transpose8x8(const float* in, int64_t ld, float* out, int64_t ld_out) {
   __m256 r0 = _mm256_loadu_ps(in + 0 * ld), r1 = _mm256_loadu_ps(in + 1 * ld), r2 = _mm256_loadu_ps(in + 2 * ld),
          r3 = _mm256_loadu_ps(in + 3 * ld), r4 = _mm256_loadu_ps(in + 4 * ld), r5 = _mm256_loadu_ps(in + 5 * ld),
          r6 = _mm256_loadu_ps(in + 6 * ld), r7 = _mm256_loadu_ps(in + 7 * ld);
@@ -88,14 +87,14 @@ inline void transpose8x8_into_sliver(const float* in, int64_t ld, float* out) {
   r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
   r6 = _mm256_shuffle_ps(t5, t7, 0x44);
   r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(out + 0 * NR, _mm256_permute2f128_ps(r0, r4, 0x20));
-  _mm256_storeu_ps(out + 1 * NR, _mm256_permute2f128_ps(r1, r5, 0x20));
-  _mm256_storeu_ps(out + 2 * NR, _mm256_permute2f128_ps(r2, r6, 0x20));
-  _mm256_storeu_ps(out + 3 * NR, _mm256_permute2f128_ps(r3, r7, 0x20));
-  _mm256_storeu_ps(out + 4 * NR, _mm256_permute2f128_ps(r0, r4, 0x31));
-  _mm256_storeu_ps(out + 5 * NR, _mm256_permute2f128_ps(r1, r5, 0x31));
-  _mm256_storeu_ps(out + 6 * NR, _mm256_permute2f128_ps(r2, r6, 0x31));
-  _mm256_storeu_ps(out + 7 * NR, _mm256_permute2f128_ps(r3, r7, 0x31));
+  _mm256_storeu_ps(out + 0 * ld_out, _mm256_permute2f128_ps(r0, r4, 0x20));
+  _mm256_storeu_ps(out + 1 * ld_out, _mm256_permute2f128_ps(r1, r5, 0x20));
+  _mm256_storeu_ps(out + 2 * ld_out, _mm256_permute2f128_ps(r2, r6, 0x20));
+  _mm256_storeu_ps(out + 3 * ld_out, _mm256_permute2f128_ps(r3, r7, 0x20));
+  _mm256_storeu_ps(out + 4 * ld_out, _mm256_permute2f128_ps(r0, r4, 0x31));
+  _mm256_storeu_ps(out + 5 * ld_out, _mm256_permute2f128_ps(r1, r5, 0x31));
+  _mm256_storeu_ps(out + 6 * ld_out, _mm256_permute2f128_ps(r2, r6, 0x31));
+  _mm256_storeu_ps(out + 7 * ld_out, _mm256_permute2f128_ps(r3, r7, 0x31));
 }
 
 // Packs rows [0, kc) x cols [0, nc) of B into NR-column slivers, zero-padded past nc. Two layouts are fast:
@@ -110,7 +109,7 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
     } else if (rs == 1 && cols == NR) {
       int64_t p = 0;
       for (; p + 8 <= kc; p += 8)
-        for (int64_t g = 0; g < NR; g += 8) transpose8x8_into_sliver(B + p + (j + g) * cs, cs, out + p * NR + g);
+        for (int64_t g = 0; g < NR; g += 8) transpose8x8(B + p + (j + g) * cs, cs, out + p * NR + g, NR);
       for (; p < kc; ++p)
         for (int64_t c = 0; c < NR; ++c) out[p * NR + c] = B[p + (j + c) * cs];
     } else {
@@ -164,21 +163,40 @@ template <int V>
   if constexpr (V == 2) c1 += x * b1;
 }
 
-// Where the kernel reads A: from a packed sliver (element (r, p) at a[p * MR + r]), or straight from row-major A
-// (element (r, p) at a[r * lda + p]; Direct). Direct skips packing, which weighs on the products of small K that a
-// transformer is made of (x [4096, 128] @ W^T, N = 128..512): each element of A packed is read and written once
-// more, then used for only 2 N flops (4096 x 128 x 128: 140 -> 156 GFLOP/s on one AVX-512 core without the
-// packing). The A rows a direct tile reads stay in L1
-// across the tile's K slice, as a packed sliver does; the tile still needs whole rows (m = R) of valid memory.
-template <bool Direct>
+// Where the kernel reads A: from a packed sliver (element (r, p) at a[p * MR + r]; Packed), or in place from
+// row-major A (at a[r * lda + p]; Rows) or column-major A (at a[p * lda + r]; Cols). Reading in place skips
+// packing, which weighs on the products of small K that a transformer is made of (x [4096, 128] @ W^T,
+// N = 128..512): each element of A packed is read and written once more, then used for only 2 N flops
+// (4096 x 128 x 128: 140 -> 156 GFLOP/s on one AVX-512 core without the packing). The A rows a Rows tile reads
+// stay in L1 across the tile's K slice, as a packed sliver does; the tile still needs whole rows (m = R) of valid
+// memory. Cols reads one short piece of a column per step, kc cache lines per tile: it pays only where those
+// lines spread over L1's sets (sgemm_serial's reads_columns_in_place) - a convolution's column matrix read as
+// its transpose, with OH*OW floats per column.
+// Gather reads an implicit A, element (r, p) at row[r][step[p]] (sgemm_serial_gather: a convolution's column
+// matrix read from its zero-padded image, with no im2col).
+enum class AFrom { Packed, Rows, Cols, Gather };
+template <AFrom From>
 struct ARows {
   const float* a;
   int64_t lda;
-  [[gnu::always_inline]] const float* at(int r, int64_t p) const { return Direct ? a + r * lda + p : a + p * MR + r; }
+  [[gnu::always_inline]] const float* at(int r, int64_t p) const {
+    if constexpr (From == AFrom::Rows) return a + r * lda + p;
+    else if constexpr (From == AFrom::Cols) return a + p * lda + r;
+    else return a + p * MR + r;
+  }
+};
+template <>
+struct ARows<AFrom::Gather> {
+  const float *r0, *r1, *r2, *r3, *r4, *r5;  // the tile's rows (named, so that they live in registers)
+  const int32_t* step;
+  [[gnu::always_inline]] const float* at(int r, int64_t p) const {
+    const float* row = r == 0 ? r0 : r == 1 ? r1 : r == 2 ? r2 : r == 3 ? r3 : r == 4 ? r4 : r5;
+    return row + step[p];
+  }
 };
 
-template <int R, int V, bool Direct = false>
-void kernel(int64_t kc, ARows<Direct> A, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+template <int R, int V, AFrom From = AFrom::Packed>
+void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
      c50 = c00, c51 = c00;
@@ -189,7 +207,11 @@ void kernel(int64_t kc, ARows<Direct> A, const float* Bp, float* C, int64_t ldc,
     __builtin_prefetch(C + r * ldc + W);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    if constexpr (!Direct) __builtin_prefetch(A.at(0, p + 8));
+    if constexpr (From == AFrom::Packed) __builtin_prefetch(A.at(0, p + 8));
+    if constexpr (From == AFrom::Cols) {
+      __builtin_prefetch(A.at(0, p + 8));
+      __builtin_prefetch(A.at(R - 1, p + 8));
+    }
     const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
     fma_row<V>(A.at(0, p), b0, b1, c00, c01);
     fma_row<V>(A.at(1, p), b0, b1, c10, c11);
@@ -219,20 +241,39 @@ void kernel(int64_t kc, ARows<Direct> A, const float* Bp, float* C, int64_t ldc,
 
 // C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
 inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
-  const ARows<false> a{Ap, 0};
+  const ARows<AFrom::Packed> a{Ap, 0};
   if (m > 4 && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, acc, m, n);
   else if (m > 4) kernel<6, 1>(kc, a, Bp, C, ldc, acc, m, n);
   else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, acc, m, n);
   else kernel<4, 1>(kc, a, Bp, C, ldc, acc, m, n);
 }
 
-// A whole-row (MR) tile read from row-major A with row stride lda.
+// A whole-row (MR) tile read in place from A (From: Rows or Cols), lda apart.
+template <AFrom From>
 inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, bool acc,
                         int64_t n) {
-  const ARows<true> a{A, lda};
-  if (n > W) kernel<6, 2, true>(kc, a, Bp, C, ldc, acc, MR, n);
-  else kernel<6, 1, true>(kc, a, Bp, C, ldc, acc, MR, n);
+  const ARows<From> a{A, lda};
+  if (n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, acc, MR, n);
+  else kernel<6, 1, From>(kc, a, Bp, C, ldc, acc, MR, n);
 }
+
+// A tile of the implicit A of sgemm_serial_gather: rows [0, m) at a + rows[i] (rows past m repeat the last, so
+// that every address the kernel forms is valid; it stores only m rows).
+inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
+                        const float* Bp, float* C, int64_t ldc, bool acc, int64_t n) {
+  auto row = [&](int64_t i) { return a + rows[std::min(i, m - 1)]; };
+  const ARows<AFrom::Gather> g{row(0), row(1), row(2), row(3), row(4), row(5), step};
+  if (m > 4 && n > W) kernel<6, 2, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
+  else if (m > 4) kernel<6, 1, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
+  else if (n > W) kernel<4, 2, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
+  else kernel<4, 1, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
+}
+
+// Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
+// touches one or two cache lines per step of its K slice (up to 256). They stay in L1 only if they spread over its
+// 64 sets: with a column stride of 256 bytes or a multiple of it they fall in at most 16 sets (12 ways each) and
+// the tile would stream A from L2 (x^T with 128 or 1024 features); packing is cheaper there.
+inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs) { return a_rs == 1 && a_cs % 64 != 0; }
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
 // come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.
@@ -241,8 +282,9 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
                   bool accumulate) {
   const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
   const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
-  // Row-major A is read in place (ARows) unless the caller packed it already.
-  const bool direct_a = !Ap_all && a_cs == 1;
+  // Row-major A is read in place (ARows) unless the caller packed it already; column-major A too where that pays.
+  const bool rows_a = !Ap_all && a_cs == 1, cols_a = !Ap_all && !rows_a && reads_columns_in_place(a_rs, a_cs);
+  const bool direct_a = rows_a || cols_a;
   const int64_t nc_max = std::min(NC, blay.npad), mc_max = std::min(MC, mpad);
   Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));
   Scratch apack(Ap_all ? 0 : sizeof(float) * static_cast<size_t>(mc_max * kc_step));
@@ -264,8 +306,11 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
           const int64_t n = std::min(NR, nc - jr);
           float* Cj = C + ic * ldc + jc + jr;
           int64_t ir = 0;
-          for (; ir < direct; ir += MR)
-            tile_direct(kc, A + (ic + ir) * a_rs + pc, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
+          const float* Ab = A + ic * a_rs + pc * a_cs;  // the block's first element
+          for (; ir < direct && rows_a; ir += MR)
+            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
+          for (; ir < direct && cols_a; ir += MR)
+            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
           for (; ir < mc; ir += MR)
             tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, acc, std::min(MR, mc - ir), n);
         }
@@ -309,6 +354,29 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
   return true;
 }
 
+void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const int32_t* row_off,
+                         const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
+    return;
+  }
+  // No blocks of A to pack: A is read from its source (an image of a few tens of KB, in L1 or L2) for each
+  // K slice and B sliver, which stays in L1 across all of M.
+  const PackedBLayout lay(K, N);
+  for (int64_t pc = 0; pc < K; pc += lay.kc) {
+    const int64_t kc = std::min(lay.kc, K - pc);
+    const bool acc = accumulate || pc > 0;
+    for (int64_t jr = 0; jr < N; jr += NR) {
+      const float* Bs = Bp + lay.offset(pc, jr);
+      const int64_t n = std::min(NR, N - jr);
+      for (int64_t ir = 0; ir < M; ir += MR)
+        tile_gather(kc, a, row_off + ir, std::min(MR, M - ir), step_off + pc, Bs, C + ir * ldc + jr, ldc, acc, n);
+    }
+  }
+}
+
 void sgemm_pack_a(int64_t M, int64_t K, const float* A, int64_t rs, int64_t cs, float* out) {
   const int64_t kc_step = sgemm_slice_depth(K), mpad = (M + MR - 1) / MR * MR;
   for (int64_t pc = 0; pc < K; pc += kc_step)
@@ -340,7 +408,35 @@ void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_
   sgemm_serial(M, N, K, A, a_rs, a_cs, Ap, B, b_rs, b_cs, Bp, C, ldc, accumulate);
 }
 
+// Eight rows of `in` at a time, read whole (callers keep `in` in L1 or L2). `out` is often memory that is not in
+// cache (a fresh output, last written a training step ago): each 8 x 8 block asks for the lines of `out` it will
+// write three blocks later, for writing, so that their reads from L3 overlap the work instead of stalling it.
+void transpose_f32(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out) {
+  int64_t i = 0;
+  for (; i + 8 <= rows; i += 8) {
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+      for (int c = 0; c < 8; ++c) __builtin_prefetch(out + (j + c) * ld_out + i + 24, 1);
+      transpose8x8(in + i * ld_in + j, ld_in, out + j * ld_out + i, ld_out);
+    }
+    for (; j < cols; ++j)
+      for (int64_t r = i; r < i + 8; ++r) out[j * ld_out + r] = in[r * ld_in + j];
+  }
+  for (; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[j * ld_out + i] = in[i * ld_in + j];
+}
+
 #else
+
+void sgemm_serial_gather(int64_t, int64_t, int64_t, const float*, const int32_t*, const int32_t*, const float*, float*,
+                         int64_t, bool) {
+  throw InternalError("sgemm_serial_gather: this build has no AVX2/FMA kernel");
+}
+
+void transpose_f32(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[j * ld_out + i] = in[i * ld_in + j];
+}
 
 void sgemm_pack_a(int64_t, int64_t, const float*, int64_t, int64_t, float*) {
   throw InternalError("sgemm_pack_a: this build has no AVX2/FMA kernel");

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 
 #include "../../core/cpu/cpu_backend.h"
@@ -54,7 +55,8 @@ TEST(CpuVariants, WideGemmMatchesOnEveryEdge) {
 }
 
 // Both variants against float64 products, A read in place (row-major, also a column slice of a wider matrix, so
-// that its row stride is not K), packed (column-major) and both with a ragged last sliver of rows.
+// that its row stride is not K; column-major with a column stride of m, read in place for m = 6, 11 and 150) and
+// all with a ragged last sliver of rows.
 TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
   for (int64_t m : {1, 6, 11, 150})
     for (int64_t n : {3, 32, 45})
@@ -72,6 +74,50 @@ TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
           }
         }
       }
+}
+
+// The GEMM's gather form (sgemm_serial_gather, used by conv2d: A[i, p] = src[rows[i] + steps[p]]) against float64
+// products of the A it reads, with overlapping random tables, for M with ragged last tiles of 1 to 5 rows, N with
+// ragged edges, K in one and in several slices, written and accumulated, C with a row stride wider than N.
+TEST(CpuVariants, GatherGemmMatchesFloat64) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> src(4096);
+  for (float& v : src) v = normal(rng);
+  for (int64_t m : {1, 4, 5, 6, 13, 196})
+    for (int64_t n : {7, 32, 45})
+      for (int64_t k : {3, 300, 801})
+        for (bool acc : {false, true}) {
+          std::vector<int32_t> rows(static_cast<size_t>(m)), steps(static_cast<size_t>(k));
+          for (int32_t& r : rows) r = static_cast<int32_t>(rng() % 2048);
+          for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 2048);
+          std::vector<float> b(static_cast<size_t>(k * n)), bp(static_cast<size_t>(cpu::widetest::PackedBLayout(k, n).size()));
+          for (float& v : b) v = normal(rng);
+          cpu::widetest::sgemm_pack_b(k, n, b.data(), n, 1, bp.data());
+          const int64_t ldc = n + 3;
+          std::vector<float> c(static_cast<size_t>(m * ldc));
+          for (float& v : c) v = normal(rng);
+          const std::vector<float> c0 = c;
+          cpu::widetest::sgemm_serial_gather(m, n, k, src.data(), rows.data(), steps.data(), bp.data(), c.data(), ldc,
+                                             acc);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i * ldc + j);
+              if (j >= n) {  // past N: untouched
+                ASSERT_EQ(c[at], c0[at]) << m << "x" << n << "x" << k;
+                continue;
+              }
+              double ref = acc ? c0[at] : 0.0, mag = std::fabs(ref);
+              for (int64_t p = 0; p < k; ++p) {
+                const double t = double(src[static_cast<size_t>(rows[static_cast<size_t>(i)] + steps[static_cast<size_t>(p)])]) *
+                                 b[static_cast<size_t>(p * n + j)];
+                ref += t;
+                mag += std::fabs(t);
+              }
+              ASSERT_NEAR(c[at], ref, 1e-5 * mag) << m << "x" << n << "x" << k << (acc ? " accumulated" : "")
+                                                  << " at " << i << "," << j;
+            }
+        }
 }
 
 TEST(CpuVariants, WideGemmLargeAndThreaded) {

@@ -427,8 +427,12 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
 // float64 computation (gradchecked) on the same values. Geometries: "same" 5 x 5 with K cut into unequal
 // slices (CKK = 425: 213 + 212), strided and padded (the general im2col rows), CKK < OC (the weight gradient
 // computed transposed), output planes narrower than one 16-column sliver and not a multiple of it, CKK = 384
-// (the forward's bias row, CKK + 1, starts a second K slice), and a 64 x 64 plane (4096 columns: more than one
-// of the GEMM's column blocks in the forward, K cut into 11 slices in the weight gradient).
+// (the forward's bias row, CKK + 1, starts a second K slice), a 64 x 64 plane (4096 columns: more than one
+// of the GEMM's column blocks in the forward, K cut into 11 slices in the weight gradient), and the gather forms
+// (conv_gather.h): the CNN's 32 -> 64 channels on 14 x 14 (all three directions; ragged last tiles of 2 and 4
+// rows, K in several slices), a stride-2 forward and weight gradient, a padding as wide as the kernel (the input
+// gradient is then no correlation: col2im), and a 3 x 5 kernel on a 8 x 7 plane (the input gradient's correlation
+// padded by 1 and 3).
 TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
   struct Case {
     Shape x, w;
@@ -437,7 +441,9 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
   const Case cases[] = {{{3, 17, 7, 7}, {10, 17, 5, 5}, 1, 2}, {{2, 3, 11, 9}, {5, 3, 3, 3}, 2, 1},
                         {{4, 1, 12, 12}, {32, 1, 5, 5}, 1, 2}, {{2, 4, 3, 3}, {7, 4, 2, 2}, 1, 0},
                         {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0},  {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
-                        {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1}};
+                        {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1},  {{2, 32, 14, 14}, {64, 32, 5, 5}, 1, 2},
+                        {{2, 16, 13, 13}, {32, 16, 3, 3}, 2, 1}, {{1, 4, 6, 6}, {16, 4, 3, 3}, 1, 3},
+                        {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1}};
   for (const Case& c : cases) {
     manual_seed(31);
     const Tensor x0 = randn(c.x, {.dtype = kFloat64}), w0 = randn(c.w, {.dtype = kFloat64}),
