@@ -270,10 +270,15 @@ inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t
 }
 
 // Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
-// touches one or two cache lines per step of its K slice (up to 256). They stay in L1 only if they spread over its
-// 64 sets: with a column stride of 256 bytes or a multiple of it they fall in at most 16 sets (12 ways each) and
-// the tile would stream A from L2 (x^T with 128 or 1024 features); packing is cheaper there.
-inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs) { return a_rs == 1 && a_cs % 64 != 0; }
+// touches one or two cache lines per step of its K slice (up to 256). They stay in L1 if they spread over its 64
+// sets, i.e. unless the column stride is a multiple of 256 bytes (then they fall in at most 16 sets of 12 ways).
+// Even then reading in place wins while N is small: packing costs a read and a write of each element of A for
+// only 2 N flops. Measured on one AVX-512 core (Xeon model 207): dy^T @ x of the charlm, K = 4096, stride 128 to
+// 512, N = 128..512: 127-137 -> 141-146 GFLOP/s in place; mlp-big's dy^T @ x, K = 256, stride 1024, N = 784 and
+// 1024: 153 packed, 136 in place.
+inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs, int64_t N) {
+  return a_rs == 1 && (a_cs % 64 != 0 || N <= 512);
+}
 
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
 // come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.
@@ -283,7 +288,7 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
   const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
   const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
   // Row-major A is read in place (ARows) unless the caller packed it already; column-major A too where that pays.
-  const bool rows_a = !Ap_all && a_cs == 1, cols_a = !Ap_all && !rows_a && reads_columns_in_place(a_rs, a_cs);
+  const bool rows_a = !Ap_all && a_cs == 1, cols_a = !Ap_all && !rows_a && reads_columns_in_place(a_rs, a_cs, N);
   const bool direct_a = rows_a || cols_a;
   const int64_t nc_max = std::min(NC, blay.npad), mc_max = std::min(MC, mpad);
   Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));
