@@ -195,8 +195,16 @@ struct ARows<AFrom::Gather> {
   }
 };
 
+// How a tile is stored: added to C's values (acc: a later K slice, or the caller asked to accumulate) or over
+// them, plus bias[j] for its column j where bias is non-null (a linear layer's bias, added with the first K
+// slice: no separate pass over C).
+struct Epilogue {
+  bool acc;
+  const float* bias;  // the tile's first column's bias, or null
+};
+
 template <int R, int V, AFrom From = AFrom::Packed>
-void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m, int64_t n) {
   static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
   vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
      c50 = c00, c51 = c00;
@@ -227,7 +235,11 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, b
   if (n == W * V) {  // whole rows of the tile: vector read-modify-writes
     for (int64_t r = 0; r < m; ++r) {
       float* cr = C + r * ldc;
-      for (int v = 0; v < V; ++v) vstore(cr + W * v, acc ? rows[r][v] + vload(cr + W * v) : rows[r][v]);
+      for (int v = 0; v < V; ++v) {
+        vf x = rows[r][v];
+        if (e.bias) x += vload(e.bias + W * v);
+        vstore(cr + W * v, e.acc ? x + vload(cr + W * v) : x);
+      }
     }
     return;
   }
@@ -236,37 +248,41 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, b
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, rows[r][v]);
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t j = 0; j < n; ++j) C[r * ldc + j] = acc ? C[r * ldc + j] + buf[r][j] : buf[r][j];
+    for (int64_t j = 0; j < n; ++j) {
+      const float x = e.bias ? buf[r][j] + e.bias[j] : buf[r][j];
+      C[r * ldc + j] = e.acc ? x + C[r * ldc + j] : x;
+    }
 }
 
 // C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
-inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, bool acc, int64_t m, int64_t n) {
+inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m,
+                 int64_t n) {
   const ARows<AFrom::Packed> a{Ap, 0};
-  if (m > 4 && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, acc, m, n);
-  else if (m > 4) kernel<6, 1>(kc, a, Bp, C, ldc, acc, m, n);
-  else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, acc, m, n);
-  else kernel<4, 1>(kc, a, Bp, C, ldc, acc, m, n);
+  if (m > 4 && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, e, m, n);
+  else if (m > 4) kernel<6, 1>(kc, a, Bp, C, ldc, e, m, n);
+  else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, e, m, n);
+  else kernel<4, 1>(kc, a, Bp, C, ldc, e, m, n);
 }
 
 // A whole-row (MR) tile read in place from A (From: Rows or Cols), lda apart.
 template <AFrom From>
-inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, bool acc,
+inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, Epilogue e,
                         int64_t n) {
   const ARows<From> a{A, lda};
-  if (n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, acc, MR, n);
-  else kernel<6, 1, From>(kc, a, Bp, C, ldc, acc, MR, n);
+  if (n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, e, MR, n);
+  else kernel<6, 1, From>(kc, a, Bp, C, ldc, e, MR, n);
 }
 
 // A tile of the implicit A of sgemm_serial_gather: rows [0, m) at a + rows[i] (rows past m repeat the last, so
 // that every address the kernel forms is valid; it stores only m rows).
 inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
-                        const float* Bp, float* C, int64_t ldc, bool acc, int64_t n) {
+                        const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
   auto row = [&](int64_t i) { return a + rows[std::min(i, m - 1)]; };
   const ARows<AFrom::Gather> g{row(0), row(1), row(2), row(3), row(4), row(5), step};
-  if (m > 4 && n > W) kernel<6, 2, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
-  else if (m > 4) kernel<6, 1, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
-  else if (n > W) kernel<4, 2, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
-  else kernel<4, 1, AFrom::Gather>(kc, g, Bp, C, ldc, acc, m, n);
+  if (m > 4 && n > W) kernel<6, 2, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
+  else if (m > 4) kernel<6, 1, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
+  else if (n > W) kernel<4, 2, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
+  else kernel<4, 1, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
 }
 
 // Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
@@ -280,11 +296,12 @@ inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs, int64_t N) {
   return a_rs == 1 && (a_cs % 64 != 0 || N <= 512);
 }
 
-// One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem. Either operand may
-// come pre-packed (Ap / Bp, laid out as in gemm.h), in which case its own pointer is not read.
+// One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem (plus bias[j] per
+// column where bias is non-null). Either operand may come pre-packed (Ap / Bp, laid out as in gemm.h), in which
+// case its own pointer is not read.
 void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Ap_all,
                   const float* B, int64_t b_rs, int64_t b_cs, const float* Bp_all, float* C, int64_t ldc,
-                  bool accumulate) {
+                  bool accumulate, const float* bias = nullptr) {
   const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
   const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
   // Row-major A is read in place (ARows) unless the caller packed it already; column-major A too where that pays.
@@ -310,14 +327,15 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t n = std::min(NR, nc - jr);
           float* Cj = C + ic * ldc + jc + jr;
+          const Epilogue e{acc, bias && pc == 0 ? bias + jc + jr : nullptr};
           int64_t ir = 0;
           const float* Ab = A + ic * a_rs + pc * a_cs;  // the block's first element
           for (; ir < direct && rows_a; ir += MR)
-            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
+            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, e, n);
           for (; ir < direct && cols_a; ir += MR)
-            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, acc, n);
+            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, e, n);
           for (; ir < mc; ir += MR)
-            tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, acc, std::min(MR, mc - ir), n);
+            tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, e, std::min(MR, mc - ir), n);
         }
       }
     }
@@ -327,11 +345,11 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
 }  // namespace
 
 bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t b_rs,
-           int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads) {
+           int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads, const float* bias) {
   if (M == 0 || N == 0) return true;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
+  if (K == 0) {  // a sum of nothing: C, or 0, plus the bias
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0.f) + (bias ? bias[j] : 0.f);
     return true;
   }
   // Threads split the larger of M and N into independent sub-products (each packs its own blocks); below
@@ -339,7 +357,7 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
   const int64_t flops = 2 * M * N * K;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, flops / (1 << 20)));
   if (parts == 1) {
-    sgemm_serial(M, N, K, A, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C, ldc, accumulate);
+    sgemm_serial(M, N, K, A, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C, ldc, accumulate, bias);
     return true;
   }
   const bool split_n = N >= M;
@@ -350,10 +368,11 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
       const int64_t s = p * chunk, e = std::min(len, s + chunk);
       if (s >= e) continue;
       if (split_n)
-        sgemm_serial(M, e - s, K, A, a_rs, a_cs, nullptr, B + s * b_cs, b_rs, b_cs, nullptr, C + s, ldc, accumulate);
+        sgemm_serial(M, e - s, K, A, a_rs, a_cs, nullptr, B + s * b_cs, b_rs, b_cs, nullptr, C + s, ldc, accumulate,
+                     bias ? bias + s : nullptr);
       else
         sgemm_serial(e - s, N, K, A + s * a_rs, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C + s * ldc, ldc,
-                     accumulate);
+                     accumulate, bias);
     }
   });
   return true;
@@ -377,7 +396,8 @@ void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const 
       const float* Bs = Bp + lay.offset(pc, jr);
       const int64_t n = std::min(NR, N - jr);
       for (int64_t ir = 0; ir < M; ir += MR)
-        tile_gather(kc, a, row_off + ir, std::min(MR, M - ir), step_off + pc, Bs, C + ir * ldc + jr, ldc, acc, n);
+        tile_gather(kc, a, row_off + ir, std::min(MR, M - ir), step_off + pc, Bs, C + ir * ldc + jr, ldc,
+                    {acc, nullptr}, n);
     }
   }
 }
@@ -458,7 +478,7 @@ void sgemm_serial_packed(int64_t, int64_t, int64_t, const float*, int64_t, int64
 }
 
 bool sgemm(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-           bool, int) {
+           bool, int, const float*) {
   return false;  // no AVX2/FMA kernel in this build: the caller uses Eigen
 }
 

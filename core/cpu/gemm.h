@@ -19,11 +19,13 @@ inline constexpr bool kHaveSgemmKernel = false;
 #define EMBER_SGEMM_WIDE_KERNEL 1
 #endif
 
-// C[M, N] (row-major, row stride ldc) = A[M, K] @ B[K, N], or += when accumulate. A and B take any element
-// strides (rs = row stride, cs = column stride): both are packed, so transposed views cost nothing extra.
-// Uses up to `threads` OpenMP threads. Returns false when this build has no AVX2/FMA kernel (caller falls back).
+// C[M, N] (row-major, row stride ldc) = A[M, K] @ B[K, N], or += when accumulate, plus bias[j] in every row when
+// bias (N floats) is non-null, added as the tiles are stored. A and B take any element strides (rs = row stride,
+// cs = column stride): B is packed, A read in place where its layout allows (row-major; column-major where that
+// pays) and packed otherwise. Uses up to `threads` threads. Returns false when this build has no AVX2/FMA kernel
+// (the caller falls back).
 bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t b_rs,
-           int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads);
+           int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads, const float* bias = nullptr);
 
 // Single-threaded C (+)= A @ B for float (our kernel) and double (Eigen), any strides for A and B; used inside
 // per-image loops (conv2d) that already run one image per thread.

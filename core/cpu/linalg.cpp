@@ -44,8 +44,21 @@ void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
   }
 }
 
+// out[i] += bias in every row (the bias of the paths that do not fold it into the GEMM's stores).
 template <class T>
-void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
+void add_bias_rows(const Tensor& out, const Tensor& bias) {
+  if (!bias.defined()) return;
+  const int64_t rows = out.numel() / std::max<int64_t>(out.size(2), 1), N = out.size(2);
+  const T* bp = static_cast<const T*>(bias.data_ptr());
+  T* C = static_cast<T*>(out.data_ptr());
+  parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < N; ++j) C[r * N + j] += bp[j];
+  });
+}
+
+template <class T>
+void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
   const T* A = static_cast<const T*>(a.data_ptr());
   const T* Bp = static_cast<const T*>(b.data_ptr());
@@ -66,9 +79,10 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t flops = M * N * K;
   if constexpr (std::is_same_v<T, float> && kHaveSgemmKernel) {
     // Our packed kernel: a batch of small products runs one product per thread, large ones thread inside.
+    const float* bp = bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr;
     auto run = [&](int64_t i, int threads) {
       sgemm(M, N, K, A + i * a.stride(0), a.stride(1), a.stride(2), Bp + i * b.stride(0), b.stride(1), b.stride(2),
-            C + i * M * N, N, false, threads);
+            C + i * M * N, N, false, threads, bp);
     };
     if (B > 1 && flops < (1 << 21)) {
       parallel_for(0, B, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(flops, 1)), [&](int64_t b0, int64_t b1) {
@@ -89,6 +103,7 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b) {
     Scratch pa(pack_a ? sizeof(T) * M * K : 0), pb(pack_b ? sizeof(T) * K * N : 0);
     for (int64_t i = 0; i < B; ++i) one(i, pa.as<T>(), pb.as<T>());
   }
+  add_bias_rows<T>(out, bias);
 }
 
 // Integer matmul (rare; no BLAS path): a plain triple loop in int64 accumulators.
@@ -158,19 +173,27 @@ void matmul_bf16(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   if (out.dtype() == kBFloat16 && a.dtype() == kBFloat16 && b.dtype() == kBFloat16 &&
       bf16_gemm_path() != Bf16Path::None) {
     Tensor c = float_buffer_like(out);
     matmul_bf16(c, a, b);
+    if (bias.defined()) add_bias_rows<float>(c, upcast(bias));  // in float32, rounded once with the product
     copy(out, c);
     return;
   }
-  if (through_float32(out, [&](const Tensor& tmp) { matmul(tmp, upcast(a), upcast(b)); })) return;
+  if (through_float32(
+          out, [&](const Tensor& tmp) { matmul(tmp, upcast(a), upcast(b), bias.defined() ? upcast(bias) : bias); }))
+    return;
   visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) gemm_batch<T>(out, a, b);
-    else if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
-    else gemm_naive<T>(out, a, b);
+    if constexpr (std::is_floating_point_v<T>) {
+      gemm_batch<T>(out, a, b, bias);
+    } else if constexpr (is_reduced_v<T>) {
+      throw InternalError("unreachable");
+    } else {
+      gemm_naive<T>(out, a, b);
+      add_bias_rows<T>(out, bias);
+    }
   });
 }
 

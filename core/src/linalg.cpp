@@ -52,7 +52,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape batch = broadcast_shapes(ba, bb, "matmul");
   Tensor A3 = as_batched3(A, batch), B3 = as_batched3(Bm, batch);
   Tensor out = detail::new_tensor({A3.size(0), M, N}, a.dtype(), a.device());
-  backend_for(a.device()).matmul(out, A3, B3);
+  backend_for(a.device()).matmul(out, A3, B3, Tensor());
   Shape os = batch;
   if (a.dim() > 1) os.push_back(M);
   if (b.dim() > 1) os.push_back(N);
@@ -73,13 +73,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "linear: bias ", b.shape(), " does not match weight ",
                       w.shape(), " (expected [", w.size(0), "])");
   }
-  // y[N, out] = x[N, in] @ w^T, the transpose being a free strided view; then + b in place.
+  // y[N, out] = x[N, in] @ w^T + b, the transpose being a free strided view (the bias added by the backend's
+  // matmul: on the CPU as the GEMM stores its tiles, no second pass over y).
   // Rows counted explicitly: reshape cannot infer -1 when in_features is 0.
   Tensor x2 = reshape(x, {Shape(x.shape().begin(), x.shape().end() - 1).numel(), x.size(-1)});
   Tensor out = detail::new_tensor({1, x2.size(0), w.size(0)}, x.dtype(), x.device());
-  Backend& be = backend_for(x.device());
-  be.matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0));
-  if (b.defined()) be.binary(BinaryOp::Add, out, out, expand(b, out.shape()));
+  backend_for(x.device())
+      .matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0), b.defined() ? contiguous(b) : Tensor());
   Shape os = x.shape();
   os[os.size() - 1] = w.size(0);
   return view(out, os);

@@ -95,7 +95,7 @@ Allocator& MetaBackend::allocator(int index) { return state_.allocator_for(Devic
 // What a CUDA matmul takes besides its output (cuda/src/cublas.cpp): a contiguous copy of an operand cuBLAS cannot
 // read as it is, and the cuBLAS workspace, taken at the device's first matmul and kept (as the real one is, per
 // stream; a plan runs on one). The CPU backend takes scratch outside the caching allocator.
-void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor&) {
   if (type_ != DeviceType::CUDA || out.numel() == 0) return;
   const int64_t M = out.size(1), N = out.size(2), K = a.size(2);
   // cuBLAS reads a row-major rows x cols operand directly when one of its strides is 1 and the other spans a row.

@@ -47,8 +47,8 @@ TEST(CpuVariants, WideGemmMatchesOnEveryEdge) {
         for (bool ta : {false, true}) {
           const Tensor av = ta ? rnd({2, k, m}, 3).transpose(1, 2) : a, bv = ta ? rnd({2, n, k}, 4).transpose(1, 2) : b;
           Tensor o1 = zeros({2, m, n}), o2 = zeros({2, m, n});
-          wide().matmul(o1, av, bv);
-          active().matmul(o2, av, bv);
+          wide().matmul(o1, av, bv, Tensor());
+          active().matmul(o2, av, bv, Tensor());
           expect_same(o1, o2, detail::str("matmul ", m, "x", n, "x", k, ta ? " transposed" : ""));
         }
       }
@@ -67,7 +67,7 @@ TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
           const Tensor ref = matmul(a.to(kFloat64), b.to(kFloat64)).to(kFloat32);
           for (Backend* be : {&wide(), &active()}) {
             Tensor o = zeros({1, m, n});
-            be->matmul(o, a.unsqueeze(0), b.unsqueeze(0));
+            be->matmul(o, a.unsqueeze(0), b.unsqueeze(0), Tensor());
             expect_same(o.squeeze(0), ref, detail::str("matmul ", m, "x", n, "x", k, " a strides ", a.stride(0), ",",
                                                        a.stride(1), be == &wide() ? " wide" : " active"),
                         1e-4);
@@ -120,14 +120,50 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
         }
 }
 
+// matmul's bias (a linear layer's), added by the float32 GEMM as it stores its tiles with the first K slice: both
+// variants against float64, over ragged edges, K in one and several slices and K = 0, a batch of small products
+// (one per thread), and one and two threads (split along N, or along M when M is the larger); float64 (Eigen,
+// then a pass) and float16 (through float32) too.
+TEST(CpuVariants, MatmulBiasMatchesFloat64) {
+  const int saved = get_num_threads();
+  struct Case {
+    int64_t batch, m, n, k;
+  };
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case c :
+         {Case{1, 7, 45, 300}, Case{1, 300, 33, 513}, Case{1, 40, 700, 64}, Case{3, 5, 17, 9}, Case{1, 4, 10, 0}}) {
+      const Tensor a = rnd({c.batch, c.m, c.k}, 21),
+                   b = rnd({c.batch, c.k, c.n}, 22).transpose(1, 2).contiguous().transpose(1, 2), bias = rnd({c.n}, 23);
+      const Tensor ref = (matmul(a.to(kFloat64), b.to(kFloat64)) + bias.to(kFloat64)).to(kFloat32);
+      for (Backend* be : {&wide(), &active()}) {
+        Tensor o = empty({c.batch, c.m, c.n});
+        be->matmul(o, a, b, bias);
+        expect_same(o, ref,
+                    detail::str("matmul+bias ", c.batch, "x", c.m, "x", c.n, "x", c.k, " threads ", threads,
+                                be == &wide() ? " wide" : " active"),
+                    1e-4);
+      }
+      for (DType dt : {kFloat64, kFloat16}) {
+        Tensor o = empty({c.batch, c.m, c.n}, {.dtype = dt});
+        active().matmul(o, a.to(dt), b.to(dt), bias.to(dt));
+        const Tensor r = (matmul(a.to(dt).to(kFloat64), b.to(dt).to(kFloat64)) + bias.to(dt).to(kFloat64));
+        EXPECT_TENSOR_NEAR(o, r.shape(), test::values(r), dt == kFloat64 ? 1e-10 : 2e-2, dt == kFloat64 ? 1e-10 : 2e-2)
+            << name(dt) << " " << c.m << "x" << c.n << "x" << c.k;
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(CpuVariants, WideGemmLargeAndThreaded) {
   const int saved = get_num_threads();
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     Tensor a = rnd({1, 300, 500}, 5), b = rnd({1, 500, 700}, 6);
     Tensor o1 = zeros({1, 300, 700}), o2 = zeros({1, 300, 700});
-    wide().matmul(o1, a, b);
-    active().matmul(o2, a, b);
+    wide().matmul(o1, a, b, Tensor());
+    active().matmul(o2, a, b, Tensor());
     expect_same(o1, o2, detail::str("matmul 300x700x500, threads ", threads), 1e-4);
   }
   set_num_threads(saved);

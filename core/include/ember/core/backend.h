@@ -123,9 +123,10 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
      stable (equal elements keep their order), NaN after every number (first when descending), as PyTorch's          \
      sort(stable=True). x is contiguous, of any dtype, with at least one element; out has x's shape. */               \
   X(argsort, (const Tensor& out, const Tensor& x, bool descending), skip)                                             \
-  /* out[B, M, N] = a[B, M, K] @ b[B, K, N]; a and b may be strided (e.g. transposed views). The plan: CUDA's         \
-     cuBLAS workspace and contiguous copies. */                                                                       \
-  X(matmul, (const Tensor& out, const Tensor& a, const Tensor& b), own)                                               \
+  /* out[B, M, N] = a[B, M, K] @ b[B, K, N], + bias[N] in every row when bias is defined (contiguous, of out's        \
+     dtype: a linear layer's, which the CPU adds as its GEMM stores the product); a and b may be strided (e.g.        \
+     transposed views). The plan: CUDA's cuBLAS workspace and contiguous copies. */                                   \
+  X(matmul, (const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias), own)                           \
   /* softmax or log-softmax of x along dim. */                                                                        \
   X(softmax, (const Tensor& out, const Tensor& x, int64_t dim, bool log), skip)                                       \
   /* NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined). */               \
