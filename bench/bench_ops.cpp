@@ -117,6 +117,26 @@ void BM_conv2d(benchmark::State& s) {
       2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// Their gradients one at a time (input_grad 0: the weight's and the bias's; 1: the input's), the forward untimed.
+void BM_conv2d_grad(benchmark::State& s) {
+  set_threads(s);
+  const int64_t c = s.range(0), hw = c == 1 ? 28 : 14, oc = c == 1 ? 32 : 64;
+  const bool input = s.range(2) == 1;
+  Tensor x = randn({64, c, hw, hw}).requires_grad_(input), w = randn({oc, c, 5, 5}).requires_grad_(!input),
+         b = randn({oc}).requires_grad_(!input), gy = randn({64, oc, hw, hw});
+  for (auto _ : s) {
+    s.PauseTiming();
+    Tensor y = conv2d(x, w, b, {1}, {2});
+    s.ResumeTiming();
+    y.backward(gy);
+    s.PauseTiming();
+    x.grad() = w.grad() = b.grad() = Tensor();
+    s.ResumeTiming();
+  }
+  s.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * 64 * oc * hw * hw * c * 25, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
 // The charlm GPT's activation layers at its shapes (batch 32 x context 128 tokens), forward and backward: GELU on
 // the MLP's [4096, 512], LayerNorm (with weight and bias) on [4096, 128]. bench/torch_ops_norm.py times PyTorch's.
 void BM_gelu_fwd_bwd(benchmark::State& s) {
@@ -185,3 +205,7 @@ BENCHMARK(BM_softmax)->ArgsProduct({{64, 1024}, {1}})->ArgNames({"rows", "thread
 BENCHMARK(BM_gelu_fwd_bwd)->Args({4096, 1})->ArgNames({"rows", "threads"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_layer_norm_fwd_bwd)->Args({4096, 1})->ArgNames({"rows", "threads"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_conv2d)->ArgsProduct({{1, 32}, {1, 2}})->ArgNames({"in_ch", "threads"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_conv2d_grad)
+    ->ArgsProduct({{1, 32}, {1}, {0, 1}})
+    ->ArgNames({"in_ch", "threads", "input_grad"})
+    ->Unit(benchmark::kMillisecond);

@@ -1,15 +1,18 @@
-// defines: the CPU conv2d forward and backward (NCHW) as im2col / col2im around GEMMs.
+// defines: the CPU conv2d forward and backward (NCHW) around GEMMs: implicit (the column matrix read from the
+// zero-padded image, conv_gather.h) or with im2col / col2im, whichever form costs less per shape.
 // Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"); each thread
-// walks its run one image at a time with serial GEMMs, so there is one fork/join per call. Within an image the
-// column matrix is never held whole: the forward walks K in the GEMM's slices and the backward walks the column
-// rows in blocks of ~128 KB, each written by im2col (or by the input-gradient GEMM) and consumed (by the GEMM, or
-// by col2im) while it is in L2. The weight gradient is summed per part and the parts added at the end.
-//   forward:  y[n] = W[OC, CKK] @ im2col(x[n]) [CKK, OH*OW] + b
-//   backward: gW += gy[n] @ im2col(x[n])^T  (or gW^T += im2col(x[n]) @ gy[n]^T when CKK < OC);
-//             gx[n] = col2im(W^T @ gy[n])
-// With our float32 GEMM the weights (W, and W^T for the backward) are packed once per call, not once per image,
-// the forward's im2col writes its rows straight into the GEMM's packed B layout (and the weight gradient's into
-// its packed B, 16 rows at a time), and the bias is one more column of W against a row of ones.
+// walks its run one image at a time with serial GEMMs, so there is one fork/join per call. The weight gradient is
+// summed per part and the parts added at the end.
+//   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b, or y[n]^T = col^T @ W^T (ForwardPlan)
+//   backward: gW += gy[n] @ col(x[n])^T, or gW^T += col(x[n]) @ gy[n]^T;
+//             gx[n] = col2im(W^T @ gy[n]), or for stride 1 a correlation of gy[n] with the flipped kernel
+//             (BackwardPlan)
+// Where the column matrix is written (im2col), it is never held whole: the forward walks K in the GEMM's slices
+// and the backward walks its rows in blocks of ~128 KB, each written by im2col (or by the input-gradient GEMM)
+// and consumed (by the GEMM, or by col2im) while it is in L2. With our float32 GEMM the weights are packed once
+// per call, not once per image; the forward's im2col writes its rows straight into the GEMM's packed B layout
+// (and the weight gradient's into its packed B, 16 rows at a time), and the bias is one more column of W against
+// a row of ones.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -308,9 +311,9 @@ struct PartBuffers {
                              // gy[n] as gX's B
   Scratch xpad, gypad;       // gather forms: x[n] and gy[n] zero-padded, then gx[n]^T
   explicit PartBuffers(const BackwardPlan<T>& b)
-      : blk(b.gw_gather && (b.gx_gather || !b.gx)
-                ? 0
-                : sizeof(T) * static_cast<size_t>(std::max(b.gw_gather ? 0 : b.wblock, b.xblock) * b.g.ohw())),
+      : blk(sizeof(T) * static_cast<size_t>(std::max(b.gw && !b.gw_gather ? b.wblock : 0,
+                                                     b.gx && !b.gx_gather ? b.xblock : 0) *
+                                            b.g.ohw())),
         gwT(b.gw && b.gw_transposed ? sizeof(T) * static_cast<size_t>(b.wsize()) : 0),
         gy_a(gw_packed(b) ? floats(sgemm_packed_a_size(b.g.OC, b.g.ohw())) : 0),
         gw_b(gw_packed(b) ? floats(PackedBLayout(b.g.ohw(), b.wblock).size())
