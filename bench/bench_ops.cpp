@@ -130,7 +130,9 @@ void BM_conv2d_grad(benchmark::State& s) {
     s.ResumeTiming();
     y.backward(gy);
     s.PauseTiming();
-    x.grad() = w.grad() = b.grad() = Tensor();
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    b.set_grad(Tensor());
     s.ResumeTiming();
   }
   s.counters["GFLOP/s"] = benchmark::Counter(
@@ -145,7 +147,7 @@ void BM_gelu_fwd_bwd(benchmark::State& s) {
   Tensor x = randn({4096, 512}).requires_grad_(true), g = randn({4096, 512});
   for (auto _ : s) {
     gelu(x).backward(g);
-    x.grad() = Tensor();
+    x.set_grad(Tensor());
   }
 }
 void BM_layer_norm_fwd_bwd(benchmark::State& s) {
@@ -155,7 +157,7 @@ void BM_layer_norm_fwd_bwd(benchmark::State& s) {
   nn::LayerNorm ln(128);
   for (auto _ : s) {
     ln(x).backward(g);
-    x.grad() = Tensor();
+    x.set_grad(Tensor());
   }
 }
 

@@ -12,7 +12,7 @@
 // and consumed (by the GEMM, or by col2im) while it is in L2. With our float32 GEMM the weights are packed once
 // per call, not once per image; the forward's im2col writes its rows straight into the GEMM's packed B layout
 // (and the weight gradient's into its packed B, 16 rows at a time), and the bias is one more column of W against
-// a row of ones.
+// a row of ones (in the gather form, y[n]^T starts as the bias).
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -295,8 +295,10 @@ struct BackwardPlan {
   const T* gy_of(int64_t n) const { return gy + n * g.OC * g.ohw(); }  // gy[n] as [OC, OH*OW]
 
   // As ForwardPlan::gather_pays (values the tiles compute times K, 8 per value copied by im2col or col2im, 16 per
-  // value transposed): the weight gradient's gather form only changes the tiles (its one transpose is per call).
-  static bool gw_gather_pays(const ConvGeom& g) { return tile_work(g.ckk(), g.OC) <= tile_work(g.OC, g.ckk()); }
+  // value transposed): the weight gradient's gather form drops im2col, and its one transpose is per call.
+  static bool gw_gather_pays(const ConvGeom& g) {
+    return tile_work(g.ckk(), g.OC) * g.ohw() <= tile_work(g.OC, g.ckk()) * g.ohw() + 8 * g.ckk() * g.ohw();
+  }
   static bool gx_gather_pays(const ConvGeom& g) {
     const int64_t hw = g.H * g.W, k = g.OC * g.KH * g.KW;
     return tile_work(hw, g.C) * k + 16 * hw * g.C < tile_work(g.ckk(), g.ohw()) * g.OC + 8 * g.ckk() * g.ohw();
@@ -451,7 +453,7 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
 
 // --- conv2d forward with the float32 GEMM
 
-// The forward's two forms for our float32 GEMM, picked by the work each costs (tiles_cost):
+// The forward's two forms for our float32 GEMM, picked by the work each costs (gather_pays):
 //  - y[n] = [W | b] @ [col; 1] (Packed): M = OC rows in 6-row tiles, N = OH*OW columns in 32-wide ones (16 at a
 //    ragged edge); im2col writes the column matrix's rows straight into the GEMM's packed B layout, one K slice at
 //    a time, and the bias is one more column of W against a row of ones.
@@ -489,8 +491,8 @@ struct ForwardPlan {
   // The work of each form in multiply-adds: the values its tiles compute (whole 6-row tiles by 16-column
   // vectors) times K, plus per value copied: im2col's values, or the transposed result's, costed at 8 and 16
   // (~0.25 and ~0.5 cycle a value; the kernel does 32 multiply-adds a cycle). The Gather form wins on the CNN's
-  // second layer (K = 800: 10.3 M against 12.3 M) and loses on its first (K = 25, 784 x 32: 1.05 M against
-  // 0.89 M).
+  // second layer (K = 800: 10.3 M against 12.3 M) and loses on its first (K = 25, 784 x 32: 1.03 M against
+  // 0.86 M; measured 67 against 103 GFLOP/s).
   static bool gather_pays(const ConvGeom& g) {
     const int64_t K = g.ckk();
     return tile_work(g.ohw(), g.OC) * K + 16 * g.ohw() * g.OC < tile_work(g.OC, g.ohw()) * K + 8 * K * g.ohw();

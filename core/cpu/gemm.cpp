@@ -122,8 +122,8 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
-// C[m, n] (+)= Ap[kc, 6]^T-sliver @ Bp[kc, NR]-sliver for an R x W*V register tile (R = 4 or 6 rows, V = 1 or 2
-// vectors of W floats; m <= R, n <= W*V). W is 8 in the AVX2 variant (ymm) and 16 in the AVX-512 one (zmm). The full
+// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4 or 6 rows,
+// V = 1 or 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2 variant (ymm) and 16 in the AVX-512 one (zmm). The full
 // 6 x 2W tile keeps C in 12 registers and does two FMAs per broadcast; the narrower ones serve ragged edges (N = 196:
 // the last 4 columns cost W lanes of work, not 2W; M = 64: the last 4 rows cost 4 broadcasts, not 6). Written with
 // GCC's vector types, so that one text serves both widths (the tests also build the wide one for AVX2: each vector
@@ -286,12 +286,13 @@ inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t
 }
 
 // Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
-// touches one or two cache lines per step of its K slice (up to 256). They stay in L1 if they spread over its 64
+// touches one or two cache lines per step of its K slice (kSgemmKC steps). They stay in L1 if they spread over its 64
 // sets, i.e. unless the column stride is a multiple of 256 bytes (then they fall in at most 16 sets of 12 ways).
 // Even then reading in place wins while N is small: packing costs a read and a write of each element of A for
 // only 2 N flops. Measured on one AVX-512 core (Xeon model 207): dy^T @ x of the charlm, K = 4096, stride 128 to
 // 512, N = 128..512: 127-137 -> 141-146 GFLOP/s in place; mlp-big's dy^T @ x, K = 256, stride 1024, N = 784 and
 // 1024: 153 packed, 136 in place.
+// (N is a thread's share after sgemm splits the columns: each thread packs its own blocks of A.)
 inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs, int64_t N) {
   return a_rs == 1 && (a_cs % 64 != 0 || N <= 512);
 }

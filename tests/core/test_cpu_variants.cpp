@@ -84,7 +84,7 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
   std::normal_distribution<float> normal;
   std::vector<float> src(4096);
   for (float& v : src) v = normal(rng);
-  for (int64_t m : {1, 4, 5, 6, 13, 196})
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 13, 196})
     for (int64_t n : {7, 32, 45})
       for (int64_t k : {3, 300, 801})
         for (bool acc : {false, true}) {
@@ -144,16 +144,30 @@ TEST(CpuVariants, MatmulBiasMatchesFloat64) {
                                 be == &wide() ? " wide" : " active"),
                     1e-4);
       }
-      for (DType dt : {kFloat64, kFloat16}) {
+      // bfloat16 takes its own GEMM where the CPU has bf16 dot products (the bias added in float32 before the one
+      // rounding), else float32; its tolerance: a rounding to 8 bits of sums up to ~25
+      for (DType dt : {kFloat64, kFloat16, kBFloat16}) {
         Tensor o = empty({c.batch, c.m, c.n}, {.dtype = dt});
         active().matmul(o, a.to(dt), b.to(dt), bias.to(dt));
         const Tensor r = (matmul(a.to(dt).to(kFloat64), b.to(dt).to(kFloat64)) + bias.to(dt).to(kFloat64));
-        EXPECT_TENSOR_NEAR(o, r.shape(), test::values(r), dt == kFloat64 ? 1e-10 : 2e-2, dt == kFloat64 ? 1e-10 : 2e-2)
+        const double tol = dt == kFloat64 ? 1e-10 : dt == kFloat16 ? 2e-2 : 1.5e-1;
+        EXPECT_TENSOR_NEAR(o, r.shape(), test::values(r), tol, dt == kBFloat16 ? 1e-2 : tol)
             << name(dt) << " " << c.m << "x" << c.n << "x" << c.k;
       }
     }
   }
   set_num_threads(saved);
+}
+
+// Column-major A that stays packed (a column stride of 128 floats with N > 512), against float64.
+TEST(CpuVariants, GemmPacksColumnMajorAForWideProducts) {
+  const Tensor a = rnd({300, 128}, 24).t(), b = rnd({300, 600}, 25);  // A [128, 300], column stride 128
+  const Tensor ref = matmul(a.to(kFloat64), b.to(kFloat64)).to(kFloat32);
+  for (Backend* be : {&wide(), &active()}) {
+    Tensor o = zeros({1, 128, 600});
+    be->matmul(o, a.unsqueeze(0), b.unsqueeze(0), Tensor());
+    expect_same(o.squeeze(0), ref, be == &wide() ? "wide" : "active", 1e-4);
+  }
 }
 
 TEST(CpuVariants, WideGemmLargeAndThreaded) {
@@ -169,8 +183,9 @@ TEST(CpuVariants, WideGemmLargeAndThreaded) {
   set_num_threads(saved);
 }
 
-// conv2d forward and backward with its packed float32 paths (weights packed once, im2col straight into packed B,
-// the weight gradient packed 32 columns at a time) over geometries that hit the edges.
+// conv2d forward and backward with the float32 GEMM's forms (packed: weights packed once, im2col straight into
+// packed B, the weight gradient packed 32 columns at a time; gather: the column matrix read from the padded image)
+// over geometries that hit the edges.
 TEST(CpuVariants, WideConvForwardAndBackward) {
   struct Geo {
     Shape x, w;

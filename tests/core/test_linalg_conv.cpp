@@ -431,8 +431,8 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
 // of the GEMM's column blocks in the forward, K cut into 11 slices in the weight gradient), and the gather forms
 // (conv_gather.h): the CNN's 32 -> 64 channels on 14 x 14 (all three directions; ragged last tiles of 2 and 4
 // rows, K in several slices), a stride-2 forward and weight gradient, a padding as wide as the kernel (the input
-// gradient is then no correlation: col2im), and a 3 x 5 kernel on a 8 x 7 plane (the input gradient's correlation
-// padded by 1 and 3).
+// gradient is then no correlation: col2im), a 3 x 5 kernel on a 8 x 7 plane (the input gradient's correlation
+// padded by 1 and 3), and a 3 x 3 plane into 32 channels (the packed forward on a plane narrower than a vector).
 TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
   struct Case {
     Shape x, w;
@@ -443,7 +443,7 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
                         {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0},  {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
                         {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1},  {{2, 32, 14, 14}, {64, 32, 5, 5}, 1, 2},
                         {{2, 16, 13, 13}, {32, 16, 3, 3}, 2, 1}, {{1, 4, 6, 6}, {16, 4, 3, 3}, 1, 3},
-                        {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1}};
+                        {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1},   {{2, 1, 3, 3}, {32, 1, 3, 3}, 1, 1}};
   for (const Case& c : cases) {
     manual_seed(31);
     const Tensor x0 = randn(c.x, {.dtype = kFloat64}), w0 = randn(c.w, {.dtype = kFloat64}),
