@@ -297,6 +297,12 @@ inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs, int64_t N) {
   return a_rs == 1 && (a_cs % 64 != 0 || N <= 512);
 }
 
+// C (+)= a product with K = 0, a sum of nothing: C kept (accumulate) or zeroed, plus bias[j] where bias is non-null.
+void empty_product(int64_t M, int64_t N, float* C, int64_t ldc, bool accumulate, const float* bias) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0.f) + (bias ? bias[j] : 0.f);
+}
+
 // One thread's share: the whole product for rows [0, M) and cols [0, N) of its sub-problem (plus bias[j] per
 // column where bias is non-null). Either operand may come pre-packed (Ap / Bp, laid out as in gemm.h), in which
 // case its own pointer is not read.
@@ -348,9 +354,8 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
 bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t b_rs,
            int64_t b_cs, float* C, int64_t ldc, bool accumulate, int threads, const float* bias) {
   if (M == 0 || N == 0) return true;
-  if (K == 0) {  // a sum of nothing: C, or 0, plus the bias
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = (accumulate ? C[i * ldc + j] : 0.f) + (bias ? bias[j] : 0.f);
+  if (K == 0) {
+    empty_product(M, N, C, ldc, accumulate, bias);
     return true;
   }
   // Threads split the larger of M and N into independent sub-products (each packs its own blocks); below
@@ -382,11 +387,7 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
 void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const int32_t* row_off,
                          const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
-    return;
-  }
+  if (K == 0) return empty_product(M, N, C, ldc, accumulate, nullptr);
   // No blocks of A to pack: A is read from its source (an image of a few tens of KB, in L1 or L2) for each
   // K slice and B sliver, which stays in L1 across all of M.
   const PackedBLayout lay(K, N);
@@ -426,11 +427,7 @@ void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_
                          const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
                          bool accumulate) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
-    return;
-  }
+  if (K == 0) return empty_product(M, N, C, ldc, accumulate, nullptr);
   sgemm_serial(M, N, K, A, a_rs, a_cs, Ap, B, b_rs, b_cs, Bp, C, ldc, accumulate);
 }
 

@@ -7,6 +7,7 @@
 
 #include "bf16_gemm.h"
 #include "cpu_backend.h"
+#include "ember/core/raw_ops.h"
 #include "gemm.h"
 #include "parallel.h"
 
@@ -44,19 +45,7 @@ void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
   }
 }
 
-// out[i] += bias in every row (the bias of the paths that do not fold it into the GEMM's stores).
-template <class T>
-void add_bias_rows(const Tensor& out, const Tensor& bias) {
-  if (!bias.defined()) return;
-  const int64_t rows = out.numel() / std::max<int64_t>(out.size(2), 1), N = out.size(2);
-  const T* bp = static_cast<const T*>(bias.data_ptr());
-  T* C = static_cast<T*>(out.data_ptr());
-  parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < N; ++j) C[r * N + j] += bp[j];
-  });
-}
-
+// `bias`: only our float32 kernel takes it (added as it stores the product); CpuBackend::matmul adds it otherwise.
 template <class T>
 void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
@@ -103,7 +92,6 @@ void gemm_batch(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
     Scratch pa(pack_a ? sizeof(T) * M * K : 0), pb(pack_b ? sizeof(T) * K * N : 0);
     for (int64_t i = 0; i < B; ++i) one(i, pa.as<T>(), pb.as<T>());
   }
-  add_bias_rows<T>(out, bias);
 }
 
 // Integer matmul (rare; no BLAS path): a plain triple loop in int64 accumulators.
@@ -174,11 +162,16 @@ void matmul_bf16(const Tensor& c, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  // The bias rides in our float32 kernel's stores; every other path adds it afterwards, in place.
+  const bool folded = bias.defined() && out.dtype() == kFloat32 && kHaveSgemmKernel;
+  auto add_bias = [&](const Tensor& c, const Tensor& bc) {
+    if (bias.defined() && !folded) binary(BinaryOp::Add, c, c, raw::expand(bc, c.shape()));
+  };
   if (out.dtype() == kBFloat16 && a.dtype() == kBFloat16 && b.dtype() == kBFloat16 &&
       bf16_gemm_path() != Bf16Path::None) {
     Tensor c = float_buffer_like(out);
     matmul_bf16(c, a, b);
-    if (bias.defined()) add_bias_rows<float>(c, upcast(bias));  // in float32, rounded once with the product
+    add_bias(c, bias.defined() ? upcast(bias) : bias);  // in float32, rounded once with the product
     copy(out, c);
     return;
   }
@@ -186,15 +179,11 @@ void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, con
           out, [&](const Tensor& tmp) { matmul(tmp, upcast(a), upcast(b), bias.defined() ? upcast(bias) : bias); }))
     return;
   visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) {
-      gemm_batch<T>(out, a, b, bias);
-    } else if constexpr (is_reduced_v<T>) {
-      throw InternalError("unreachable");
-    } else {
-      gemm_naive<T>(out, a, b);
-      add_bias_rows<T>(out, bias);
-    }
+    if constexpr (std::is_floating_point_v<T>) gemm_batch<T>(out, a, b, folded ? bias : Tensor());
+    else if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
+    else gemm_naive<T>(out, a, b);
   });
+  add_bias(out, bias);
 }
 
 }  // namespace ember::cpu::inline EMBER_CPU_ISA_NS
