@@ -226,6 +226,20 @@ if [[ "$isa" == *avx512_bf16* || "$isa" == *amx_bf16* ]] && [ "$(left)" -gt 30 ]
     --benchmark_min_time=0.2 >> "$xl" 2>&1
   say "extras: BM_matmul vs BM_matmul_bf16 at 1024: rc $?"; grep -E '^BM_matmul' "$xl" | tee -a "$summary"
 fi
+# CPU training on the host's CPU (AVX-512, AMX: no build machine has those), Ember against the host's PyTorch.
+# Each line: config, threads, Ember's and PyTorch's samples/s (bench/train_table.sh's method, one run each).
+if [[ "$isa" == *avx512f* ]] && [ -x "$root/bench/ember_bench_train" ]; then
+  for cfg in $EMBER_HOST_TRAIN_CONFIGS; do
+    for th in $EMBER_HOST_TRAIN_THREADS; do
+      [ "$(left)" -gt 30 ] || break 2
+      e=$(timeout -k 5 30 "$root/bench/ember_bench_train" --framework ember --config "$cfg" --threads "$th" \
+          --data "$root/data" 2>> "$xl" | awk '{print $4}')
+      t=$(timeout -k 5 40 python3 "$root/bench/torch_train.py" --config "$cfg" --threads "$th" --data "$root/data" \
+          2>> "$xl" | awk '{print $4 " (" $1 ")"}')
+      say "extras: cpu train $cfg threads $th: ember ${e:-failed} samples/s, pytorch ${t:-failed}"
+    done
+  done
+fi
 # The run fails when a must-pass suite, the example or Ember's benchmark did (the extras only report).
 ((fails || example_rc || erc)) && finish 1
 finish 0

@@ -19,8 +19,13 @@ EMBER_CPU_ISA_SUITES="test_core_cpu_variants test_core_gemm test_core_elementwis
   test_core_linalg_conv test_autograd_gradcheck_ops test_nn_layers"
 EMBER_BF16_SUITES="test_core_bf16_gemm test_autograd_amp test_core_linalg_conv"
 
-# Programs: the example, the GPU benchmark (its PyTorch side is torch_reference.py), the op benchmarks (bf16 GEMM).
-EMBER_GPU_PROGRAMS="examples/ember_mnist bench/ember_bench_gpu bench/ember_bench"
+# Programs: the example, the GPU benchmark (its PyTorch side is torch_reference.py), the op benchmarks (bf16 GEMM),
+# the CPU training benchmark (its PyTorch side is bench/torch_train.py), run on the host's CPU as an extra.
+EMBER_GPU_PROGRAMS="examples/ember_mnist bench/ember_bench_gpu bench/ember_bench bench/ember_bench_train"
+
+# The CPU training configs and thread counts the extras time on the GPU host (Ember against the host's PyTorch).
+EMBER_HOST_TRAIN_CONFIGS="mlp-b64 mlp-big cnn-b64"
+EMBER_HOST_TRAIN_THREADS="1 2 16"
 
 # The gate: one small test that needs a working CUDA device.
 EMBER_GPU_GATE="test_cuda_runtime"

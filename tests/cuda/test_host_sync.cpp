@@ -152,7 +152,7 @@ TEST_F(HostSync, BadIndicesReadNothingOutsideTheTensorAndAreReported) {
   EXPECT_EQ(test::values(picked), (std::vector<double>{8, 9, 10, 11, 0, 0, 0, 0, 0, 1, 2, 3}));
   nn::Embedding emb(10, 4);
   emb.to(dev);
-  EXPECT_THROW_MSG((void)emb(tensor<int64_t>({3, -1}).to(dev)).cpu(), IndexError, "index -1", "size 10");
+  EXPECT_THROW_MSG((void)emb(tensor<int64_t>({3, -1}).to(dev)).cpu(), IndexError, "index -1", "num_embeddings = 10");
   EXPECT_THROW_MSG((void)gather(x, 1, tensor<int64_t>({0, 4, 1}, {3, 1}).to(dev)).cpu(), IndexError, "gather",
                    "index 4", "size 4");
   EXPECT_THROW_MSG(
