@@ -241,6 +241,23 @@ void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
   }
 }
 
+// The bias gradient of one image, each channel's sum in double (sums[oc]): run by the image's part while gy[n] is
+// still in L2 from its GEMMs, rather than as one more serial pass over all of gy. The per-image sums are added in
+// image order afterwards (bias_grad_from_images), so the result is bias_grad's, bit for bit, on any thread count.
+template <class T>
+void bias_sums_of_image(const ConvGeom& g, const T* gy_n, double* sums) {
+  for (int64_t oc = 0; oc < g.OC; ++oc) sums[oc] = sum_as_double(gy_n + oc * g.ohw(), g.ohw());
+}
+
+template <class T>
+void bias_grad_from_images(const ConvGeom& g, const double* sums, T* gb) {
+  for (int64_t oc = 0; oc < g.OC; ++oc) {
+    double s = 0;
+    for (int64_t n = 0; n < g.N; ++n) s += sums[n * g.OC + oc];
+    gb[oc] = static_cast<T>(s);
+  }
+}
+
 // What every image of one backward call shares: the geometry, the tensors, and how each gradient is computed.
 //  - The weight gradient, with our float32 GEMM where its tiles waste less that way (as on the CNN's layers):
 //    gW^T[CKK, OC] += col(x[n]) @ gy[n]^T with col read from the zero-padded image (ImplicitCols, no im2col) and
@@ -413,13 +430,15 @@ void input_grad_gather_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>
 
 // One part's images [start, end): their weight gradients summed into gw_part, their input gradients written.
 template <class T>
-void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_part, PartBuffers<T>& buf) {
+void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_part, double* bias_sums,
+                   PartBuffers<T>& buf) {
   for (int64_t n = start; n < end; ++n) {
     const bool acc = n > start;
     if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
     else if (gw_part) weight_grad_image(b, n, gw_part, buf, acc);
     if (b.gx_gather) input_grad_gather_image(b, n, buf);
     else if (b.gx) input_grad_image(b, n, buf);
+    if (bias_sums) bias_sums_of_image(b.g, b.gy_of(n), bias_sums + n * b.g.OC);
   }
   if (gw_part && b.gw_transposed && end > start) {
     const T* gwT = buf.gwT.template as<T>();
@@ -431,19 +450,24 @@ void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_p
 template <class T>
 void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, const T* w, const T* gy, T* gx, T* gw,
                            T* gb) {
-  if (gb) bias_grad(g, gy, gb);
-  if (!gx && !gw) return;
+  if (!gx && !gw) {
+    if (gb) bias_grad(g, gy, gb);
+    return;
+  }
   const BackwardPlan<T> b(g, x, w, gy, gx, gw);
   if (gw && g.N == 0) std::fill(gw, gw + b.wsize(), T(0));
   // Part 0 sums its weight gradient straight into gw, the others into their own slot here.
   Tensor gw_parts = gw && sp.parts > 1 ? empty({sp.parts - 1, b.wsize()}, {.dtype = dtype_of_v<T>}) : Tensor();
+  Scratch bias_sums(gb ? sizeof(double) * static_cast<size_t>(g.N * g.OC) : 0);  // [N, OC]
+  double* sums = gb ? bias_sums.as<double>() : nullptr;
   parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
     PartBuffers<T> buf(b);
     for (int64_t part = part0; part < part1; ++part) {
       T* gw_part = !gw ? nullptr : part == 0 ? gw : static_cast<T*>(gw_parts.data_ptr()) + (part - 1) * b.wsize();
-      backward_part(b, part * sp.per, std::min(g.N, (part + 1) * sp.per), gw_part, buf);
+      backward_part(b, part * sp.per, std::min(g.N, (part + 1) * sp.per), gw_part, sums, buf);
     }
   });
+  if (gb) bias_grad_from_images(g, sums, gb);
   if (gw_parts.defined()) {  // the parts' sums, in part order (the same result for the same thread count)
     const T* parts = static_cast<const T*>(gw_parts.data_ptr());
     for (int64_t q = 0; q < sp.parts - 1; ++q)

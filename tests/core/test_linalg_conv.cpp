@@ -419,6 +419,8 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
         SCOPED_TRACE(testing::Message() << name(dt) << " " << c.x << " " << what[i]);
         EXPECT_TENSOR_NEAR(three[i], one[i].shape(), test::values(one[i]), tol, tol);
       }
+      // the bias gradient's per-image sums are added in image order whichever part computed them: bit for bit
+      EXPECT_EQ(test::values(three[3]), test::values(one[3])) << name(dt) << " " << c.x;
     }
 }
 
@@ -492,10 +494,13 @@ TEST(Conv2d, BackwardInRowBlocksMatchesTheTextbookBackward) {
 
 // The bias gradient of a float32 conv is summed in double (vectorised on AVX2, with a scalar tail): check it
 // against a plain double sum of the upstream gradient, for output planes shorter and longer than a vector step.
+// Alone (a serial pass over gy), and beside the input and weight gradients (summed image by image in the parts).
 TEST(Conv2d, Float32BiasGradientIsTheSumOfTheUpstreamGradient) {
   for (int64_t hw : {3, 9, 30}) {
     manual_seed(static_cast<uint64_t>(hw));
     Tensor x = randn({3, 2, hw, hw}), w = randn({4, 2, 3, 3}), b = randn({4}).requires_grad_();
+    if (hw == 9) x.requires_grad_();
+    if (hw == 30) w.requires_grad_();
     Tensor y = conv2d(x, w, b, {1}, {1});
     Tensor g = randn(y.shape()) * 10.0;
     sum(y * g).backward();
