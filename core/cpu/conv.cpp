@@ -354,7 +354,7 @@ void weight_grad_transposed_image(const BackwardPlan<T>& b, int64_t n, PartBuffe
   const ConvGeom& g = b.g;
   if constexpr (BackwardPlan<T>::kPacked) {
     const ImplicitCols& cols = *b.xcols;
-    cols.pad(b.x_of(n), buf.xpad.template as<float>());
+    cols.pad(b.x_of(n), buf.xpad.template as<float>(), acc);  // acc: a later image of the part, borders zero
     sgemm_pack_b(g.ohw(), g.OC, b.gy_of(n), 1, g.ohw(), buf.gw_b.template as<float>());
     sgemm_serial_gather(g.ckk(), g.OC, g.ohw(), buf.xpad.template as<float>(), cols.taps_table(),
                         cols.positions_table(), buf.gw_b.template as<float>(), buf.gwT.template as<float>(), g.OC,
@@ -414,14 +414,14 @@ void input_grad_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) 
 
 // gx[n] = (colg(gy[n])^T @ Wf)^T: the input gradient as a correlation of the padded gy[n] (float32, stride 1).
 template <class T>
-void input_grad_gather_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf) {
+void input_grad_gather_image(const BackwardPlan<T>& b, int64_t n, PartBuffers<T>& buf, bool later) {
   if constexpr (BackwardPlan<T>::kPacked) {
     const ConvGeom& g = b.g;
     const ImplicitCols& cols = *b.gycols;
     const int64_t hw = g.H * g.W;
     float* gypad = buf.gypad.template as<float>();
     float* gxt = gypad + cols.padded_size();
-    cols.pad(b.gy_of(n), gypad);
+    cols.pad(b.gy_of(n), gypad, later);  // a later image of the part: the buffer's borders are zero
     sgemm_serial_gather(hw, g.C, cols.taps, gypad, cols.positions_table(), cols.taps_table(),
                         b.wt_packed.template as<float>(), gxt, g.C, false);
     transpose_f32(hw, g.C, gxt, g.C, b.gx + n * g.C * hw, hw);
@@ -436,7 +436,7 @@ void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_p
     const bool acc = n > start;
     if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
     else if (gw_part) weight_grad_image(b, n, gw_part, buf, acc);
-    if (b.gx_gather) input_grad_gather_image(b, n, buf);
+    if (b.gx_gather) input_grad_gather_image(b, n, buf, acc);
     else if (b.gx) input_grad_image(b, n, buf);
     if (bias_sums) bias_sums_of_image(b.g, b.gy_of(n), bias_sums + n * b.g.OC);
   }
@@ -534,12 +534,12 @@ struct ForwardBuffers {
 };
 
 [[maybe_unused]] void forward_image_gather(const ForwardPlan& f, const float* x, const float* b, float* y,
-                                           ForwardBuffers& buf) {
+                                           ForwardBuffers& buf, bool later) {
   const ConvGeom& g = f.g;
   const int64_t ohw = g.ohw();
   float* xpad = buf.blk.as<float>();
   float* yt = xpad + f.cols->padded_size();
-  f.cols->pad(x, xpad);
+  f.cols->pad(x, xpad, later);  // a later image of the part: the buffer's borders are zero
   if (b)
     for (int64_t m = 0; m < ohw; ++m) std::copy_n(b, g.OC, yt + m * g.OC);
   sgemm_serial_gather(ohw, g.OC, f.K, xpad, f.cols->positions_table(), f.cols->taps_table(), f.wpack.as<float>(), yt,
@@ -605,7 +605,7 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
         parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
           ForwardBuffers buf(f);
           for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
-            if (f.gather) forward_image_gather(f, xp + n * chw, bp, yp + n * yhw, buf);
+            if (f.gather) forward_image_gather(f, xp + n * chw, bp, yp + n * yhw, buf, n > part0 * sp.per);
             else forward_image_packed(f, xp + n * chw, yp + n * yhw, buf);
           }
         });

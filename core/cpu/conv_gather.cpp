@@ -29,17 +29,11 @@ ImplicitCols::ImplicitCols(const Correlation& k)
       for (int64_t kw = 0; kw < k.KW; ++kw) *t++ = static_cast<int32_t>((c * PH + kh) * PW + kw);
 }
 
-void ImplicitCols::pad(const float* x, float* out) const {
+void ImplicitCols::pad(const float* x, float* out, bool borders_zero) const {
+  if (!borders_zero) std::fill(out, out + padded_size(), 0.f);
   for (int64_t c = 0; c < C; ++c, x += H * W) {
-    float* o = out + c * PH * PW;
-    std::fill(o, o + ph * PW, 0.f);
-    for (int64_t h = 0; h < H; ++h) {
-      float* row = o + (ph + h) * PW;
-      std::fill(row, row + pw, 0.f);
-      std::copy_n(x + h * W, W, row + pw);
-      std::fill(row + pw + W, row + PW, 0.f);
-    }
-    std::fill(o + (ph + H) * PW, o + PH * PW, 0.f);
+    float* o = out + c * PH * PW + ph * PW + pw;
+    for (int64_t h = 0; h < H; ++h) std::copy_n(x + h * W, W, o + h * PW);
   }
 }
 

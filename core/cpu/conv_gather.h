@@ -33,8 +33,9 @@ struct ImplicitCols {
   int64_t padded_size() const { return C * PH * PW; }
   const int32_t* positions_table() const { return pos.as<int32_t>(); }
   const int32_t* taps_table() const { return tap.as<int32_t>(); }
-  // planes x [C, H, W] into out [C, PH, PW], zeros around
-  void pad(const float* x, float* out) const;
+  // planes x [C, H, W] into out [C, PH, PW], zeros around; borders_zero: out holds this geometry's zero borders
+  // already (a later image into the same buffer), so only the planes' rows are copied
+  void pad(const float* x, float* out, bool borders_zero = false) const;
 };
 
 // The forward's implicit column matrix (the input planes with the conv's padding and strides) and the input
