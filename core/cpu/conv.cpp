@@ -482,9 +482,10 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
 //    ragged edge); im2col writes the column matrix's rows straight into the GEMM's packed B layout, one K slice at
 //    a time, and the bias is one more column of W against a row of ones.
 //  - y[n]^T = col^T @ W^T (Gather): M = OH*OW, N = OC. The GEMM reads col^T from the zero-padded image through
-//    offset tables (ImplicitCols, conv_gather.h), with no im2col; y[n]^T starts as the bias rows and is
-//    transposed into y[n] at the end. For the CNN's 32 -> 64 channels on 14 x 14 planes the tiles compute
-//    198 x 64 values instead of 66 x 208 (99% useful, not 91%) and the 157 K values of im2col go.
+//    offset tables (ImplicitCols, conv_gather.h), with no im2col; the GEMM adds the bias (one per column of
+//    y[n]^T) as it stores the first K slice's tiles, and y[n]^T is transposed into y[n] at the end. For the CNN's 32 ->
+//    64 channels on 14 x 14 planes the tiles compute 198 x 64 values instead of 66 x 208 (99% useful, not 91%) and the
+//    157 K values of im2col go.
 struct ForwardPlan {
   const ConvGeom& g;
   bool gather;
@@ -540,10 +541,8 @@ struct ForwardBuffers {
   float* xpad = buf.blk.as<float>();
   float* yt = xpad + f.cols->padded_size();
   f.cols->pad(x, xpad, later);  // a later image of the part: the buffer's borders are zero
-  if (b)
-    for (int64_t m = 0; m < ohw; ++m) std::copy_n(b, g.OC, yt + m * g.OC);
   sgemm_serial_gather(ohw, g.OC, f.K, xpad, f.cols->positions_table(), f.cols->taps_table(), f.wpack.as<float>(), yt,
-                      g.OC, b != nullptr);
+                      g.OC, false, b);  // the bias added as the first K slice's tiles are stored
   transpose_f32(ohw, g.OC, yt, g.OC, y, ohw);
 }
 

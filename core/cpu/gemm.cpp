@@ -379,9 +379,10 @@ bool sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
 }
 
 void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const int32_t* row_off,
-                         const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate) {
+                         const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate,
+                         const float* bias) {
   if (M == 0 || N == 0) return;
-  if (K == 0) return empty_product(M, N, C, ldc, accumulate, nullptr);
+  if (K == 0) return empty_product(M, N, C, ldc, accumulate, bias);
   // No blocks of A to pack: A is read from its source (an image of a few tens of KB, in L1 or L2) for each
   // K slice and B sliver, which stays in L1 across all of M.
   const PackedBLayout lay(K, N);
@@ -393,7 +394,7 @@ void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const 
       const int64_t n = std::min(NR, N - jr);
       for (int64_t ir = 0; ir < M; ir += MR)
         tile_gather(kc, a, row_off + ir, std::min(MR, M - ir), step_off + pc, Bs, C + ir * ldc + jr, ldc,
-                    {acc, nullptr}, n);
+                    {acc, bias && pc == 0 ? bias + jr : nullptr}, n);
     }
   }
 }
@@ -446,7 +447,7 @@ void transpose_f32(int64_t rows, int64_t cols, const float* in, int64_t ld_in, f
 #else
 
 void sgemm_serial_gather(int64_t, int64_t, int64_t, const float*, const int32_t*, const int32_t*, const float*, float*,
-                         int64_t, bool) {
+                         int64_t, bool, const float*) {
   throw InternalError("sgemm_serial_gather: this build has no AVX2/FMA kernel");
 }
 

@@ -81,12 +81,14 @@ void sgemm_serial_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_
                          const float* B, int64_t b_rs, int64_t b_cs, const float* Bp, float* C, int64_t ldc,
                          bool accumulate);
 
-// C[M, N] (+)= A @ B on this thread for an implicit A: A[i, p] = a[row_off[i] + step_off[p]], and B laid out as
-// PackedBLayout(K, N). A convolution's column matrix is such an A, read from its zero-padded image (row_off: where
-// each output position's window starts, step_off: where each (channel, kh, kw) lies within a window), or its
-// transpose with the roles of the two tables swapped. Only when kHaveSgemmKernel.
+// C[M, N] (+)= A @ B (+ bias[j] in every row where bias is non-null, added with the first K slice) on this thread
+// for an implicit A: A[i, p] = a[row_off[i] + step_off[p]], and B laid out as PackedBLayout(K, N). A convolution's
+// column matrix is such an A, read from its zero-padded image (row_off: where each output position's window starts,
+// step_off: where each (channel, kh, kw) lies within a window), or its transpose with the roles of the two tables
+// swapped. Only when kHaveSgemmKernel.
 void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const int32_t* row_off,
-                         const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate);
+                         const int32_t* step_off, const float* Bp, float* C, int64_t ldc, bool accumulate,
+                         const float* bias = nullptr);
 
 // out[j * ld_out + i] = in[i * ld_in + j] for a [rows, cols] matrix (8 x 8 blocks in vector registers).
 void transpose_f32(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out);

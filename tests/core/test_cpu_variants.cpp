@@ -78,7 +78,9 @@ TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
 
 // The GEMM's gather form (sgemm_serial_gather, used by conv2d: A[i, p] = src[rows[i] + steps[p]]) against float64
 // products of the A it reads, with overlapping random tables, for M with ragged last tiles of 1 to 5 rows, N with
-// ragged edges, K in one and in several slices, written and accumulated, C with a row stride wider than N.
+// ragged edges, K in one and in several slices, written and accumulated, with and without a bias per column (added
+// with the first K slice only: a mutation adding it with every slice fails at K = 300 and 801), C with a row stride
+// wider than N.
 TEST(CpuVariants, GatherGemmMatchesFloat64) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
@@ -87,7 +89,8 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
   for (int64_t m : {1, 2, 3, 4, 5, 6, 13, 196})
     for (int64_t n : {7, 32, 45})
       for (int64_t k : {3, 300, 801})
-        for (bool acc : {false, true}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          const bool acc = mode & 1, with_bias = mode & 2;
           std::vector<int32_t> rows(static_cast<size_t>(m)), steps(static_cast<size_t>(k));
           for (int32_t& r : rows) r = static_cast<int32_t>(rng() % 2048);
           for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 2048);
@@ -98,8 +101,10 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
           std::vector<float> c(static_cast<size_t>(m * ldc));
           for (float& v : c) v = normal(rng);
           const std::vector<float> c0 = c;
+          std::vector<float> bias(static_cast<size_t>(n));
+          for (float& v : bias) v = normal(rng);
           cpu::widetest::sgemm_serial_gather(m, n, k, src.data(), rows.data(), steps.data(), bp.data(), c.data(), ldc,
-                                             acc);
+                                             acc, with_bias ? bias.data() : nullptr);
           for (int64_t i = 0; i < m; ++i)
             for (int64_t j = 0; j < ldc; ++j) {
               const size_t at = static_cast<size_t>(i * ldc + j);
@@ -107,7 +112,8 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
                 ASSERT_EQ(c[at], c0[at]) << m << "x" << n << "x" << k;
                 continue;
               }
-              double ref = acc ? c0[at] : 0.0, mag = std::fabs(ref);
+              double ref = (acc ? c0[at] : 0.0) + (with_bias ? bias[static_cast<size_t>(j)] : 0.0),
+                     mag = std::fabs(ref);
               for (int64_t p = 0; p < k; ++p) {
                 const double t = double(src[static_cast<size_t>(rows[static_cast<size_t>(i)] + steps[static_cast<size_t>(p)])]) *
                                  b[static_cast<size_t>(p * n + j)];
@@ -115,7 +121,7 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
                 mag += std::fabs(t);
               }
               ASSERT_NEAR(c[at], ref, 1e-5 * mag) << m << "x" << n << "x" << k << (acc ? " accumulated" : "")
-                                                  << " at " << i << "," << j;
+                                                  << (with_bias ? " with bias" : "") << " at " << i << "," << j;
             }
         }
 }
