@@ -218,7 +218,7 @@ Tensor relu(const Tensor& x) {
   // the gradient where y > 0, else 0: one fused pass, or (create_graph) a product with the mask that records
   op.record({x}, {y}).backward([sy = save(y)](const Grads& g) -> Grads {
     if (autograd::create_graph_enabled()) return {g[0] * gt(sy.get(), 0.0).to(g[0].dtype())};
-    return {raw::binary(BinaryOp::ReluBackward, g[0], sy.get())};
+    return {autograd::binary_into_gradient(BinaryOp::ReluBackward, g[0], sy.get())};
   });
   return y;
 }
@@ -238,7 +238,7 @@ Tensor gelu(const Tensor& x) {
   // g * gelu'(x) in one fused pass; in a create_graph pass g * gelu_grad(x), a recorded op (gelu_grad below)
   op.record({x}, {y}).backward([sx = save(x)](const Grads& g) -> Grads {
     if (autograd::create_graph_enabled()) return {g[0] * gelu_grad(sx.get())};
-    return {raw::binary(BinaryOp::GeluBackward, g[0], sx.get())};
+    return {autograd::binary_into_gradient(BinaryOp::GeluBackward, g[0], sx.get())};
   });
   return y;
 }

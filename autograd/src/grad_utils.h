@@ -52,6 +52,26 @@ inline Tensor reduce_to(const Tensor& g, const InputInfo& in) {
   return raw::cast(raw::sum_to(g, in.shape), in.dtype);
 }
 
+// Whether a backward may write its result into the incoming gradient g in place: no create_graph pass (whose
+// gradients are recorded values), nothing else holds g or its memory (no other handle, view, saved alias or hook:
+// both use counts are 1), and g already has the layout of the result (`like`'s shape, dtype and device,
+// contiguous). Saves the result's allocation and, on the CPU, a quarter of an elementwise backward's memory
+// traffic: no fresh lines fetched before being written (relu's backward in a CNN: 6 MB a layer).
+inline bool owns_gradient(const Tensor& g, const Tensor& like) {
+  return !create_graph_enabled() && g.defined() && g.impl_ptr().use_count() == 1 &&
+         g.impl()->storage.use_count() == 1 && g.is_contiguous() && g.shape() == like.shape() &&
+         g.dtype() == like.dtype() && g.device() == like.device();
+}
+
+// g op= other in place when the backward owns g (owns_gradient), else a fresh g op other: an elementwise
+// backward's result.
+inline Tensor binary_into_gradient(BinaryOp op, const Tensor& g, const Tensor& other) {
+  if (!owns_gradient(g, other)) return raw::binary(op, g, other);
+  Tensor out = g;  // a second handle on g's buffer, for the in-place call
+  raw::binary_(op, out, other);
+  return out;
+}
+
 }  // namespace ember::autograd
 
 namespace ember {

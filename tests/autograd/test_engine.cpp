@@ -1,6 +1,8 @@
 // The autograd engine: accumulation, fan-in/fan-out, retain_graph, grad mode, detach, graph lifetime,
 // in-place misuse, autograd::grad, checkpointing (same gradients, less memory) and anomaly mode.
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "test_util.h"
 
@@ -229,4 +231,58 @@ TEST(Autograd, ReluBackwardMasksByTheOutput) {
     h.backward(g);
     EXPECT_EQ(x2.grad().to_vector<double>(), want) << dt << " (relu_)";
   }
+}
+
+// relu's and gelu's backward write into the incoming gradient when nothing else holds it (owns_gradient), and
+// never into one that is held: by the caller of backward(), by a hook that kept it, or by a second consumer of
+// the same gradient (add's backward hands one tensor to both inputs). Each graph's gradients must equal those of
+// a run where hooks keep every gradient (so that no backward may write into any), bit for bit.
+TEST(Autograd, ElementwiseBackwardWritesOnlyIntoGradientsItOwns) {
+  manual_seed(31);
+  const Tensor x0 = randn({4, 5});
+  std::map<std::string, Tensor> kept;  // the gradients the hooks kept, by tensor
+  Tensor z_kept;
+  auto grads_of = [&](bool keep_all) {
+    Tensor x = x0.clone().requires_grad_();
+    Tensor a = x * 1.5;
+    Tensor r = relu(a), u = gelu(a);
+    Tensor z = r * 2.0 + u;  // a's gradient: the sum of relu's and gelu's backward of the same tensor
+    if (keep_all) {
+      z_kept = z.detach();
+      for (auto [name, t] : {std::pair{"a", &a}, {"r", &r}, {"u", &u}, {"z", &z}})
+        t->register_hook([&kept, name = std::string(name)](const Tensor& g) {
+          kept[name] = g;
+          return Tensor();
+        });
+    }
+    sum(z * z).backward();
+    return x.grad();
+  };
+  const Tensor plain = grads_of(false), held = grads_of(true);
+  EXPECT_EQ(plain.to_vector<float>(), held.to_vector<float>());
+  // the kept gradients were not written over by the backward that received them (relu's would mask r's)
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_EQ(kept["z"].to_vector<float>(), (z_kept * 2.0).to_vector<float>());
+  EXPECT_EQ(kept["r"].to_vector<float>(), (kept["z"] * 2.0).to_vector<float>());
+  EXPECT_EQ(kept["u"].to_vector<float>(), kept["z"].to_vector<float>());
+
+  // the caller's gradient is left as it was
+  Tensor x = x0.clone().requires_grad_();
+  const Tensor gy = randn({4, 5}), gy_before = gy.clone();
+  relu(x * 1.0).backward(gy);
+  EXPECT_EQ(gy.to_vector<float>(), gy_before.to_vector<float>());
+  EXPECT_EQ(x.grad().to_vector<float>(), (gy * gt(x0, 0.0).to(kFloat32)).to_vector<float>());
+
+  // a gradient the backward owns is written in place: relu's result is the buffer mul's backward made for it, which
+  // the leaf then takes as its .grad
+  Tensor w = x0.clone().requires_grad_();
+  Tensor rw = relu(w);
+  const void* incoming = nullptr;
+  rw.register_hook([&incoming](const Tensor& g) {
+    incoming = g.data_ptr();
+    return Tensor();
+  });
+  sum(rw * 3.0).backward();
+  EXPECT_EQ(w.grad().data_ptr(), incoming);
+  EXPECT_EQ(w.grad().to_vector<float>(), (gt(x0, 0.0).to(kFloat32) * 3.0).to_vector<float>());
 }
