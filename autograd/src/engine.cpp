@@ -16,6 +16,7 @@
 #include "ember/core/factory.h"
 #include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
+#include "grad_utils.h"
 
 namespace ember::autograd {
 namespace {
@@ -139,10 +140,14 @@ class Sweep {
   Tensor add(const Tensor& a, const Tensor& b) const {
     return create_graph_ ? a + b : raw::binary(BinaryOp::Add, a, b);
   }
+  // A second gradient for the same output is added into the first in place when the pass owns that one
+  // (owns_gradient: a residual connection's sum needs no new buffer), else into a new one.
   void add_grad(Node* n, uint32_t nr, Tensor g) {
     Grads& b = buffer_[n];
     if (b.size() <= nr) b.resize(nr + 1);
-    b[nr] = b[nr].defined() ? add(b[nr], g) : std::move(g);
+    if (!b[nr].defined()) b[nr] = std::move(g);
+    else if (!create_graph_ && owns_gradient(b[nr], g)) raw::binary_(BinaryOp::Add, b[nr], g);
+    else b[nr] = add(b[nr], g);
   }
   bool feeds_needed(const Node& n) const {
     for (const Edge& e : n.next)
