@@ -617,7 +617,9 @@ TEST(Pool2d, NaNStridedInputsFloat32AndManyChannels) {
 TEST(Pool2d, TiledMaxPoolBackwardRoutesToFirstMaximum) {
   for (DType dt : {kFloat32, kFloat64})
     for (int64_t k : {2, 3})
-      for (int64_t windows : {19, 5}) {  // whole vectors of 8 windows plus a masked rest; only a masked part
+      // whole vectors of 8 (AVX2) or 16 (AVX-512) windows plus a masked rest; only a masked part; the CNN's 14
+      // and 7; two whole AVX-512 vectors and one more
+      for (int64_t windows : {19, 5, 14, 7, 33}) {
         manual_seed(41 + k);
         const int64_t H = 3 * k + 1, W = windows * k + 1;  // one row and column past the last window: no gradient
         Tensor x = randint(0, 3, {2, 3, H, W}).to(dt);
