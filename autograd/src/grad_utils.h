@@ -56,12 +56,15 @@ inline Tensor reduce_to(const Tensor& g, const InputInfo& in) {
 // gradients are recorded values), nothing else holds g or its memory (no other handle, view, saved alias or hook:
 // both use counts are 1), the memory is Ember's (an allocator's; not a from_blob buffer a custom Function's
 // backward may have wrapped), and g already has the layout of the result (`like`'s shape, dtype and device,
-// contiguous). Saves the result's allocation and, on the CPU, a quarter of an elementwise backward's memory
-// traffic: no fresh lines fetched before being written (relu's backward in a CNN: 6 MB a layer).
+// contiguous). CPU memory that is not pinned only: a CUDA gradient a hook used on another stream (record_stream)
+// or a pinned one a non_blocking copy still reads has readers the use counts cannot see. Saves the result's
+// allocation and, on the CPU, a quarter of an elementwise backward's memory traffic: no fresh lines fetched before
+// being written (relu's backward in a CNN: 6 MB a layer).
 inline bool owns_gradient(const Tensor& g, const Tensor& like) {
-  return !create_graph_enabled() && g.defined() && g.impl_ptr().use_count() == 1 &&
-         g.impl()->storage.use_count() == 1 && g.impl()->storage->allocator != nullptr && g.is_contiguous() &&
-         g.shape() == like.shape() && g.dtype() == like.dtype() && g.device() == like.device();
+  if (create_graph_enabled() || !g.defined() || !g.device().is_cpu()) return false;
+  const Storage& st = g.impl()->storage;
+  return g.impl_ptr().use_count() == 1 && st.use_count() == 1 && st->allocator != nullptr && !st->pinned &&
+         g.is_contiguous() && g.shape() == like.shape() && g.dtype() == like.dtype() && g.device() == like.device();
 }
 
 // g op= other in place when the backward owns g (owns_gradient), else a fresh g op other: an elementwise

@@ -286,3 +286,50 @@ TEST(Autograd, ElementwiseBackwardWritesOnlyIntoGradientsItOwns) {
   EXPECT_EQ(w.grad().data_ptr(), incoming);
   EXPECT_EQ(w.grad().to_vector<float>(), (gt(x0, 0.0).to(kFloat32) * 3.0).to_vector<float>());
 }
+
+// The in-place writes against holders the handle count alone cannot see, and the in-place sums of two gradients:
+// a hook keeping only a view (another handle on the same storage), autograd::grad capturing a non-leaf whose
+// gradient then flows on into relu, x + x (one tensor handed twice to the same input) and a + relu(a).
+TEST(Autograd, InPlaceGradientWritesRespectViewsCapturesAndSums) {
+  manual_seed(37);
+  const Tensor x0 = randn({3, 4});
+  {  // a hook keeps only a detached view of relu's incoming gradient
+    Tensor x = x0.clone().requires_grad_();
+    Tensor r = relu(x * 1.0);
+    Tensor view;
+    r.register_hook([&view](const Tensor& g) {
+      view = g.detach().reshape({12});
+      return Tensor();
+    });
+    sum(r * 3.0).backward();
+    EXPECT_EQ(view.to_vector<float>(), std::vector<float>(12, 3.0f));
+  }
+  {  // autograd::grad captures h's gradient; relu(h)'s backward must not write into it
+    Tensor x = x0.clone().requires_grad_();
+    Tensor h = x * 2.0;
+    Tensor z = sum(relu(h) * 5.0);
+    const std::vector<Tensor> g = autograd::grad({z}, {h, x});
+    EXPECT_EQ(g[0].to_vector<float>(), (gt(h, 0.0).to(kFloat32) * 5.0).detach().to_vector<float>());
+    EXPECT_EQ(g[1].to_vector<float>(), (gt(h, 0.0).to(kFloat32) * 10.0).detach().to_vector<float>());
+  }
+  // x + x and a + relu(a): the sums equal a run whose hooks keep every gradient (nothing written in place)
+  auto grads_of = [&](bool keep) {
+    std::vector<Tensor> kept;
+    Tensor x = x0.clone().requires_grad_();
+    Tensor a = x * 1.5;
+    Tensor d = a + a;
+    Tensor r = relu(d);
+    Tensor z = d + r;
+    if (keep)
+      for (Tensor* t : {&a, &d, &r, &z})
+        t->register_hook([&kept](const Tensor& g) {
+          kept.push_back(g);
+          return Tensor();
+        });
+    sum(z * z).backward();
+    return x.grad();
+  };
+  EXPECT_EQ(grads_of(false).to_vector<float>(), grads_of(true).to_vector<float>());
+  const Tensor d0 = x0 * 3.0, want = (2 * (d0 + relu(d0)) * (1 + gt(d0, 0.0).to(kFloat32))) * 3.0;
+  EXPECT_EQ(grads_of(false).to_vector<float>(), want.to_vector<float>());
+}
