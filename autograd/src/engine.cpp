@@ -146,7 +146,7 @@ class Sweep {
     Grads& b = buffer_[n];
     if (b.size() <= nr) b.resize(nr + 1);
     if (!b[nr].defined()) b[nr] = std::move(g);
-    else if (!create_graph_ && owns_gradient(b[nr], g)) raw::binary_(BinaryOp::Add, b[nr], g);
+    else if (owns_gradient(b[nr], g)) raw::binary_(BinaryOp::Add, b[nr], g);  // never in a create_graph pass
     else b[nr] = add(b[nr], g);
   }
   bool feeds_needed(const Node& n) const {

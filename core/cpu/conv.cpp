@@ -12,7 +12,7 @@
 // and consumed (by the GEMM, or by col2im) while it is in L2. With our float32 GEMM the weights are packed once
 // per call, not once per image; the forward's im2col writes its rows straight into the GEMM's packed B layout
 // (and the weight gradient's into its packed B, 16 rows at a time), and the bias is one more column of W against
-// a row of ones (in the gather form, y[n]^T starts as the bias).
+// a row of ones (in the gather form, the GEMM adds it as it stores y[n]^T's first K slice).
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -232,18 +232,10 @@ inline double sum_as_double(const float* x, int64_t n) {
 // --- conv2d_backward, in named steps
 
 // gb[oc] = sum over n, oh, ow of gy[n, oc, oh, ow], in double.
-template <class T>
-void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
-  for (int64_t oc = 0; oc < g.OC; ++oc) {
-    double s = 0;
-    for (int64_t n = 0; n < g.N; ++n) s += sum_as_double(gy + (n * g.OC + oc) * g.ohw(), g.ohw());
-    gb[oc] = static_cast<T>(s);
-  }
-}
-
-// The bias gradient of one image, each channel's sum in double (sums[oc]): run by the image's part while gy[n] is
-// still in L2 from its GEMMs, rather than as one more serial pass over all of gy. The per-image sums are added in
-// image order afterwards (bias_grad_from_images), so the result is bias_grad's, bit for bit, on any thread count.
+// The bias gradient of one image, each channel's sum in double (sums[oc]). The backward runs it in each image's
+// part while gy[n] is still in L2 from its GEMMs, rather than as one more serial pass over all of gy; the
+// per-image sums are then added in image order (bias_grad_from_images), so the result does not depend on the
+// thread count.
 template <class T>
 void bias_sums_of_image(const ConvGeom& g, const T* gy_n, double* sums) {
   for (int64_t oc = 0; oc < g.OC; ++oc) sums[oc] = sum_as_double(gy_n + oc * g.ohw(), g.ohw());
@@ -256,6 +248,14 @@ void bias_grad_from_images(const ConvGeom& g, const double* sums, T* gb) {
     for (int64_t n = 0; n < g.N; ++n) s += sums[n * g.OC + oc];
     gb[oc] = static_cast<T>(s);
   }
+}
+
+// The bias gradient alone (neither other gradient wanted): the same sums, image after image.
+template <class T>
+void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
+  Scratch sums(sizeof(double) * static_cast<size_t>(g.N * g.OC));
+  for (int64_t n = 0; n < g.N; ++n) bias_sums_of_image(g, gy + n * g.OC * g.ohw(), sums.as<double>() + n * g.OC);
+  bias_grad_from_images(g, sums.as<double>(), gb);
 }
 
 // What every image of one backward call shares: the geometry, the tensors, and how each gradient is computed.

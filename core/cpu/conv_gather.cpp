@@ -4,11 +4,8 @@
 
 #include <algorithm>
 
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
-
 #include "gemm.h"
+#include "lanes.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
@@ -38,13 +35,7 @@ namespace {
 // call per row (which cost more than the copying on the CNN's 14- and 28-float rows).
 inline void copy_row(const float* x, float* o, int64_t n) {
 #ifdef __AVX2__
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_loadu_ps(x + i));
-  if (i < n) {
-    const __m256i m =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    _mm256_maskstore_ps(o + i, m, _mm256_maskload_ps(x + i, m));
-  }
+  for (int64_t i = 0; i < n; i += 8) lanes::store(o + i, n - i, lanes::load(x + i, n - i));
 #else
   std::copy_n(x, n, o);
 #endif

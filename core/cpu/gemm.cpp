@@ -116,14 +116,14 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
-// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4 or 6 rows,
-// V = 1 or 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2 variant (ymm) and 16 in the AVX-512 one (zmm). The full
-// 6 x 2W tile keeps C in 12 registers and does two FMAs per broadcast; the narrower ones serve ragged edges (N = 196:
-// the last 4 columns cost W lanes of work, not 2W; M = 64: the last 4 rows cost 4 broadcasts, not 6). Written with
-// GCC's vector types, so that one text serves both widths (the tests also build the wide one for AVX2: each vector
-// then two ymm registers); the assembly of both was checked for one vfmadd231ps per row and vector. The accumulators
-// are named variables, not an array: GCC kept an array version on the stack, storing it every step, when the kernel was
-// not inlined.
+// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4 or 6 rows, V = 1 or
+// 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2 variant
+// (ymm) and 16 in the AVX-512 one (zmm). The full 6 x 2W tile keeps C in 12 registers and does two FMAs per broadcast;
+// the narrower ones serve ragged edges (N = 196: the last 4 columns cost W lanes of work, not 2W; M = 64: the last 4
+// rows cost 4 broadcasts, not 6). Written with GCC's vector types, so that one text serves both widths (the tests also
+// build the wide one for AVX2: each vector then two ymm registers); the assembly of both was checked for one
+// vfmadd231ps per row and vector. The accumulators are named variables, not an array: GCC kept an array version on the
+// stack, storing it every step, when the kernel was not inlined.
 #ifdef EMBER_SGEMM_WIDE_KERNEL
 constexpr int64_t W = 16;
 #else

@@ -13,6 +13,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "lanes.h"
 #include "parallel.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
@@ -60,16 +61,8 @@ inline int64_t first_max(const T* xc, int64_t W, const WindowRange& r, T& m) {
 // elements a b / c d as four vectors. A last group of k < 8 windows (all of them when OW < 8, e.g.
 // 14x14 -> 7x7) uses masked loads and stores of its first 2k columns, so no window is left to scalar code.
 namespace avx {
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-inline __m256 load(const float* p, int64_t n) {  // the first n (<= 8) floats
-  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first_lanes(n));
-}
-inline void store(float* p, int64_t n, __m256 v) {
-  if (n >= 8) _mm256_storeu_ps(p, v);
-  else _mm256_maskstore_ps(p, first_lanes(n), v);
-}
+using lanes::load;  // the first n (<= 8) floats (lanes.h)
+using lanes::store;
 // columns 2i and 2i + 1 of p, for the first k windows
 inline void split(const float* p, int64_t k, __m256& even, __m256& odd) {
   const __m256 lo = load(p, 2 * k), hi = load(p + 8, 2 * k - 8);
