@@ -2,6 +2,7 @@
 // blocks of kRows, keys in blocks of kCols, an online softmax across the key blocks, so that the memory is a few
 // blocks per thread whatever T is. The forward keeps each row's log-sum-exp; the backward recomputes the
 // probabilities of a block from it. Block products are gemm_serial calls (our float32 kernel, Eigen for float64).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -94,7 +95,7 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = l[r] == T(0);
     const T inv = empty ? T(0) : T(1) / l[r];
-    T* dst = out + (i0 + r) * dv;
+    T* dst = out + (i0 + r) * p.o_stride[2];
     for (int64_t c = 0; c < dv; ++c) dst[c] = o[r * dv + c] * inv;
     lse[i0 + r] = empty ? kNegInf : m[r] + std::log(l[r]);
   }
@@ -108,22 +109,27 @@ template <class T>
 void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v,
                    const T* out, const T* lse, const T* gout, T* gq, T* gk, T* gv, std::vector<T>& buf) {
   const int64_t d = p.d, dv = p.dv, tq = p.tq, tk = p.tk, qs = p.q_stride[2], ks = p.k_stride[2], vs = p.v_stride[2];
+  const int64_t os = p.o_stride[2], gos = p.go_stride[2], gqs = p.gq_stride[2], gks = p.gk_stride[2],
+                gvs = p.gv_stride[2];
+  auto zero_rows = [](T* x, int64_t rows, int64_t width, int64_t stride) {
+    for (int64_t i = 0; i < rows; ++i) std::fill(x + i * stride, x + i * stride + width, T(0));
+  };
   buf.assign(static_cast<size_t>(2 * kRows * kCols + tq), T(0));
   T* s = buf.data();
   T* dp = s + kRows * kCols;
   T* D = dp + kRows * kCols;
   for (int64_t i = 0; i < tq; ++i) {
     T acc = 0;
-    for (int64_t c = 0; c < dv; ++c) acc += gout[i * dv + c] * out[i * dv + c];
+    for (int64_t c = 0; c < dv; ++c) acc += gout[i * gos + c] * out[i * os + c];
     D[i] = acc;
   }
-  std::fill(gq, gq + tq * d, T(0));
+  zero_rows(gq, tq, d, gqs);
   for (int64_t j0 = 0; j0 < tk; j0 += kCols) {
     const int64_t cols = std::min(kCols, tk - j0);
-    T* gkb = gk + j0 * d;
-    T* gvb = gv + j0 * dv;
-    std::fill(gkb, gkb + cols * d, T(0));
-    std::fill(gvb, gvb + cols * dv, T(0));
+    T* gkb = gk + j0 * gks;
+    T* gvb = gv + j0 * gvs;
+    zero_rows(gkb, cols, d, gks);
+    zero_rows(gvb, cols, dv, gvs);
     // under the causal rule, query rows before j0 see none of these keys
     for (int64_t i0 = p.causal ? j0 / kRows * kRows : 0; i0 < tq; i0 += kRows) {
       const int64_t rows = std::min(kRows, tq - i0);
@@ -139,9 +145,9 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
         }
       }
       // dV += P^T dO (P read transposed)
-      gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * dv, dv, 1, gvb, dv, true);
+      gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * gos, gos, 1, gvb, gvs, true);
       // dP = dO V^T
-      gemm_serial(rows, cols, dv, gout + i0 * dv, dv, 1, v + j0 * vs, 1, vs, dp, kCols, false);
+      gemm_serial(rows, cols, dv, gout + i0 * gos, gos, 1, v + j0 * vs, 1, vs, dp, kCols, false);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s + r * kCols;
         const T* dpr = dp + r * kCols;
@@ -149,8 +155,8 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
         for (int64_t c = 0; c < cols; ++c) sr[c] = sr[c] * (dpr[c] - Di) * static_cast<T>(p.scale);
       }
       // dQ += dS K, dK += dS^T Q
-      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * ks, ks, 1, gq + i0 * d, d, true);
-      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * qs, qs, 1, gkb, d, true);
+      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * ks, ks, 1, gq + i0 * gqs, gqs, true);
+      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * qs, qs, 1, gkb, gks, true);
     }
   }
 }
@@ -175,8 +181,8 @@ void CpuBackend::attention(const AttentionArgs& a) {
         const int64_t bh = t / qblocks, i0 = (t % qblocks) * kRows;
         const ScoreMask<T> sm{p, mp, bh};
         forward_block<T>(p, sm, qp + head_offset(p.q_stride, p, bh), kp + head_offset(p.k_stride, p, bh),
-                         vp + head_offset(p.v_stride, p, bh),
-                         op + bh * p.tq * p.dv, lp + bh * p.tq, i0, std::min(kRows, p.tq - i0), buf);
+                         vp + head_offset(p.v_stride, p, bh), op + head_offset(p.o_stride, p, bh), lp + bh * p.tq, i0,
+                         std::min(kRows, p.tq - i0), buf);
       }
     });
   });
@@ -194,11 +200,10 @@ void CpuBackend::attention_backward(const AttentionGradArgs& a) {
       std::vector<T> buf;
       for (int64_t bh = b0; bh < b1; ++bh) {
         const ScoreMask<T> sm{p, mp, bh};
-        const int64_t qo = bh * p.tq, ko = bh * p.tk;
-        backward_head<T>(p, sm, at(q) + head_offset(p.q_stride, p, bh), at(k) + head_offset(p.k_stride, p, bh),
-                         at(v) + head_offset(p.v_stride, p, bh), at(out) + qo * p.dv,
-                         at(lse) + qo, at(gout) + qo * p.dv, mut(gq) + qo * p.d, mut(gk) + ko * p.d,
-                         mut(gv) + ko * p.dv, buf);
+        const auto head = [&](const int64_t* stride) { return head_offset(stride, p, bh); };
+        backward_head<T>(p, sm, at(q) + head(p.q_stride), at(k) + head(p.k_stride), at(v) + head(p.v_stride),
+                         at(out) + head(p.o_stride), at(lse) + bh * p.tq, at(gout) + head(p.go_stride),
+                         mut(gq) + head(p.gq_stride), mut(gk) + head(p.gk_stride), mut(gv) + head(p.gv_stride), buf);
       }
     });
   });

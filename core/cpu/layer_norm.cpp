@@ -1,5 +1,5 @@
 // defines: the CPU row norms (backend.h: row_norm / row_norm_backward; layer and RMS norm) over the rows of x [N, D].
-// A thread takes whole rows. Per row: the sum in eight partial sums of x's type (so the adds vectorise), then
+// A thread takes whole rows. Per row: the sum in sixteen partial sums of x's type (so the adds vectorise), then
 // the variance as a second pass over the deviations (the row is in L1 by then), both combined in double; then
 // one multiply-add per element. The backward's dx is per row in the same way; dw and db sum over rows, so they
 // run as a second pass split by columns instead (each thread owns a slice of D and walks every row).

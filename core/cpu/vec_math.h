@@ -35,9 +35,9 @@ inline T row_max(const T* x, int64_t n, T init) {
   for (; i + kLanes <= n; i += kLanes)
     for (int j = 0; j < kLanes; ++j) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];
   for (; i < n; ++i) part[0] = x[i] > part[0] ? x[i] : part[0];
-  T m = init;
-  for (T v : part) m = v > m ? v : m;
-  return m;
+  for (int w = kLanes / 2; w > 0; w /= 2)  // pairwise: vector halves, not a chain of 16 dependent steps per row
+    for (int j = 0; j < w; ++j) part[j] = part[j + w] > part[j] ? part[j + w] : part[j];
+  return part[0];
 }
 
 // x[0] + ... + x[n-1], summed in kLanes interleaved partial sums
@@ -48,9 +48,9 @@ inline T row_sum(const T* x, int64_t n) {
   for (; i + kLanes <= n; i += kLanes)
     for (int j = 0; j < kLanes; ++j) part[j] += x[i + j];
   for (; i < n; ++i) part[0] += x[i];
-  T s = 0;
-  for (T v : part) s += v;
-  return s;
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) part[j] += part[j + w];
+  return part[0];
 }
 
 // x[i] = exp(x[i] - shift) in place, returning their sum

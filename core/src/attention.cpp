@@ -102,6 +102,28 @@ Shape with_last(const Shape& lead, std::initializer_list<int64_t> last) {
   return s;
 }
 
+// Whether t [B, H, T, w] is a head split: [B, T, H, w] contiguous seen through transpose(1, 2), as
+// x.reshape({B, T, H, hd}).transpose(1, 2) of a projection x [B, T, H * hd].
+bool is_head_split(const Tensor& t) {
+  return t.dim() == 4 && t.stride(3) == 1 && t.stride(1) == t.size(3) && t.stride(2) == t.size(1) * t.size(3) &&
+         t.stride(0) == t.size(2) * t.stride(2);
+}
+
+// A new output or gradient of `shape` (lead + [rows, width]) for the kernels, laid out as `like` (the q, k or v it
+// belongs to) where that is a head split and the device is the CPU (the CUDA kernels write contiguous rows): then
+// merging the heads back, y.transpose(1, 2).reshape({B, T, d}), is a view, and so are the gradients' way back
+// through the head split of the projections. Otherwise contiguous.
+Tensor new_rows(const Tensor& like, const Shape& shape, DType dtype, Device dev) {
+  if (!dev.is_cpu() || !is_head_split(like)) return detail::new_tensor(shape, dtype, dev);
+  return transpose(detail::new_tensor({shape[0], shape[2], shape[1], shape[3]}, dtype, dev), 1, 2);
+}
+
+// The strides (batch, heads, row) of t [..., rows, width] (contiguous or a head split: the reshape is a view).
+void row_strides(const Tensor& t, const AttentionParams& p, int64_t rows, int64_t* stride) {
+  const Tensor r = reshape(t, {p.batch_heads / std::max<int64_t>(p.heads, 1), p.heads, rows, t.size(-1)});
+  for (int i = 0; i < 3; ++i) stride[i] = r.stride(i);
+}
+
 }  // namespace
 
 void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale) {
@@ -112,7 +134,8 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                           bool causal) {
   Prepared r = prepare(q, k, v, mask, scale, causal);
   const Device dev = q.device();
-  Tensor out = detail::new_tensor(with_last(r.lead, {r.p.tq, r.p.dv}), r.compute, dev);
+  Tensor out = new_rows(q, with_last(r.lead, {r.p.tq, r.p.dv}), r.compute, dev);
+  row_strides(out, r.p, r.p.tq, r.p.o_stride);
   Tensor lse = detail::new_tensor(with_last(r.lead, {r.p.tq}), r.compute == kFloat64 ? kFloat64 : kFloat32, dev);
   if (out.numel() > 0 && r.p.tk == 0) {  // no keys: every row is empty
     backend_for(dev).fill(out, 0.0);
@@ -132,21 +155,34 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
   EMBER_CHECK_SHAPE(grad_out.defined() && grad_out.shape() == out_shape && out.shape() == out_shape, kOp,
                     ": backward expects the gradient and output of shape ", out_shape, ", got ", describe(grad_out),
                     " and ", describe(out));
-  Tensor gq = detail::new_tensor(q.shape(), r.compute, dev);
-  Tensor gk = detail::new_tensor(k.shape(), r.compute, dev);
-  Tensor gv = detail::new_tensor(v.shape(), r.compute, dev);
+  Tensor gq = new_rows(q, q.shape(), r.compute, dev);
+  Tensor gk = new_rows(k, k.shape(), r.compute, dev);
+  Tensor gv = new_rows(v, v.shape(), r.compute, dev);
   if (r.p.batch_heads == 0 || r.p.tq == 0 || r.p.tk == 0) {  // nothing attended: every gradient is 0
     for (const Tensor* g : {&gq, &gk, &gv}) backend_for(dev).fill(*g, 0.0);
     return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
   }
+  row_strides(gq, r.p, r.p.tq, r.p.gq_stride);
+  row_strides(gk, r.p, r.p.tk, r.p.gk_stride);
+  row_strides(gv, r.p, r.p.tk, r.p.gv_stride);
+  // The CPU reads the output and its gradient through their strides (a head split, or the view of one, stays
+  // where it is); the CUDA kernels take them contiguous.
+  const bool cpu = dev.is_cpu();
+  Tensor go = cast(grad_out, r.compute), o = cast(out, r.compute);
+  go = cpu ? rows_of(go, r.compute, r.p, r.p.tq, r.p.go_stride) : contiguous(go);
+  o = cpu ? rows_of(o, r.compute, r.p, r.p.tq, r.p.o_stride) : contiguous(o);
+  if (!cpu) {
+    row_strides(go, r.p, r.p.tq, r.p.go_stride);
+    row_strides(o, r.p, r.p.tq, r.p.o_stride);
+  }
   backend_for(dev).attention_backward({.gq = gq,
                                        .gk = gk,
                                        .gv = gv,
-                                       .gout = contiguous(cast(grad_out, r.compute)),
+                                       .gout = go,
                                        .q = r.q,
                                        .k = r.k,
                                        .v = r.v,
-                                       .out = contiguous(cast(out, r.compute)),
+                                       .out = o,
                                        .lse = contiguous(lse),
                                        .mask = r.mask,
                                        .p = r.p});

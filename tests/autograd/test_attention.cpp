@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/raw_ops.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -84,6 +85,49 @@ TEST(Attention, TiledEqualsTheCompositeInValueAndGradient) {
       expect_close(t.gq, r.gq, 10 * tol, what + " dq");
       expect_close(t.gk, r.gk, 10 * tol, what + " dk");
       expect_close(t.gv, r.gv, 10 * tol, what + " dv");
+    }
+  }
+}
+
+// A head split (q, k, v as x.reshape({B, T, H, hd}).transpose(1, 2), as MultiheadAttention makes them): on the CPU
+// the output and the gradients take that layout, so that merging the heads back is a view, and a gradient of the
+// output that arrives as such a view is read in place. Values as with contiguous copies of everything; a mutation
+// that ignores any one of the five strides (writes or reads rows as if contiguous) breaks them.
+TEST(Attention, HeadSplitLayoutsStayInPlace) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (bool causal : {false, true}) {
+      manual_seed(9);
+      const int64_t B = 2, T = 70, H = 3, hd = 8;
+      const TensorOptions o{.dtype = dt};
+      auto split = [&](const Tensor& x) { return x.reshape({B, T, H, hd}).transpose(1, 2); };
+      const Tensor q = split(randn({B, T, H * hd}, o)), k = split(randn({B, T, H * hd}, o)),
+                   v = split(randn({B, T, H * hd}, o));
+      const Tensor gy = split(randn({B, T, H * hd}, o));  // the gradient as merge-heads' backward hands it over
+      const raw::AttentionResult r = raw::attention(q, k, v, {}, 0, causal);
+      EXPECT_TRUE(r.out.transpose(1, 2).is_contiguous()) << "out is not laid out as a head split";
+      const raw::AttentionGrads g = raw::attention_backward(gy, q, k, v, r.out, r.lse, {}, 0, causal);
+      for (const Tensor* t : {&g.q, &g.k, &g.v})
+        EXPECT_TRUE(t->transpose(1, 2).is_contiguous()) << "a gradient is not laid out as its input";
+
+      const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+      const raw::AttentionResult rc = raw::attention(qc, kc, vc, {}, 0, causal);
+      EXPECT_TRUE(rc.out.is_contiguous());
+      const raw::AttentionGrads gc =
+          raw::attention_backward(gy.contiguous(), qc, kc, vc, rc.out, rc.lse, {}, 0, causal);
+      const std::string what = std::string(dt == kFloat64 ? "f64" : "f32") + (causal ? " causal" : "");
+      const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
+      expect_close(r.out, rc.out, tol, what + " out");
+      expect_close(g.q, gc.q, tol, what + " dq");
+      expect_close(g.k, gc.k, tol, what + " dk");
+      expect_close(g.v, gc.v, tol, what + " dv");
+      const Grads3 ref = run(qc, kc, vc, [&](auto& a, auto& b, auto& c) { return naive(a, b, c, {.causal = causal}); });
+      const Grads3 got = run(q, k, v, [&](auto& a, auto& b, auto& c) {
+        return scaled_dot_product_attention(a, b, c, {.causal = causal});
+      });
+      expect_close(got.y, ref.y, 10 * tol, what + " autograd out");
+      expect_close(got.gq, ref.gq, 100 * tol, what + " autograd dq");
+      expect_close(got.gk, ref.gk, 100 * tol, what + " autograd dk");
+      expect_close(got.gv, ref.gv, 100 * tol, what + " autograd dv");
     }
   }
 }

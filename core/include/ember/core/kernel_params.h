@@ -61,6 +61,10 @@ enum class AttnMask : unsigned char { None, Bool, Additive };
 // mask[(bh / heads) * mask_stride[0] + (bh % heads) * mask_stride[1] + i * mask_stride[2] + j * mask_stride[3]]
 // (strides in elements; 0 where it broadcasts). Causal keeps key j for query i when j <= i (PyTorch's top-left
 // alignment when Tq != Tk).
+// The output and the gradients are addressed the same way, through their own strides: out / grad_out [BH, Tq, dv]
+// (o_stride, go_stride) and dq, dk, dv (gq_stride, gk_stride, gv_stride). On the CPU they follow the layout of q
+// (a head split [B, T, H, hd] viewed as [B, H, T, hd]), so that merging the heads back costs no copy, forward or
+// backward; the CUDA kernels take them contiguous and leave these five unread.
 struct AttentionParams {
   int64_t batch_heads = 0, heads = 1, tq = 0, tk = 0, d = 0, dv = 0;
   double scale = 1;
@@ -68,6 +72,8 @@ struct AttentionParams {
   AttnMask mask = AttnMask::None;
   int64_t mask_stride[4] = {0, 0, 0, 0};
   int64_t q_stride[3] = {0, 0, 0}, k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};
+  int64_t o_stride[3] = {0, 0, 0}, go_stride[3] = {0, 0, 0};
+  int64_t gq_stride[3] = {0, 0, 0}, gk_stride[3] = {0, 0, 0}, gv_stride[3] = {0, 0, 0};
 };
 
 }  // namespace ember
