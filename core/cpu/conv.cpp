@@ -3,8 +3,9 @@
 // Note [Conv work split]: the batch is cut into one contiguous run of images per thread ("parts"); each thread
 // walks its run one image at a time with serial GEMMs, so there is one fork/join per call. The weight gradient is
 // summed per part and the parts added at the end.
-//   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b, or y[n]^T = col^T @ W^T (ForwardPlan)
-//   backward: gW += gy[n] @ col(x[n])^T, or gW^T += col(x[n]) @ gy[n]^T;
+//   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b, or y[n]^T = col^T @ W^T (ForwardPlan); for a
+//             window of at most 32 values at stride 1 (a first layer), the direct kernels of conv_direct.h
+//   backward: gW += gy[n] @ col(x[n])^T, or gW^T += col(x[n]) @ gy[n]^T, or the direct kernels;
 //             gx[n] = col2im(W^T @ gy[n]), or for stride 1 a correlation of gy[n] with the flipped kernel
 //             (BackwardPlan)
 // Where the column matrix is written (im2col), it is never held whole: the forward walks K in the GEMM's slices
@@ -21,6 +22,7 @@
 #include <utility>
 
 #include "conv_bf16.h"
+#include "conv_direct.h"
 #include "conv_gather.h"
 #include "conv_geom.h"
 #include "cpu_backend.h"
@@ -488,18 +490,25 @@ void conv2d_backward_typed(const ConvGeom& g, const ConvSplit& sp, const T* x, c
 //    157 K values of im2col go.
 struct ForwardPlan {
   const ConvGeom& g;
-  bool gather;
+  bool direct, gather;
   int64_t K, kc;  // the packed form's depth (CKK, + 1 with a bias) and its K slices
-  Scratch wpack;  // [W | b] packed as the GEMM's A (Packed), or W^T as its B (Gather)
+  Scratch wpack;  // [W | b] packed as the GEMM's A (Packed), W^T as its B (Gather), or for the direct kernels
   std::optional<ImplicitCols> cols;
 
   ForwardPlan(const ConvGeom& g_, const float* w, const float* b)
       : g(g_),
-        gather(forward_as_gather(g_) && gather_pays(g_)),
-        K(b && !gather ? g_.ckk() + 1 : g_.ckk()),
+        direct(conv_direct_fits(g_)),
+        gather(!direct && forward_as_gather(g_) && gather_pays(g_)),
+        K(b && !gather && !direct ? g_.ckk() + 1 : g_.ckk()),
         kc(sgemm_slice_depth(K)),
-        wpack(sizeof(float) *
-              static_cast<size_t>(gather ? PackedBLayout(K, g_.OC).size() : sgemm_packed_a_size(g_.OC, K))) {
+        wpack(sizeof(float) * static_cast<size_t>(direct   ? conv_direct_weights_size(g_)
+                                                  : gather ? PackedBLayout(K, g_.OC).size()
+                                                           : sgemm_packed_a_size(g_.OC, K))) {
+    if (direct) {
+      cols.emplace(forward_cols(g));
+      conv_direct_pack_weights(g, w, wpack.as<float>());
+      return;
+    }
     if (gather) {
       cols.emplace(forward_cols(g));
       sgemm_pack_b(K, g.OC, w, 1, K, wpack.as<float>());
@@ -524,15 +533,25 @@ struct ForwardPlan {
   }
 };
 
-// One thread's scratch for the forward: a packed K slice of the column matrix and a row (Packed), or the padded
-// image and y[n]^T (Gather).
+// One thread's scratch for the forward: a packed K slice of the column matrix and a row (Packed), the padded
+// image and y[n]^T (Gather), or the padded image and the slack the direct kernels read past it (Direct; zeroed
+// once: pad() writes only the image).
 struct ForwardBuffers {
   Scratch blk, row;
   explicit ForwardBuffers(const ForwardPlan& f)
-      : blk(sizeof(float) * static_cast<size_t>(f.gather ? f.cols->padded_size() + f.g.ohw() * f.g.OC
-                                                          : PackedBLayout(f.kc, f.g.ohw()).size())),
-        row(f.gather ? 0 : sizeof(float) * static_cast<size_t>(PackedBLayout(f.kc, f.g.ohw()).npad)) {}
+      : blk(sizeof(float) * static_cast<size_t>(f.direct   ? f.cols->padded_size() + conv_direct_slack()
+                                                : f.gather ? f.cols->padded_size() + f.g.ohw() * f.g.OC
+                                                           : PackedBLayout(f.kc, f.g.ohw()).size())),
+        row(f.gather || f.direct ? 0 : sizeof(float) * static_cast<size_t>(PackedBLayout(f.kc, f.g.ohw()).npad)) {
+    if (f.direct) std::fill_n(blk.as<float>() + f.cols->padded_size(), conv_direct_slack(), 0.f);
+  }
 };
+
+[[maybe_unused]] void forward_image_direct(const ForwardPlan& f, const float* x, const float* b, float* y,
+                                           ForwardBuffers& buf, bool later) {
+  f.cols->pad(x, buf.blk.as<float>(), later);  // a later image of the part: the buffer's borders are zero
+  conv_direct_forward(f.g, *f.cols, buf.blk.as<float>(), f.wpack.as<float>(), b, y);
+}
 
 [[maybe_unused]] void forward_image_gather(const ForwardPlan& f, const float* x, const float* b, float* y,
                                            ForwardBuffers& buf, bool later) {
@@ -604,7 +623,9 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
         parallel_for(0, sp.parts, 1, [&](int64_t part0, int64_t part1) {
           ForwardBuffers buf(f);
           for (int64_t n = part0 * sp.per, end = std::min(g.N, part1 * sp.per); n < end; ++n) {
-            if (f.gather) forward_image_gather(f, xp + n * chw, bp, yp + n * yhw, buf, n > part0 * sp.per);
+            const bool later = n > part0 * sp.per;
+            if (f.direct) forward_image_direct(f, xp + n * chw, bp, yp + n * yhw, buf, later);
+            else if (f.gather) forward_image_gather(f, xp + n * chw, bp, yp + n * yhw, buf, later);
             else forward_image_packed(f, xp + n * chw, yp + n * yhw, buf);
           }
         });

@@ -435,17 +435,22 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
 // rows, K in several slices), a stride-2 forward and weight gradient, a padding as wide as the kernel (the input
 // gradient is then no correlation: col2im), a 3 x 5 kernel on a 8 x 7 plane (the input gradient's correlation
 // padded by 1 and 3), and a 3 x 3 plane into 32 channels (the packed forward on a plane narrower than a vector).
+// Windows of at most 32 values at stride 1 take the direct forward (conv_direct.h): the 1 -> 32 channel 5 x 5
+// layers here and below, OC = 7 and 3 (ragged channel tiles), rows of 2, 3, 10 and 64; also an RGB 3 x 3 layer
+// into 11 channels on rows of 37 (more than one register tile along a row, the last one masked) and the example
+// CNN's first layer on 3 images (the later images of a part reuse the padded buffer and its zero borders).
 TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
   struct Case {
     Shape x, w;
     int64_t stride, pad;
   };
-  const Case cases[] = {{{3, 17, 7, 7}, {10, 17, 5, 5}, 1, 2}, {{2, 3, 11, 9}, {5, 3, 3, 3}, 2, 1},
-                        {{4, 1, 12, 12}, {32, 1, 5, 5}, 1, 2}, {{2, 4, 3, 3}, {7, 4, 2, 2}, 1, 0},
-                        {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0},  {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
-                        {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1},  {{2, 32, 14, 14}, {64, 32, 5, 5}, 1, 2},
+  const Case cases[] = {{{3, 17, 7, 7}, {10, 17, 5, 5}, 1, 2},   {{2, 3, 11, 9}, {5, 3, 3, 3}, 2, 1},
+                        {{4, 1, 12, 12}, {32, 1, 5, 5}, 1, 2},   {{2, 4, 3, 3}, {7, 4, 2, 2}, 1, 0},
+                        {{2, 6, 10, 10}, {8, 6, 3, 1}, 1, 0},    {{2, 24, 6, 6}, {5, 24, 4, 4}, 1, 1},
+                        {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1},    {{2, 32, 14, 14}, {64, 32, 5, 5}, 1, 2},
                         {{2, 16, 13, 13}, {32, 16, 3, 3}, 2, 1}, {{1, 4, 6, 6}, {16, 4, 3, 3}, 1, 3},
-                        {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1},   {{2, 1, 3, 3}, {32, 1, 3, 3}, 1, 1}};
+                        {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1},    {{2, 1, 3, 3}, {32, 1, 3, 3}, 1, 1},
+                        {{2, 3, 9, 37}, {11, 3, 3, 3}, 1, 1},    {{3, 1, 28, 28}, {32, 1, 5, 5}, 1, 2}};
   for (const Case& c : cases) {
     manual_seed(31);
     const Tensor x0 = randn(c.x, {.dtype = kFloat64}), w0 = randn(c.w, {.dtype = kFloat64}),
