@@ -495,7 +495,7 @@ struct ForwardPlan {
   const ConvGeom& g;
   bool direct, gather;
   int64_t K, kc;  // the packed form's depth (CKK, + 1 with a bias) and its K slices
-  Scratch wpack;  // [W | b] packed as the GEMM's A (Packed), W^T as its B (Gather), or for the direct kernels
+  Scratch wpack;  // [W | b] packed as the GEMM's A (Packed), W^T as its B (Gather), or for the direct kernel
   std::optional<ImplicitCols> cols;
 
   ForwardPlan(const ConvGeom& g_, const float* w, const float* b)
@@ -507,13 +507,12 @@ struct ForwardPlan {
         wpack(sizeof(float) * static_cast<size_t>(direct   ? conv_direct_weights_size(g_)
                                                   : gather ? PackedBLayout(K, g_.OC).size()
                                                            : sgemm_packed_a_size(g_.OC, K))) {
+    if (direct || gather) cols.emplace(forward_cols(g));
     if (direct) {
-      cols.emplace(forward_cols(g));
       conv_direct_pack_weights(g, w, wpack.as<float>());
       return;
     }
     if (gather) {
-      cols.emplace(forward_cols(g));
       sgemm_pack_b(K, g.OC, w, 1, K, wpack.as<float>());
       return;
     }
@@ -537,7 +536,7 @@ struct ForwardPlan {
 };
 
 // One thread's scratch for the forward: a packed K slice of the column matrix and a row (Packed), the padded
-// image and y[n]^T (Gather), or the padded image and the slack the direct kernels read past it (Direct; zeroed
+// image and y[n]^T (Gather), or the padded image and the slack the direct kernel reads past it (Direct; zeroed
 // once: pad() writes only the image).
 struct ForwardBuffers {
   Scratch blk, row;

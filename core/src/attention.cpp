@@ -118,12 +118,6 @@ Tensor new_rows(const Tensor& like, const Shape& shape, DType dtype, Device dev)
   return transpose(detail::new_tensor({shape[0], shape[2], shape[1], shape[3]}, dtype, dev), 1, 2);
 }
 
-// The strides (batch, heads, row) of t [..., rows, width] (contiguous or a head split: the reshape is a view).
-void row_strides(const Tensor& t, const AttentionParams& p, int64_t rows, int64_t* stride) {
-  const Tensor r = reshape(t, {p.batch_heads / std::max<int64_t>(p.heads, 1), p.heads, rows, t.size(-1)});
-  for (int i = 0; i < 3; ++i) stride[i] = r.stride(i);
-}
-
 }  // namespace
 
 void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale) {
@@ -135,7 +129,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   Prepared r = prepare(q, k, v, mask, scale, causal);
   const Device dev = q.device();
   Tensor out = new_rows(q, with_last(r.lead, {r.p.tq, r.p.dv}), r.compute, dev);
-  row_strides(out, r.p, r.p.tq, r.p.o_stride);
+  rows_of(out, r.compute, r.p, r.p.tq, r.p.o_stride);  // its strides (a view of it: no copy)
   Tensor lse = detail::new_tensor(with_last(r.lead, {r.p.tq}), r.compute == kFloat64 ? kFloat64 : kFloat32, dev);
   if (out.numel() > 0 && r.p.tk == 0) {  // no keys: every row is empty
     backend_for(dev).fill(out, 0.0);
@@ -162,19 +156,18 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
     for (const Tensor* g : {&gq, &gk, &gv}) backend_for(dev).fill(*g, 0.0);
     return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};
   }
-  row_strides(gq, r.p, r.p.tq, r.p.gq_stride);
-  row_strides(gk, r.p, r.p.tk, r.p.gk_stride);
-  row_strides(gv, r.p, r.p.tk, r.p.gv_stride);
+  rows_of(gq, r.compute, r.p, r.p.tq, r.p.gq_stride);  // their strides (views: no copy)
+  rows_of(gk, r.compute, r.p, r.p.tk, r.p.gk_stride);
+  rows_of(gv, r.compute, r.p, r.p.tk, r.p.gv_stride);
   // The CPU reads the output and its gradient through their strides (a head split, or the view of one, stays
   // where it is); the CUDA kernels take them contiguous.
-  const bool cpu = dev.is_cpu();
   Tensor go = cast(grad_out, r.compute), o = cast(out, r.compute);
-  go = cpu ? rows_of(go, r.compute, r.p, r.p.tq, r.p.go_stride) : contiguous(go);
-  o = cpu ? rows_of(o, r.compute, r.p, r.p.tq, r.p.o_stride) : contiguous(o);
-  if (!cpu) {
-    row_strides(go, r.p, r.p.tq, r.p.go_stride);
-    row_strides(o, r.p, r.p.tq, r.p.o_stride);
+  if (!dev.is_cpu()) {
+    go = contiguous(go);
+    o = contiguous(o);
   }
+  go = rows_of(go, r.compute, r.p, r.p.tq, r.p.go_stride);
+  o = rows_of(o, r.compute, r.p, r.p.tq, r.p.o_stride);
   backend_for(dev).attention_backward({.gq = gq,
                                        .gk = gk,
                                        .gv = gv,
