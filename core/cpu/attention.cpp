@@ -64,15 +64,18 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
                    T* lse, int64_t i0, int64_t rows, std::vector<T>& buf) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t d = p.d, dv = p.dv, qs = p.q_stride[2], ks = p.k_stride[2], vs = p.v_stride[2];
-  buf.assign(static_cast<size_t>(kRows * kCols + kRows * dv + 2 * kRows), T(0));
+  // not zero-filled: each product writes s, the first key block's writes o, m and l are set here
+  buf.resize(static_cast<size_t>(kRows * kCols + kRows * dv + 2 * kRows));
   T* s = buf.data();
   T* o = s + kRows * kCols;  // unnormalised output rows
   T* m = o + kRows * dv;
   T* l = m + kRows;
-  for (int64_t r = 0; r < rows; ++r) m[r] = kNegInf;
+  std::fill(m, m + rows, kNegInf);
+  std::fill(l, l + rows, T(0));
   const int64_t jend = sm.key_end(i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += kCols) {
     const int64_t cols = std::min(kCols, p.tk - j0);
+    const bool first = j0 == 0;  // o holds nothing yet: no rescaling, and the product is stored, not added
     // s = q_blk k_blk^T: k read transposed through its strides
     gemm_serial(rows, cols, d, q + i0 * qs, qs, 1, k + j0 * ks, 1, ks, s, kCols, false);
     sm.apply(s, i0, rows, j0, cols);
@@ -88,9 +91,10 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
       l[r] = l[r] * alpha + exp_shifted_sum(sr, mx, cols);
       m[r] = mx;
       T* orow = o + r * dv;
-      for (int64_t c = 0; c < dv; ++c) orow[c] *= alpha;
+      if (!first)
+        for (int64_t c = 0; c < dv; ++c) orow[c] *= alpha;
     }
-    gemm_serial(rows, dv, cols, s, kCols, 1, v + j0 * vs, vs, 1, o, dv, true);
+    gemm_serial(rows, dv, cols, s, kCols, 1, v + j0 * vs, vs, 1, o, dv, !first);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = l[r] == T(0);
@@ -114,25 +118,27 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
   auto zero_rows = [](T* x, int64_t rows, int64_t width, int64_t stride) {
     for (int64_t i = 0; i < rows; ++i) std::fill(x + i * stride, x + i * stride + width, T(0));
   };
-  buf.assign(static_cast<size_t>(2 * kRows * kCols + tq), T(0));
+  buf.resize(static_cast<size_t>(2 * kRows * kCols + tq));  // not zero-filled: the products write s and dp
   T* s = buf.data();
   T* dp = s + kRows * kCols;
   T* D = dp + kRows * kCols;
-  for (int64_t i = 0; i < tq; ++i) {
-    T acc = 0;
-    for (int64_t c = 0; c < dv; ++c) acc += gout[i * gos + c] * out[i * os + c];
-    D[i] = acc;
-  }
-  zero_rows(gq, tq, d, gqs);
+  for (int64_t i = 0; i < tq; ++i) D[i] = row_dot(gout + i * gos, out + i * os, dv);
+  // dQ, dK and dV are stored by the first product that reaches them and added to by the rest; rows that none
+  // reaches (no key blocks; keys past the last query under the causal rule) are zeroed
+  if (tk == 0) zero_rows(gq, tq, d, gqs);
   for (int64_t j0 = 0; j0 < tk; j0 += kCols) {
     const int64_t cols = std::min(kCols, tk - j0);
     T* gkb = gk + j0 * gks;
     T* gvb = gv + j0 * gvs;
-    zero_rows(gkb, cols, d, gks);
-    zero_rows(gvb, cols, dv, gvs);
     // under the causal rule, query rows before j0 see none of these keys
-    for (int64_t i0 = p.causal ? j0 / kRows * kRows : 0; i0 < tq; i0 += kRows) {
+    const int64_t first_i0 = p.causal ? j0 / kRows * kRows : 0;
+    if (first_i0 >= tq) {
+      zero_rows(gkb, cols, d, gks);
+      zero_rows(gvb, cols, dv, gvs);
+    }
+    for (int64_t i0 = first_i0; i0 < tq; i0 += kRows) {
       const int64_t rows = std::min(kRows, tq - i0);
+      const bool kv_acc = i0 != first_i0, q_acc = j0 != 0;
       gemm_serial(rows, cols, d, q + i0 * qs, qs, 1, k + j0 * ks, 1, ks, s, kCols, false);
       sm.apply(s, i0, rows, j0, cols);
       for (int64_t r = 0; r < rows; ++r) {
@@ -141,11 +147,11 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
         if (l == -std::numeric_limits<T>::infinity()) {
           std::fill(sr, sr + cols, T(0));  // a fully masked row: output 0, no gradient
         } else {
-          for (int64_t c = 0; c < cols; ++c) sr[c] = exp_of(sr[c] - l);
+          for (int64_t c = 0; c < cols; ++c) sr[c] = exp_nonpositive(sr[c] - l);
         }
       }
       // dV += P^T dO (P read transposed)
-      gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * gos, gos, 1, gvb, gvs, true);
+      gemm_serial(cols, dv, rows, s, 1, kCols, gout + i0 * gos, gos, 1, gvb, gvs, kv_acc);
       // dP = dO V^T
       gemm_serial(rows, cols, dv, gout + i0 * gos, gos, 1, v + j0 * vs, 1, vs, dp, kCols, false);
       for (int64_t r = 0; r < rows; ++r) {
@@ -155,8 +161,8 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
         for (int64_t c = 0; c < cols; ++c) sr[c] = sr[c] * (dpr[c] - Di) * static_cast<T>(p.scale);
       }
       // dQ += dS K, dK += dS^T Q
-      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * ks, ks, 1, gq + i0 * gqs, gqs, true);
-      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * qs, qs, 1, gkb, gks, true);
+      gemm_serial(rows, d, cols, s, kCols, 1, k + j0 * ks, ks, 1, gq + i0 * gqs, gqs, q_acc);
+      gemm_serial(cols, d, rows, s, 1, kCols, q + i0 * qs, qs, 1, gkb, gks, kv_acc);
     }
   }
 }

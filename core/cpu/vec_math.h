@@ -5,6 +5,10 @@
 #include <cstdint>
 #include "isa.h"
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "ember/internal/scalar_math.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
@@ -13,6 +17,15 @@ namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 template <class T>
 [[gnu::always_inline]] inline T exp_of(T v) {
   return scalar::fast_exp(v);
+}
+
+// exp(v) for v <= 0, as softmax takes it (a score less its row's max or log-sum-exp): for float exp_nonpositive_f32,
+// which gives 0 below -87 where exp_f32 forms a subnormal. A masked score (-inf) is one, and forming a subnormal
+// costs a microcode assist: attention's forward spent half its time in the exps of the causal blocks.
+template <class T>
+[[gnu::always_inline]] inline T exp_nonpositive(T v) {
+  if constexpr (sizeof(T) == sizeof(float)) return scalar::exp_nonpositive_f32(v);
+  else return exp_of(v);
 }
 
 // out[i] = exp(x[i] - shift) for i in [0, n): one vectorised pass for float
@@ -53,10 +66,93 @@ inline T row_sum(const T* x, int64_t n) {
   return part[0];
 }
 
+// a[0] b[0] + ... + a[n-1] b[n-1], in kLanes interleaved partial sums
+template <class T>
+inline T row_dot(const T* a, const T* b, int64_t n) {
+  T part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) part[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) part[0] += a[i] * b[i];
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) part[j] += part[j + w];
+  return part[0];
+}
+
+// The same reductions for float rows in one vector register, reduced across its lanes once per row, and a tail
+// through a masked load: the loops above keep their partial results on the stack, GCC reduces them there one
+// lane at a time (a chain of store-to-load forwards) and does not vectorise row_max's comparison at all; with
+// attention's rows of 64 that took a third of its forward pass.
+#if defined(__AVX512F__)
+inline __m512 row_tail(const float* x, int64_t n, __m512 fill) {  // x[0, n) over fill, n < 16
+  return _mm512_mask_loadu_ps(fill, static_cast<__mmask16>((1u << n) - 1), x);
+}
+inline float row_max(const float* x, int64_t n, float init) {
+  __m512 m = _mm512_set1_ps(init);  // max_ps(v, m) is m where v is NaN: NaNs are skipped as above
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  if (i < n) m = _mm512_max_ps(row_tail(x + i, n - i, m), m);
+  return _mm512_reduce_max_ps(m);
+}
+inline float row_sum(const float* x, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(x + i));
+  if (i < n) s = _mm512_add_ps(s, row_tail(x + i, n - i, _mm512_setzero_ps()));
+  return _mm512_reduce_add_ps(s);
+}
+inline float row_dot(const float* a, const float* b, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
+  const __m512 zero = _mm512_setzero_ps();
+  if (i < n) s = _mm512_fmadd_ps(row_tail(a + i, n - i, zero), row_tail(b + i, n - i, zero), s);
+  return _mm512_reduce_add_ps(s);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline __m256 row_tail(const float* x, int64_t n, __m256 fill) {  // x[0, n) over fill, n < 8
+  const __m256i in =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_blendv_ps(fill, _mm256_maskload_ps(x, in), _mm256_castsi256_ps(in));
+}
+inline float lanes_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+inline float lanes_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+inline float row_max(const float* x, int64_t n, float init) {
+  __m256 m = _mm256_set1_ps(init);  // max_ps(v, m) is m where v is NaN: NaNs are skipped as above
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+  if (i < n) m = _mm256_max_ps(row_tail(x + i, n - i, m), m);
+  return lanes_max(m);
+}
+inline float row_sum(const float* x, int64_t n) {
+  __m256 s = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + i));
+  if (i < n) s = _mm256_add_ps(s, row_tail(x + i, n - i, _mm256_setzero_ps()));
+  return lanes_sum(s);
+}
+inline float row_dot(const float* a, const float* b, int64_t n) {
+  __m256 s = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
+  const __m256 zero = _mm256_setzero_ps();
+  if (i < n) s = _mm256_fmadd_ps(row_tail(a + i, n - i, zero), row_tail(b + i, n - i, zero), s);
+  return lanes_sum(s);
+}
+#endif
+
 // x[i] = exp(x[i] - shift) in place, returning their sum
 template <class T>
 inline T exp_shifted_sum(T* x, T shift, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = exp_of(x[i] - shift);
+  for (int64_t i = 0; i < n; ++i) x[i] = exp_nonpositive(x[i] - shift);
   return row_sum(x, n);
 }
 

@@ -162,6 +162,33 @@ TEST(Attention, FullyMaskedRowsGiveZeroAndNoGradient) {
   for (double x : values(g.gk)) EXPECT_FALSE(std::isnan(x));
 }
 
+// Under the causal rule, keys past the last query are seen by no query: their rows of dK and dV are zero, not
+// whatever the buffers held. The kernel stores each gradient with its first product and zeroes only the rows no
+// product reaches, so a first backward without the rule leaves nonzero gradients in the caching allocator's blocks
+// of the same sizes for the second to reuse. Keys span three blocks (the last two past the 40 queries).
+TEST(Attention, CausalKeysPastTheLastQueryHaveZeroGradients) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    manual_seed(12);
+    const TensorOptions o{.dtype = dt};
+    Tensor q = randn({1, 2, 40, 8}, o), k = randn({1, 2, 150, 8}, o), v = randn({1, 2, 150, 8}, o);
+    const auto sdpa = [](bool causal) {
+      return [causal](auto& a, auto& b, auto& c) { return scaled_dot_product_attention(a, b, c, {.causal = causal}); };
+    };
+    Grads3 dirty = run(q, k, v, sdpa(false));
+    ASSERT_GT(max(abs(dirty.gk.slice(2, 40, 150))).item<double>(), 0.0);
+    dirty = Grads3{};
+    const Grads3 g = run(q, k, v, sdpa(true));
+    const std::string what = dt == kFloat64 ? "f64" : "f32";
+    EXPECT_EQ(max(abs(g.gk.slice(2, 40, 150))).item<double>(), 0.0) << what;
+    EXPECT_EQ(max(abs(g.gv.slice(2, 40, 150))).item<double>(), 0.0) << what;
+    const Grads3 r = run(q, k, v, [](auto& a, auto& b, auto& c) { return naive(a, b, c, {.causal = true}); });
+    const double tol = dt == kFloat64 ? 1e-10 : 2e-4;
+    expect_close(g.gq, r.gq, tol, what + " dq");
+    expect_close(g.gk, r.gk, tol, what + " dk");
+    expect_close(g.gv, r.gv, tol, what + " dv");
+  }
+}
+
 // The point of the tiling: forward + backward never hold a [T, T] matrix. At T = 2048 one head's scores are
 // 16 MiB in float32; everything the op legitimately keeps (q, k, v, out, grads, lse) is under 3 MiB.
 TEST(Attention, MemoryStaysLinearInT) {
