@@ -289,13 +289,16 @@ inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t
   else kernel<4, 1>(kc, a, Bp, C, ldc, e, m, n);
 }
 
-// A whole-row (MR) tile read in place from A (From: Rows or Cols), lda apart.
+// A tile of m = MR or 4 rows read in place from A (From: Rows or Cols), lda apart: the kernel of R = m rows reads
+// only rows that exist.
 template <AFrom From>
 inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, Epilogue e,
-                        int64_t n) {
+                        int64_t m, int64_t n) {
   const ARows<From> a{A, lda};
-  if (n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, e, MR, n);
-  else kernel<6, 1, From>(kc, a, Bp, C, ldc, e, MR, n);
+  if (m == MR && n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, e, MR, n);
+  else if (m == MR) kernel<6, 1, From>(kc, a, Bp, C, ldc, e, MR, n);
+  else if (n > W) kernel<4, 2, From>(kc, a, Bp, C, ldc, e, 4, n);
+  else kernel<4, 1, From>(kc, a, Bp, C, ldc, e, 4, n);
 }
 
 // A tile of the implicit A of sgemm_serial_gather: rows [0, m) at a + rows[i] (rows past m repeat the last, so
@@ -351,8 +354,9 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
       if (!Bp_all) pack_b(kc, nc, B + pc * b_rs + jc * b_cs, b_rs, b_cs, bpack.as<float>());
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        // rows [0, direct) of the block are read in place; the rest is packed (a ragged last sliver in direct mode)
-        const int64_t direct = direct_a ? mc / MR * MR : 0;
+        // rows [0, direct) of the block are read in place, in slivers of MR and a last one of exactly 4 rows (M = 64,
+        // the blocks of attention: 10 x 6 + 4); the rest is packed (a ragged last sliver of 1, 2, 3 or 5 rows)
+        const int64_t whole = direct_a ? mc / MR * MR : 0, direct = direct_a && mc - whole == 4 ? mc : whole;
         const float* Ap = Ap_all ? Ap_all + pc * mpad + ic * kc : apack.as<float>();
         if (!Ap_all && direct < mc)
           pack_a(mc - direct, kc, A + (ic + direct) * a_rs + pc * a_cs, a_rs, a_cs, apack.as<float>());
@@ -363,9 +367,11 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
           int64_t ir = 0;
           const float* Ab = A + ic * a_rs + pc * a_cs;  // the block's first element
           for (; ir < direct && rows_a; ir += MR)
-            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, e, n);
+            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, e,
+                                     std::min(MR, direct - ir), n);
           for (; ir < direct && cols_a; ir += MR)
-            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, e, n);
+            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, e, std::min(MR, direct - ir),
+                                     n);
           for (; ir < mc; ir += MR)
             tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, e, std::min(MR, mc - ir), n);
         }

@@ -56,9 +56,10 @@ TEST(CpuVariants, WideGemmMatchesOnEveryEdge) {
 
 // Both variants against float64 products, A read in place (row-major, also a column slice of a wider matrix, so
 // that its row stride is not K; column-major with a column stride of m, read in place for every m here, N being
-// small, m = 128 included) and all with a ragged last sliver of rows.
+// small, m = 128 included) and all with a ragged last sliver of rows (a last sliver of exactly 4 rows, m = 10 and
+// 64, is read in place too, by the 4-row kernel).
 TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
-  for (int64_t m : {1, 6, 11, 128, 150})
+  for (int64_t m : {1, 6, 10, 11, 64, 128, 150})
     for (int64_t n : {3, 32, 45})
       for (int64_t k : {5, 128, 513}) {
         const Tensor wide_a = rnd({m, k + 7}, 7), col_a = rnd({k, m}, 8).t(), b = rnd({k, n}, 9);
