@@ -284,6 +284,40 @@ TEST(Module, LambdaAndCustomActivationInChain) {
   EXPECT_TRUE(c.parameters().empty());
 }
 
+// relu followed by MaxPool2d in a Chain runs as the pool first, then relu (relu's output is what the chain returns),
+// with the values and gradients of max_pool2d(relu(x)) exactly: inputs from {-1, -0.5, 0, 0.5, 1} give windows
+// with tied positive maxima, zeros and only negative values, pooled in 2 x 2 windows and in overlapping 3 x 3 ones
+// of stride 1 (a shared argmax gathers several gradients), in float64 and float32. With a hook on either member,
+// the members run in their written order: the relu hook sees the unpooled input and the result comes from the
+// pool (a swap that ignores hooks fails this part).
+TEST(Module, ChainRunsReluThenMaxPoolAsPoolThenRelu) {
+  for (DType dt : {kFloat64, kFloat32})
+    for (int64_t k : {2, 3}) {
+      manual_seed(3);
+      const Tensor x0 = (randint(-2, 3, {2, 3, 7, 7}) / 2.0).to(dt);
+      const int64_t s = k == 2 ? 2 : 1;
+      nn::Chain c{nn::relu, nn::MaxPool2d(k, s)};
+      Tensor x = x0.detach().requires_grad_(true), xr = x0.detach().requires_grad_(true);
+      Tensor y = c(x);
+      const Tensor ref = max_pool2d(relu(xr), {k}, {s});
+      EXPECT_EQ(y.grad_fn_name(), "relu");
+      ASSERT_EQ(y.shape(), ref.shape());
+      EXPECT_EQ(test::values(y), test::values(ref)) << dt << " k " << k;
+      const Tensor w = randn(y.shape(), {.dtype = dt});
+      sum(y * w).backward();
+      sum(ref * w).backward();
+      EXPECT_EQ(test::values(x.grad()), test::values(xr.grad())) << dt << " k " << k;
+    }
+  nn::Chain c{nn::relu, nn::MaxPool2d(2)};
+  Shape seen;
+  c[0].register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor&) { seen = in.shape(); });
+  const Tensor x = randn({1, 2, 4, 4}).requires_grad_(true);
+  const Tensor y = c(x);
+  EXPECT_EQ(seen, Shape({1, 2, 4, 4}));
+  EXPECT_EQ(y.grad_fn_name(), max_pool2d(x, {2}, {2}).grad_fn_name());
+  EXPECT_EQ(test::values(y), test::values(max_pool2d(relu(x), {2}, {2})));
+}
+
 // A layer reached through chain[i] (a Module&) keeps its type when put into another Chain or registered as a
 // child: the new container shares the same layer instead of a sliced-down bare Module.
 TEST(Module, ReusingChainElementsKeepsTheirType) {

@@ -34,16 +34,22 @@ class Dense : public Module {
   Activation act_;
 };
 
+class ChainItem;
+
 // Wraps any callable Tensor -> Tensor as a module (an activation in a Chain, a reshape, ...).
 class Lambda : public Module {
  public:
   explicit Lambda(std::function<Tensor(const Tensor&)> f, std::string name = "Lambda");
   Tensor forward(const Tensor& x) override { return f_(x); }
   std::string repr() const override { return name_; }
+  // The activation (relu, gelu, ...) when this is a Chain's activation member; null for any other Lambda.
+  Activation activation() const { return activation_; }
 
  private:
+  friend class ChainItem;
   std::function<Tensor(const Tensor&)> f_;
   std::string name_;
+  Activation activation_ = nullptr;
 };
 
 // An element of a Chain: any module (kept with its own type) or an activation function.
@@ -59,6 +65,9 @@ class ChainItem {
 };
 
 // Flux's Chain / torch Sequential: applies its members left to right. Members are named "0", "1", ...
+// relu followed by MaxPool2d runs as the pool first and relu on its result: a max commutes with any
+// non-decreasing function, so the values and gradients are the same, and relu touches a quarter of the data.
+// Not when either member has hooks (they would see the tensors of the other order).
 class Chain : public Module {
  public:
   Chain() = default;

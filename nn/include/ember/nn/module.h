@@ -173,6 +173,8 @@ class Module : public std::enable_shared_from_this<Module> {
     using List = const std::vector<Tensor>&;
     return add_backward_hook(as_hook<BackwardHook, std::vector<Tensor>, F, Module&, List, List>(std::forward<F>(fn)));
   }
+  // True when a hook of any kind is registered on this module (not its children).
+  bool has_hooks() const;
 
  protected:
   // Parameters, buffers and children share one namespace: a name taken by any of them throws ValueError.
@@ -217,7 +219,6 @@ class Module : public std::enable_shared_from_this<Module> {
   HookHandle add_forward_hook(ForwardHook fn);
   HookHandle add_forward_hook(ForwardArgsHook fn);
   HookHandle add_backward_hook(BackwardHook fn);
-  bool has_hooks() const;
   // The forward form for `inputs` (forward_many when `many`) between the hooks.
   std::vector<Tensor> call_with_hooks(const std::vector<Tensor>& inputs, bool many) const;
 
