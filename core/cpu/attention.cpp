@@ -124,8 +124,8 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
   T* D = dp + kRows * kCols;
   for (int64_t i = 0; i < tq; ++i) D[i] = row_dot(gout + i * gos, out + i * os, dv);
   // dQ, dK and dV are stored by the first product that reaches them and added to by the rest; rows that none
-  // reaches (no key blocks; keys past the last query under the causal rule) are zeroed
-  if (tk == 0) zero_rows(gq, tq, d, gqs);
+  // reaches (keys past the last query under the causal rule) are zeroed. (tq, tk > 0: raw::attention_backward
+  // fills the gradients of an empty attention itself.)
   for (int64_t j0 = 0; j0 < tk; j0 += kCols) {
     const int64_t cols = std::min(kCols, tk - j0);
     T* gkb = gk + j0 * gks;

@@ -262,7 +262,7 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
             sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
           } else {
             for (int64_t k = 0; k < D; ++k) {
-              T e = exp_nonpositive(xi[k * inner] - m);
+              T e = exp_of(xi[k * inner] - m);
               sum += e;
               if (!log) oi[k * inner] = e;
             }

@@ -1,8 +1,10 @@
 // defines: the CPU's helpers around scalar::exp_f32 (the branch-free float32 exp of
-// ember/internal/scalar_math.h, shared with the CUDA kernels): exp_of for the floating types and exp_shifted, a
-// vectorised pass over a row; row_max and row_sum, reductions of a row in vector lanes. Private to core/.
+// ember/internal/scalar_math.h, shared with the CUDA kernels): exp_of for the floating types, exp_nonpositive for
+// shifted scores, exp_shifted and exp_shifted_sum, vectorised passes over a row; row_max, row_sum and row_dot,
+// reductions of a row in vector lanes (one vector register for float). Private to core/.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include "isa.h"
 
 #ifdef __AVX2__
@@ -19,19 +21,21 @@ template <class T>
   return scalar::fast_exp(v);
 }
 
-// exp(v) for v <= 0, as softmax takes it (a score less its row's max or log-sum-exp): for float exp_nonpositive_f32,
-// which gives 0 below -87 where exp_f32 would form a subnormal. Every masked score (-inf) is such a v, and forming
-// a subnormal costs a microcode assist: with the causal mask, about an eighth of attention's forward time.
+// exp(v) for v <= 0, as attention's softmax takes it (a score less its row's max or log-sum-exp): for float
+// exp_nonpositive_f32, which gives 0 below -87 where exp_f32 would form a subnormal. Every masked (-inf) score is
+// such a v, and forming a subnormal costs a microcode assist: with the causal mask, about an eighth of attention's
+// forward time. A v above 0 (a rounding of s - lse) is taken as 0; NaN stays NaN. (softmax itself keeps exp_of:
+// its results below 1e-38 are the subnormals PyTorch and our CUDA kernel give.)
 template <class T>
 [[gnu::always_inline]] inline T exp_nonpositive(T v) {
-  if constexpr (sizeof(T) == sizeof(float)) return scalar::exp_nonpositive_f32(v);
+  if constexpr (std::is_same_v<T, float>) return scalar::exp_nonpositive_f32(v > 0.f ? 0.f : v);
   else return exp_of(v);
 }
 
-// out[i] = exp(x[i] - shift) for i in [0, n), shift the row's max: one vectorised pass for float
+// out[i] = exp(x[i] - shift) for i in [0, n): one vectorised pass for float
 template <class T>
 inline void exp_shifted(const T* __restrict x, T shift, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = exp_nonpositive(x[i] - shift);
+  for (int64_t i = 0; i < n; ++i) out[i] = exp_of(x[i] - shift);
 }
 
 // The reductions below keep kLanes partial results, one per vector lane, so that the compiler vectorises them

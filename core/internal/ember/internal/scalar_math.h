@@ -216,9 +216,9 @@ EMBER_HD float exp_f32(float x) {
   const float y = t.e * s1 * s2;
   return x != x ? x : y;
 }
-// exp(a) for a <= 0 in float32, for GELU: exp_f32's reduction and polynomial with one power of two (0 for a below
-// -87, where the result would be under about 1.6e-38, which GELU cannot tell from 0). Arguments above 0 are not
-// expected.
+// exp(a) for a <= 0 in float32, for GELU (and the CPU attention's softmax, core/cpu/vec_math.h): exp_f32's reduction
+// and polynomial with one power of two (0 for a below -87, where the result would be under about 1.6e-38, which GELU
+// cannot tell from 0). Arguments above 0 are not expected.
 EMBER_HD float exp_nonpositive_f32(float a) {
   const ExpReduced t = exp_reduce_f32(a < -87.f ? -87.f : a);
   const float y = t.e * bits_to_float((static_cast<int32_t>(t.n) + 127) << 23);

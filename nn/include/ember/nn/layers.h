@@ -66,8 +66,9 @@ class ChainItem {
 
 // Flux's Chain / torch Sequential: applies its members left to right. Members are named "0", "1", ...
 // relu followed by MaxPool2d runs as the pool first and relu on its result: a max commutes with any
-// non-decreasing function, so the values and gradients are the same, and relu touches a quarter of the data.
-// Not when either member has hooks (they would see the tensors of the other order).
+// non-decreasing function, so the values and gradients are the same (docs/nn.md has the two signed-zero edges), and
+// relu touches a quarter of the data (2 x 2 windows, stride 2). Not when either member has hooks (they would see
+// the tensors of the other order).
 class Chain : public Module {
  public:
   Chain() = default;
