@@ -5,13 +5,16 @@
 // that libember itself holds no AVX-512 instruction (that code lives only in the plugin).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 
 #include "../../core/cpu/cpu_backend.h"
 #include "../../core/cpu/gemm.h"
+#include "../../core/cpu/vec_math.h"
 #include "test_util.h"
 
 static_assert(ember::cpu::widetest::kSgemmNR == 32, "the widetest variant is the AVX-512 variant's 32-column GEMM");
@@ -75,6 +78,35 @@ TEST(CpuVariants, GemmMatchesFloat64WhereverAIsRead) {
           }
         }
       }
+}
+
+// vec_math.h's float row reductions (one vector register with a masked tail; here the AVX2 build, the AVX-512 one
+// runs in the attention suites on an AVX-512 machine) against the generic lane-array templates, for every length
+// 0..40 (whole vectors and every tail). The floats past n hold 1e30: a tail that reads past the row changes every
+// result. row_max also with a -inf entry, a NaN (skipped, as by the template) and an init above every value.
+TEST(CpuVariants, FloatRowReductionsMatchTheGenericTemplates) {
+  namespace vm = cpu::widetest;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> a(48, 1e30f), b(48, 1e30f);
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      a[static_cast<size_t>(i)] = 10 * normal(rng), b[static_cast<size_t>(i)] = normal(rng);
+      mag += std::fabs(a[static_cast<size_t>(i)]) * (1 + std::fabs(b[static_cast<size_t>(i)]));
+    }
+    const float ninf = -std::numeric_limits<float>::infinity();
+    EXPECT_EQ(vm::row_max(a.data(), n, ninf), vm::row_max<float>(a.data(), n, ninf)) << n;
+    EXPECT_EQ(vm::row_max(a.data(), n, 1e20f), 1e20f) << n;
+    EXPECT_NEAR(vm::row_sum(a.data(), n), vm::row_sum<float>(a.data(), n), 1e-6 * mag + 1e-30) << n;
+    EXPECT_NEAR(vm::row_dot(a.data(), b.data(), n), vm::row_dot<float>(a.data(), b.data(), n), 1e-6 * mag + 1e-30) << n;
+    if (n < 3) continue;
+    a[1] = ninf;
+    a[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+    const float m = vm::row_max(a.data(), n, ninf);
+    EXPECT_FALSE(std::isnan(m)) << n;
+    EXPECT_EQ(m, vm::row_max<float>(a.data(), n, ninf)) << n;
+  }
 }
 
 // The GEMM's gather form (sgemm_serial_gather, used by conv2d: A[i, p] = src[rows[i] + steps[p]]) against float64
