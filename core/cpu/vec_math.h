@@ -9,6 +9,8 @@
 
 #ifdef __AVX2__
 #include <immintrin.h>
+
+#include "lanes.h"
 #endif
 
 #include "ember/internal/scalar_math.h"
@@ -24,11 +26,13 @@ template <class T>
 // exp(v) for v <= 0, as attention's softmax takes it (a score less its row's max or log-sum-exp): for float
 // exp_nonpositive_f32, which gives 0 below -87 where exp_f32 would form a subnormal. Every masked (-inf) score is
 // such a v, and forming a subnormal costs a microcode assist: with the causal mask, about an eighth of attention's
-// forward time. A v above 0 (a rounding of s - lse) is taken as 0; NaN stays NaN. (softmax itself keeps exp_of:
-// its results below 1e-38 are the subnormals PyTorch and our CUDA kernel give.)
+// forward time. v <= 0 holds at both call sites: the forward shifts by the row's max, and the backward by
+// lse = max + log(sum) with sum >= 1 from scores computed exactly as the forward's (exp_nonpositive_f32 is still
+// exp up to v = 88, so a rounding above 0 would do no harm). A clamp here cost 6% of the forward; NaN stays NaN.
+// (softmax itself keeps exp_of: its results below 1e-38 are the subnormals PyTorch and our CUDA kernel give.)
 template <class T>
 [[gnu::always_inline]] inline T exp_nonpositive(T v) {
-  if constexpr (std::is_same_v<T, float>) return scalar::exp_nonpositive_f32(v > 0.f ? 0.f : v);
+  if constexpr (std::is_same_v<T, float>) return scalar::exp_nonpositive_f32(v);
   else return exp_of(v);
 }
 
@@ -86,71 +90,77 @@ inline T row_dot(const T* a, const T* b, int64_t n) {
 // The same reductions for float rows in one vector register, reduced across its lanes once per row, and a tail
 // through a masked load: the loops above keep their partial results on the stack, GCC reduces them there one
 // lane at a time (a chain of store-to-load forwards) and does not vectorise row_max's comparison at all; with
-// attention's rows of 64 that took a third of its forward pass.
+// attention's rows of 64 that took a third of its forward pass. Written once over `rowvec`, the few vector
+// operations they need in this variant's width.
 #if defined(__AVX512F__)
-inline __m512 row_tail(const float* x, int64_t n, __m512 fill) {  // x[0, n) over fill, n < 16
-  return _mm512_mask_loadu_ps(fill, static_cast<__mmask16>((1u << n) - 1), x);
+#define EMBER_ROWVEC 1
+namespace rowvec {
+using V = __m512;
+inline constexpr int64_t kW = 16;
+inline V load(const float* p) { return _mm512_loadu_ps(p); }
+inline V tail(const float* p, int64_t n, V fill) {  // p[0, n) over fill, n < kW
+  return _mm512_mask_loadu_ps(fill, static_cast<__mmask16>((1u << n) - 1), p);
 }
-inline float row_max(const float* x, int64_t n, float init) {
-  __m512 m = _mm512_set1_ps(init);  // max_ps(v, m) is m where v is NaN: NaNs are skipped as above
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
-  if (i < n) m = _mm512_max_ps(row_tail(x + i, n - i, m), m);
-  return _mm512_reduce_max_ps(m);
-}
-inline float row_sum(const float* x, int64_t n) {
-  __m512 s = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(x + i));
-  if (i < n) s = _mm512_add_ps(s, row_tail(x + i, n - i, _mm512_setzero_ps()));
-  return _mm512_reduce_add_ps(s);
-}
-inline float row_dot(const float* a, const float* b, int64_t n) {
-  __m512 s = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
-  const __m512 zero = _mm512_setzero_ps();
-  if (i < n) s = _mm512_fmadd_ps(row_tail(a + i, n - i, zero), row_tail(b + i, n - i, zero), s);
-  return _mm512_reduce_add_ps(s);
-}
+inline V set1(float v) { return _mm512_set1_ps(v); }
+inline V max(V a, V b) { return _mm512_max_ps(a, b); }  // b where a is NaN
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline float lanes_max(V v) { return _mm512_reduce_max_ps(v); }
+inline float lanes_sum(V v) { return _mm512_reduce_add_ps(v); }
+}  // namespace rowvec
 #elif defined(__AVX2__) && defined(__FMA__)
-inline __m256 row_tail(const float* x, int64_t n, __m256 fill) {  // x[0, n) over fill, n < 8
-  const __m256i in =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  return _mm256_blendv_ps(fill, _mm256_maskload_ps(x, in), _mm256_castsi256_ps(in));
+#define EMBER_ROWVEC 1
+namespace rowvec {
+using V = __m256;
+inline constexpr int64_t kW = 8;
+inline V load(const float* p) { return _mm256_loadu_ps(p); }
+inline V tail(const float* p, int64_t n, V fill) {  // p[0, n) over fill, n < kW
+  const __m256i in = lanes::first(n);
+  return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, in), _mm256_castsi256_ps(in));
 }
-inline float lanes_max(__m256 v) {
+inline V set1(float v) { return _mm256_set1_ps(v); }
+inline V max(V a, V b) { return _mm256_max_ps(a, b); }  // b where a is NaN
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline float lanes_max(V v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
-inline float lanes_sum(__m256 v) {
+inline float lanes_sum(V v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+}  // namespace rowvec
+#endif
+
+#ifdef EMBER_ROWVEC
 inline float row_max(const float* x, int64_t n, float init) {
-  __m256 m = _mm256_set1_ps(init);  // max_ps(v, m) is m where v is NaN: NaNs are skipped as above
+  using namespace rowvec;
+  V m = set1(init);  // max(v, m) is m where v is NaN: NaNs are skipped as above
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
-  if (i < n) m = _mm256_max_ps(row_tail(x + i, n - i, m), m);
+  for (; i + kW <= n; i += kW) m = max(load(x + i), m);
+  if (i < n) m = max(tail(x + i, n - i, m), m);
   return lanes_max(m);
 }
 inline float row_sum(const float* x, int64_t n) {
-  __m256 s = _mm256_setzero_ps();
+  using namespace rowvec;
+  V s = set1(0.f);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + i));
-  if (i < n) s = _mm256_add_ps(s, row_tail(x + i, n - i, _mm256_setzero_ps()));
+  for (; i + kW <= n; i += kW) s = add(s, load(x + i));
+  if (i < n) s = add(s, tail(x + i, n - i, set1(0.f)));
   return lanes_sum(s);
 }
 inline float row_dot(const float* a, const float* b, int64_t n) {
-  __m256 s = _mm256_setzero_ps();
+  using namespace rowvec;
+  V s = set1(0.f);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
-  const __m256 zero = _mm256_setzero_ps();
-  if (i < n) s = _mm256_fmadd_ps(row_tail(a + i, n - i, zero), row_tail(b + i, n - i, zero), s);
+  for (; i + kW <= n; i += kW) s = fma(load(a + i), load(b + i), s);
+  if (i < n) s = fma(tail(a + i, n - i, set1(0.f)), tail(b + i, n - i, set1(0.f)), s);
   return lanes_sum(s);
 }
+#undef EMBER_ROWVEC
 #endif
 
 // x[i] = exp(x[i] - shift) in place, returning their sum
