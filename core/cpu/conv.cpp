@@ -261,7 +261,10 @@ void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
 }
 
 // What every image of one backward call shares: the geometry, the tensors, and how each gradient is computed.
-//  - The weight gradient, with our float32 GEMM where its tiles waste less that way (as on the CNN's layers):
+//  - The weight gradient of a window of at most 32 values at stride 1 (a first layer), in the AVX-512 variant: the
+//    direct kernel of conv_direct.h, dot products along the output positions with no copy of gy[n] (the GEMM
+//    form below transposes it, which on the CNN's first layer cost half as much as the products).
+//    Else with our float32 GEMM where its tiles waste less that way (as on the CNN's second layer):
 //    gW^T[CKK, OC] += col(x[n]) @ gy[n]^T with col read from the zero-padded image (ImplicitCols, no im2col) and
 //    gy[n]^T packed once per image, summed over the part's images and transposed into place once per part.
 //    Otherwise gW[:, block] += gy[n] @ col[block]^T over blocks of column-matrix rows, or for a float64 (Eigen)
@@ -277,7 +280,7 @@ struct BackwardPlan {
   const ConvGeom& g;
   const T *x, *w, *gy;
   T *gx, *gw;  // null: not wanted
-  bool gw_gather, gx_gather, gw_transposed;
+  bool gw_direct, gw_gather, gx_gather, gw_transposed;
   int64_t wblock, xblock, xblocks, wt_block_size;
   Scratch wt_packed;  // W^T in blocks of xblock rows, or the flipped kernel Wf, packed for the float32 GEMM
   std::optional<ImplicitCols> xcols, gycols;  // col(x[n]) and colg(gy[n]) read in place (gw_gather, gx_gather)
@@ -289,7 +292,8 @@ struct BackwardPlan {
         gy(gy_),
         gx(gx_),
         gw(gw_),
-        gw_gather(kPacked && gw_ && forward_as_gather(g_) && gw_gather_pays(g_)),
+        gw_direct(kPacked && gw_ && conv_direct_weight_grad_fits(g_)),
+        gw_gather(kPacked && gw_ && !gw_direct && forward_as_gather(g_) && gw_gather_pays(g_)),
         gx_gather(kPacked && gx_ && input_grad_as_correlation(g_) && gx_gather_pays(g_)),
         gw_transposed(gw_gather || (!kPacked && g_.ckk() < g_.OC)),
         wblock(gw_transposed ? g_.ckk() : rows_per_block(g_, kSgemmNR)),
@@ -297,8 +301,8 @@ struct BackwardPlan {
         xblocks((g_.ckk() + xblock - 1) / xblock),
         wt_block_size(sgemm_packed_a_size(xblock, g_.OC)),
         wt_packed(!kPacked || !gx_ ? 0
-                  : gx_gather      ? sizeof(float) * static_cast<size_t>(PackedBLayout(g_.OC * g_.KH * g_.KW, g_.C).size())
-                                   : sizeof(float) * static_cast<size_t>(xblocks * wt_block_size)) {
+                  : gx_gather ? sizeof(float) * static_cast<size_t>(PackedBLayout(g_.OC * g_.KH * g_.KW, g_.C).size())
+                              : sizeof(float) * static_cast<size_t>(xblocks * wt_block_size)) {
     if (gw_gather) xcols.emplace(forward_cols(g));
     if (gx_gather) gycols.emplace(input_grad_cols(g));
     if constexpr (kPacked) {
@@ -331,20 +335,22 @@ struct PartBuffers {
   Scratch gy_a, gw_b, gy_b;  // float32 GEMM only: gy[n] as the gW GEMM's A or (gather) B, col[block]^T packed,
                              // gy[n] as gX's B
   Scratch xpad, gypad;       // gather forms: x[n] and gy[n] zero-padded, then gx[n]^T
+  Scratch gw_acc;            // the direct weight gradient's lane sums and padded image
   explicit PartBuffers(const BackwardPlan<T>& b)
-      : blk(sizeof(T) * static_cast<size_t>(std::max(b.gw && !b.gw_gather ? b.wblock : 0,
+      : blk(sizeof(T) * static_cast<size_t>(std::max(b.gw && !b.gw_gather && !b.gw_direct ? b.wblock : 0,
                                                      b.gx && !b.gx_gather ? b.xblock : 0) *
                                             b.g.ohw())),
         gwT(b.gw && b.gw_transposed ? sizeof(T) * static_cast<size_t>(b.wsize()) : 0),
         gy_a(gw_packed(b) ? floats(sgemm_packed_a_size(b.g.OC, b.g.ohw())) : 0),
-        gw_b(gw_packed(b) ? floats(PackedBLayout(b.g.ohw(), b.wblock).size())
+        gw_b(gw_packed(b)  ? floats(PackedBLayout(b.g.ohw(), b.wblock).size())
              : b.gw_gather ? floats(PackedBLayout(b.g.ohw(), b.g.OC).size())
                            : 0),
         gy_b(BackwardPlan<T>::kPacked && b.gx && !b.gx_gather ? floats(PackedBLayout(b.g.OC, b.g.ohw()).size()) : 0),
         xpad(b.gw_gather ? floats(b.xcols->padded_size()) : 0),
-        gypad(b.gx_gather ? floats(b.gycols->padded_size() + b.g.H * b.g.W * b.g.C) : 0) {}
+        gypad(b.gx_gather ? floats(b.gycols->padded_size() + b.g.H * b.g.W * b.g.C) : 0),
+        gw_acc(b.gw_direct ? floats(conv_direct_weight_grad_size(b.g)) : 0) {}
   static bool gw_packed(const BackwardPlan<T>& b) {
-    return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed;
+    return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed && !b.gw_direct;
   }
   static size_t floats(int64_t n) { return sizeof(float) * static_cast<size_t>(n); }
 };
@@ -366,6 +372,14 @@ void weight_grad_transposed_image(const BackwardPlan<T>& b, int64_t n, PartBuffe
     gemm_serial(g.ckk(), g.OC, g.ohw(), buf.blk.template as<T>(), g.ohw(), 1, b.gy_of(n), 1, g.ohw(),
                 buf.gwT.template as<T>(), g.OC, acc);
   }
+}
+
+// The direct form (conv_direct.h): image n's products added into the part's lane sums.
+template <class T>
+void weight_grad_direct_image(const BackwardPlan<T>& b, int64_t n, bool last, PartBuffers<T>& buf, bool later) {
+  if constexpr (BackwardPlan<T>::kPacked)
+    conv_direct_weight_grad_image(b.g, b.x_of(n), b.gy_of(n), buf.gw_acc.template as<float>(), !later,
+                                  last ? nullptr : b.gy_of(n + 1));
 }
 
 // gW[:, block] (+)= gy[n] @ col(x[n])[block]^T over blocks of column-matrix rows, into gw_part.
@@ -436,12 +450,16 @@ void backward_part(const BackwardPlan<T>& b, int64_t start, int64_t end, T* gw_p
                    PartBuffers<T>& buf) {
   for (int64_t n = start; n < end; ++n) {
     const bool acc = n > start;
-    if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
+    if (gw_part && b.gw_direct) weight_grad_direct_image(b, n, n + 1 == end, buf, acc);
+    else if (gw_part && b.gw_transposed) weight_grad_transposed_image(b, n, buf, acc);
     else if (gw_part) weight_grad_image(b, n, gw_part, buf, acc);
     if (b.gx_gather) input_grad_gather_image(b, n, buf, acc);
     else if (b.gx) input_grad_image(b, n, buf);
     if (bias_sums) bias_sums_of_image(b.g, b.gy_of(n), bias_sums + n * b.g.OC);
   }
+  if constexpr (BackwardPlan<T>::kPacked)
+    if (gw_part && b.gw_direct && end > start)
+      conv_direct_weight_grad_finish(b.g, buf.gw_acc.template as<float>(), gw_part);
   if (gw_part && b.gw_transposed && end > start) {
     const T* gwT = buf.gwT.template as<T>();
     for (int64_t oc = 0; oc < b.g.OC; ++oc)

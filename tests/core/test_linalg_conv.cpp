@@ -439,6 +439,9 @@ TEST(Conv2d, BackwardSplitAcrossThreadsMatchesOneThread) {
 // layers here and below, OC = 7 and 3 (ragged channel tiles), rows of 2, 3, 10 and 64; also an RGB 3 x 3 layer
 // into 11 channels on rows of 37 (more than one register tile along a row, the last one masked) and the example
 // CNN's first layer on 3 images (the later images of a part reuse the padded buffer and its zero borders).
+// The AVX-512 variant's direct weight gradient (conv_direct.h) on the same layers: ragged channel groups (OC = 7,
+// 3, 11), rows of one partial vector (3), of whole vectors only (64) and of both (28, 37), and a 7 x 3 kernel,
+// whose columns of 7 taps run as 5 + 2.
 TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
   struct Case {
     Shape x, w;
@@ -450,7 +453,8 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
                         {{1, 2, 64, 64}, {3, 2, 3, 3}, 1, 1},    {{2, 32, 14, 14}, {64, 32, 5, 5}, 1, 2},
                         {{2, 16, 13, 13}, {32, 16, 3, 3}, 2, 1}, {{1, 4, 6, 6}, {16, 4, 3, 3}, 1, 3},
                         {{2, 16, 8, 7}, {8, 16, 3, 5}, 1, 1},    {{2, 1, 3, 3}, {32, 1, 3, 3}, 1, 1},
-                        {{2, 3, 9, 37}, {11, 3, 3, 3}, 1, 1},    {{3, 1, 28, 28}, {32, 1, 5, 5}, 1, 2}};
+                        {{2, 3, 9, 37}, {11, 3, 3, 3}, 1, 1},    {{3, 1, 28, 28}, {32, 1, 5, 5}, 1, 2},
+                        {{2, 1, 12, 10}, {6, 1, 7, 3}, 1, 1}};
   for (const Case& c : cases) {
     manual_seed(31);
     const Tensor x0 = randn(c.x, {.dtype = kFloat64}), w0 = randn(c.w, {.dtype = kFloat64}),
@@ -470,6 +474,35 @@ TEST(Conv2d, Float32ForwardAndBackwardMatchFloat64) {
       EXPECT_TENSOR_NEAR(f[i], d[i].shape(), test::values(d[i]), 1e-4, 1e-4);
     }
   }
+}
+
+// An infinite pixel reaches the weight gradient of exactly the taps that read it at some output position, as in the
+// textbook sum. Near a row's end it also lies under the lanes past the row that the direct weight gradient's last
+// vector spans (conv_direct.h): taps kw = 0 and 1 reach it only there, and must stay finite (0 * inf is NaN).
+TEST(Conv2d, InfinitePixelsReachOnlyTheTapsThatReadThem) {
+  manual_seed(51);
+  Tensor x = randn({2, 1, 12, 28}), w = randn({8, 1, 5, 5}).requires_grad_();
+  const double inf = std::numeric_limits<double>::infinity();
+  x.select(0, 0).select(0, 0).select(0, 5).select(0, 27).fill_(inf);
+  x.select(0, 1).select(0, 0).select(0, 9).select(0, 26).fill_(-inf);
+  Tensor y = conv2d(x, w, Tensor(), {1}, {2});
+  const Tensor gy = randn(y.shape());
+  sum(y * gy).backward();
+  const auto [gx, gw] = ref_conv2d_backward(x, w.detach(), gy, 1, 2);
+  const std::vector<double> got = test::values(w.grad());
+  int finite = 0, infinite = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "w.grad[" << i << "] (kh " << i / 5 % 5 << ", kw " << i % 5 << ")");
+    ASSERT_EQ(std::isfinite(got[i]), std::isfinite(gw.v[i])) << got[i] << " vs " << gw.v[i];
+    if (std::isfinite(gw.v[i])) {
+      ++finite;
+      EXPECT_NEAR(got[i], gw.v[i], 1e-4 * (1 + std::abs(gw.v[i])));
+    } else {
+      ++infinite;
+    }
+  }
+  EXPECT_GT(finite, 0);  // kw = 0, 1 (and the rows of the kernel neither pixel is under)
+  EXPECT_GT(infinite, 0);
 }
 
 // Images large enough that the backward walks the column matrix in several row blocks (Note [Conv work split]
