@@ -1,4 +1,4 @@
-// defines: the direct conv2d forward of conv_direct.h.
+// defines: the direct conv2d forward and (AVX-512) weight gradient of conv_direct.h.
 #include "conv_direct.h"
 
 #include <algorithm>
@@ -169,24 +169,17 @@ void wgrad_tile_k(const ConvGeom& g, const WgradLayout& l, const float* const* g
 }
 
 // next, next_end: memory the caller reads after this tile (the next image's gy), fetched into L2 a line per row
-// meanwhile; advanced past what was asked for.
+// meanwhile; advanced past what was asked for. k: 3, 4 or 5 taps (tap_group).
 void wgrad_tile(const ConvGeom& g, const WgradLayout& l, int64_t k, const float* const* gyrows, const float* x,
                 float* accmem, const char*& next, const char* next_end) {
-  switch (k) {
-    case 1:
-      return wgrad_tile_k<1>(g, l, gyrows, x, accmem, next, next_end);
-    case 2:
-      return wgrad_tile_k<2>(g, l, gyrows, x, accmem, next, next_end);
-    case 3:
-      return wgrad_tile_k<3>(g, l, gyrows, x, accmem, next, next_end);
-    case 4:
-      return wgrad_tile_k<4>(g, l, gyrows, x, accmem, next, next_end);
-    default:
-      return wgrad_tile_k<5>(g, l, gyrows, x, accmem, next, next_end);
-  }
+  if (k == 3) return wgrad_tile_k<3>(g, l, gyrows, x, accmem, next, next_end);
+  if (k == 4) return wgrad_tile_k<4>(g, l, gyrows, x, accmem, next, next_end);
+  return wgrad_tile_k<5>(g, l, gyrows, x, accmem, next, next_end);
 }
 
-// The tap groups: for each input channel c and kernel column kw, the kernel rows in runs of at most kWgTaps.
+// The tap groups: for each input channel c and kernel column kw, the kernel rows in runs of at most kWgTaps, as even
+// as they come (KH = 7: 3 + 4, never 5 + 2), so that with KH >= 3 (conv_direct_weight_grad_fits) every tile has at
+// least 4 x 3 sums to hide the FMA latency behind (a 1 x 1 kernel's tile of 4 ran at half the GEMM form's speed).
 int64_t row_runs(const ConvGeom& g) { return (g.KH + kWgTaps - 1) / kWgTaps; }
 int64_t tap_groups(const ConvGeom& g) { return g.C * g.KW * row_runs(g); }
 int64_t channel_groups(const ConvGeom& g) { return (g.OC + kWgOcb - 1) / kWgOcb; }
@@ -196,8 +189,9 @@ struct TapGroup {
   int64_t c, kw, kh0, k;
 };
 TapGroup tap_group(const ConvGeom& g, int64_t tg) {
-  const int64_t run = tg % row_runs(g), kw = tg / row_runs(g) % g.KW, c = tg / (row_runs(g) * g.KW);
-  return {c, kw, run * kWgTaps, std::min<int64_t>(kWgTaps, g.KH - run * kWgTaps)};
+  const int64_t runs = row_runs(g), run = tg % runs, kw = tg / runs % g.KW, c = tg / (runs * g.KW);
+  const int64_t kh0 = run * g.KH / runs, kh1 = (run + 1) * g.KH / runs;
+  return {c, kw, kh0, kh1 - kh0};
 }
 
 // rows of n floats from `in` (stride ld_in) to `out` (stride ld_out)
@@ -238,7 +232,7 @@ void conv_direct_forward(const ConvGeom& g, const ImplicitCols& cols, const floa
 }
 
 #ifdef __AVX512F__
-bool conv_direct_weight_grad_fits(const ConvGeom& g) { return conv_direct_fits(g); }
+bool conv_direct_weight_grad_fits(const ConvGeom& g) { return conv_direct_fits(g) && g.KH >= 3; }
 
 int64_t conv_direct_weight_grad_size(const ConvGeom& g) {
   const WgradLayout l(g);
