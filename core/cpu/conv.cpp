@@ -261,9 +261,9 @@ void bias_grad(const ConvGeom& g, const T* gy, T* gb) {
 }
 
 // What every image of one backward call shares: the geometry, the tensors, and how each gradient is computed.
-//  - The weight gradient of a window of at most 32 values at stride 1 (a first layer), in the AVX-512 variant: the
-//    direct kernel of conv_direct.h, dot products along the output positions with no copy of gy[n] (the GEMM
-//    form below transposes it, which on the CNN's first layer cost half as much as the products).
+//  - The weight gradient of a window of at most 32 values and 3 rows or more at stride 1 (a first layer), in the
+//    AVX-512 variant: the direct kernel of conv_direct.h, dot products along the output positions with no copy of
+//    gy[n] (the GEMM form below transposes it, which on the CNN's first layer cost half as much as the products).
 //    Else with our float32 GEMM where its tiles waste less that way (as on the CNN's second layer):
 //    gW^T[CKK, OC] += col(x[n]) @ gy[n]^T with col read from the zero-padded image (ImplicitCols, no im2col) and
 //    gy[n]^T packed once per image, summed over the part's images and transposed into place once per part.
