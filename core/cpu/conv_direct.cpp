@@ -9,6 +9,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_HAVE_DIRECT_CONV 1
+#ifdef __AVX512F__
+#define EMBER_HAVE_DIRECT_WGRAD 1  // the weight gradient's kernel: AVX-512 only (conv_direct_weight_grad_fits)
+#endif
 #endif
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
@@ -74,7 +77,7 @@ inline void forward_tile(int64_t taps, const int32_t* tap, int64_t ocpad, const 
   }
 }
 
-#ifdef __AVX512F__
+#ifdef EMBER_HAVE_DIRECT_WGRAD
 // The weight gradient (conv_direct.h). The image is zero-padded (rows of PW = OW + KW - 1 at stride 1); gy[n] is
 // read in place.
 struct WgradLayout {
@@ -200,7 +203,7 @@ void copy_rows(const float* in, int64_t ld_in, int64_t rows, int64_t n, float* o
     for (int64_t k = 0; k < n; k += kLanes) vstore_n(out + i * ld_out + k, n - k, vload_n(in + i * ld_in + k, n - k));
 }
 
-#endif  // __AVX512F__
+#endif  // EMBER_HAVE_DIRECT_WGRAD
 
 }  // namespace
 
@@ -231,7 +234,7 @@ void conv_direct_forward(const ConvGeom& g, const ImplicitCols& cols, const floa
   }
 }
 
-#ifdef __AVX512F__
+#ifdef EMBER_HAVE_DIRECT_WGRAD
 bool conv_direct_weight_grad_fits(const ConvGeom& g) { return conv_direct_fits(g) && g.KH >= 3; }
 
 int64_t conv_direct_weight_grad_size(const ConvGeom& g) {
@@ -279,30 +282,11 @@ void conv_direct_weight_grad_finish(const ConvGeom& g, const float* buf, float* 
     }
 }
 
-#else
-// AVX2 has 16 registers: no room for a window of image rows beside enough accumulators to hide the FMA latency;
-// every variant tried there ran slower than the GEMM's gather form (conv.cpp), which stays.
-bool conv_direct_weight_grad_fits(const ConvGeom&) { return false; }
-int64_t conv_direct_weight_grad_size(const ConvGeom&) { return 0; }
-void conv_direct_weight_grad_image(const ConvGeom&, const float*, const float*, float*, bool, const float*) {
-  throw InternalError("conv_direct: the weight gradient's kernel is AVX-512 only");
-}
-void conv_direct_weight_grad_finish(const ConvGeom&, const float*, float*) {
-  throw InternalError("conv_direct: the weight gradient's kernel is AVX-512 only");
-}
 #endif
 
 #else
 
 bool conv_direct_fits(const ConvGeom&) { return false; }
-bool conv_direct_weight_grad_fits(const ConvGeom&) { return false; }
-int64_t conv_direct_weight_grad_size(const ConvGeom&) { return 0; }
-void conv_direct_weight_grad_image(const ConvGeom&, const float*, const float*, float*, bool, const float*) {
-  throw InternalError("conv_direct: this build has no AVX2/FMA kernel");
-}
-void conv_direct_weight_grad_finish(const ConvGeom&, const float*, float*) {
-  throw InternalError("conv_direct: this build has no AVX2/FMA kernel");
-}
 int64_t conv_direct_slack() { return 0; }
 int64_t conv_direct_weights_size(const ConvGeom&) { return 0; }
 void conv_direct_pack_weights(const ConvGeom&, const float*, float*) {
@@ -310,6 +294,20 @@ void conv_direct_pack_weights(const ConvGeom&, const float*, float*) {
 }
 void conv_direct_forward(const ConvGeom&, const ImplicitCols&, const float*, const float*, const float*, float*) {
   throw InternalError("conv_direct: this build has no AVX2/FMA kernel");
+}
+#endif
+
+#ifndef EMBER_HAVE_DIRECT_WGRAD
+// The weight gradient's kernel is AVX-512 only: AVX2's 16 registers leave no room for a window of image rows beside
+// enough accumulators to hide the FMA latency, and every variant tried there ran slower than the GEMM's gather form
+// (conv.cpp), which stays.
+bool conv_direct_weight_grad_fits(const ConvGeom&) { return false; }
+int64_t conv_direct_weight_grad_size(const ConvGeom&) { return 0; }
+void conv_direct_weight_grad_image(const ConvGeom&, const float*, const float*, float*, bool, const float*) {
+  throw InternalError("conv_direct: the weight gradient's kernel is AVX-512 only");
+}
+void conv_direct_weight_grad_finish(const ConvGeom&, const float*, float*) {
+  throw InternalError("conv_direct: the weight gradient's kernel is AVX-512 only");
 }
 #endif
 
