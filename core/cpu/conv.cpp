@@ -283,7 +283,7 @@ struct BackwardPlan {
   bool gw_direct, gw_gather, gx_gather, gw_transposed;
   int64_t wblock, xblock, xblocks, wt_block_size;
   Scratch wt_packed;  // W^T in blocks of xblock rows, or the flipped kernel Wf, packed for the float32 GEMM
-  std::optional<ImplicitCols> xcols, gycols;  // col(x[n]) and colg(gy[n]) read in place (gw_gather, gx_gather)
+  std::optional<ImplicitCols> xcols, gycols;  // col(x[n]) (gw_gather, gw_direct) and colg(gy[n]) (gx_gather)
 
   BackwardPlan(const ConvGeom& g_, const T* x_, const T* w_, const T* gy_, T* gx_, T* gw_)
       : g(g_),
@@ -303,7 +303,7 @@ struct BackwardPlan {
         wt_packed(!kPacked || !gx_ ? 0
                   : gx_gather ? sizeof(float) * static_cast<size_t>(PackedBLayout(g_.OC * g_.KH * g_.KW, g_.C).size())
                               : sizeof(float) * static_cast<size_t>(xblocks * wt_block_size)) {
-    if (gw_gather) xcols.emplace(forward_cols(g));
+    if (gw_gather || gw_direct) xcols.emplace(forward_cols(g));
     if (gx_gather) gycols.emplace(input_grad_cols(g));
     if constexpr (kPacked) {
       if (gx_gather) pack_flipped_weights(g, w, wt_packed.as<float>());
@@ -348,7 +348,7 @@ struct PartBuffers {
         gy_b(BackwardPlan<T>::kPacked && b.gx && !b.gx_gather ? floats(PackedBLayout(b.g.OC, b.g.ohw()).size()) : 0),
         xpad(b.gw_gather ? floats(b.xcols->padded_size()) : 0),
         gypad(b.gx_gather ? floats(b.gycols->padded_size() + b.g.H * b.g.W * b.g.C) : 0),
-        gw_acc(b.gw_direct ? floats(conv_direct_weight_grad_size(b.g)) : 0) {}
+        gw_acc(b.gw_direct ? floats(conv_direct_weight_grad_size(b.g, *b.xcols)) : 0) {}
   static bool gw_packed(const BackwardPlan<T>& b) {
     return BackwardPlan<T>::kPacked && b.gw && !b.gw_transposed && !b.gw_direct;
   }
@@ -378,7 +378,7 @@ void weight_grad_transposed_image(const BackwardPlan<T>& b, int64_t n, PartBuffe
 template <class T>
 void weight_grad_direct_image(const BackwardPlan<T>& b, int64_t n, bool last, PartBuffers<T>& buf, bool later) {
   if constexpr (BackwardPlan<T>::kPacked)
-    conv_direct_weight_grad_image(b.g, b.x_of(n), b.gy_of(n), buf.gw_acc.template as<float>(), !later,
+    conv_direct_weight_grad_image(b.g, *b.xcols, b.x_of(n), b.gy_of(n), buf.gw_acc.template as<float>(), !later,
                                   last ? nullptr : b.gy_of(n + 1));
 }
 

@@ -34,15 +34,15 @@ void conv_direct_forward(const ConvGeom& g, const ImplicitCols& cols, const floa
                          const float* b, float* y);
 
 // The weight gradient, over the images of one thread's part, in buf (conv_direct_weight_grad_size floats: the lane
-// sums and a zero-padded copy of x[n]): image n's x[n] [C, H, W] and gy[n] [OC, OH, OW] added into the sums (first:
-// the part's first image, which starts them at zero); finish writes gw [OC, C * KH * KW], the sums of the lanes.
+// sums and x[n] zero-padded by cols, the forward's ImplicitCols): image n's x[n] [C, H, W] and gy[n] [OC, OH, OW]
+// added into the sums (first: the part's first image, which starts them at zero); finish writes gw
+// [OC, C * KH * KW], the sums of the lanes. gy_next: the part's next gy[n + 1] (or null), fetched into L2 meanwhile.
 // The AVX-512 variant, where conv_direct_fits and KH >= 3 (a window of image rows to slide; the tiles of a 1 x 1 or
 // 1 x k kernel would be too small to hide the FMA latency: 1 x 1 from 16 channels ran at half the GEMM form's speed).
 bool conv_direct_weight_grad_fits(const ConvGeom& g);
-int64_t conv_direct_weight_grad_size(const ConvGeom& g);
-// gy_next: the part's next gy[n + 1] (or null), fetched into L2 meanwhile.
-void conv_direct_weight_grad_image(const ConvGeom& g, const float* x, const float* gy, float* buf, bool first,
-                                   const float* gy_next);
+int64_t conv_direct_weight_grad_size(const ConvGeom& g, const ImplicitCols& cols);
+void conv_direct_weight_grad_image(const ConvGeom& g, const ImplicitCols& cols, const float* x, const float* gy,
+                                   float* buf, bool first, const float* gy_next);
 void conv_direct_weight_grad_finish(const ConvGeom& g, const float* buf, float* gw);
 
 }  // namespace ember::cpu::inline EMBER_CPU_ISA_NS
