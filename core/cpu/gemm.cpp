@@ -1,7 +1,8 @@
 // defines: sgemm — a BLIS-style float32 GEMM. The loops block C into NC-column and MC-row tiles and K into
 // KC slices so that a packed KC x NR sliver of B stays in L1, an MC x KC block of A in L2 and a KC x NC panel
 // of B in L3; the 6 x 16 micro-kernel keeps its C tile in 12 AVX registers and does two FMAs per broadcast
-// (the AVX-512 variant's 6 x 32 kernel likewise in 12 zmm registers). Packing is AVX2 in both variants.
+// (the AVX-512 variant's 6 x 32 kernel likewise in 12 zmm registers, and its 12 x 32 one, two A slivers at a time,
+// in 24). Packing is AVX2 in both variants.
 #include "gemm.h"
 
 #include <algorithm>
@@ -147,20 +148,29 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
-// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4 or 6 rows, V = 1 or
-// 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2 variant
-// (ymm) and 16 in the AVX-512 one (zmm). The full 6 x 2W tile keeps C in 12 registers and does two FMAs per broadcast;
-// the narrower ones serve ragged edges (N = 196: the last 4 columns cost W lanes of work, not 2W; M = 64: the last 4
-// rows cost 4 broadcasts, not 6). Written with GCC's vector types, so that one text serves both widths (the tests also
-// build the wide one for AVX2: each vector then two ymm registers); the assembly of both was checked for one
-// vfmadd231ps per row and vector. The accumulators are named variables, not an array: GCC kept an array version on the
-// stack, storing it every step, when the kernel was not inlined.
+// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4, 6 or 12 rows,
+// V = 1 or 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2
+// variant (ymm) and 16 in the AVX-512 one (zmm). The 6 x 2W tile keeps C in 12 registers and does two FMAs per
+// broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost W lanes of work, not 2W; M = 64:
+// the last 4 rows cost 4 broadcasts, not 6). The AVX-512 variant, with 32 registers, also has a 12 x 2W tile of two
+// A slivers (kTallTile): 24 accumulators, so 14 loads feed 24 FMAs instead of 8 loads 12. On the Xeon model 167
+// (AVX-512, one core, FMA limit 236 GFLOP/s) the kernel alone, B in L1 and A from L2, ran 170 -> 195 GFLOP/s.
+// Written with GCC's vector types, so that one text serves both widths (the tests also build the wide one for AVX2:
+// each vector then two ymm registers); the assembly of both was checked for one vfmadd231ps per row and vector and
+// no stack traffic in the loop. The accumulators are an array whose loops are unrolled whole: GCC then keeps every
+// element in a register even where the kernel is not inlined.
 #ifdef EMBER_SGEMM_WIDE_KERNEL
 constexpr int64_t W = 16;
 #else
 constexpr int64_t W = 8;
 #endif
 static_assert(NR == 2 * W, "a register tile is two vectors wide");
+#ifdef EMBER_SGEMM_WIDE_KERNEL
+constexpr bool kTallTile = true;  // the 12-row tile (2 * MR): only with 32 vector registers
+#else
+constexpr bool kTallTile = false;
+#endif
+constexpr int64_t kTallRows = 2 * MR;
 using vf = float __attribute__((vector_size(sizeof(float) * W)));
 using vf_unaligned = float __attribute__((vector_size(sizeof(float) * W), aligned(4), may_alias));
 [[gnu::always_inline]] inline vf vload(const float* p) { return *reinterpret_cast<const vf_unaligned*>(p); }
@@ -200,6 +210,7 @@ template <int V>
 // Gather reads an implicit A, element (r, p) at row[r][step[p]] (sgemm_serial_gather: a convolution's column
 // matrix read from its zero-padded image, with no im2col).
 enum class AFrom { Packed, Rows, Cols, Gather };
+// (Packed: lda is where the next sliver starts, MR * kc floats on, read by the rows past MR of a 12-row tile.)
 template <AFrom From>
 struct ARows {
   const float* a;
@@ -207,7 +218,7 @@ struct ARows {
   [[gnu::always_inline]] const float* at(int r, int64_t p) const {
     if constexpr (From == AFrom::Rows) return a + r * lda + p;
     else if constexpr (From == AFrom::Cols) return a + p * lda + r;
-    else return a + p * MR + r;
+    else return r < MR ? a + p * MR + r : a + lda + p * MR + (r - MR);
   }
 };
 template <>
@@ -230,38 +241,41 @@ struct Epilogue {
 
 template <int R, int V, AFrom From = AFrom::Packed>
 void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m, int64_t n) {
-  static_assert((R == 4 || R == 6) && (V == 1 || V == 2));
-  vf c00 = vf{}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
-     c50 = c00, c51 = c00;
-  // the C tile is read (and written) after the loop: fetch it meanwhile; the A sliver streams from L2: ask for it
-  // a few steps ahead
-  for (int64_t r = 0; r < m; ++r) {
-    __builtin_prefetch(C + r * ldc);
-    __builtin_prefetch(C + r * ldc + W);
-  }
+  static_assert((R == 4 || R == 6 || R == 12) && (V == 1 || V == 2) && (R <= MR || From != AFrom::Gather));
+  vf c[R][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = vf{};
+  // the C tile is read (and written) after the loop: fetch it meanwhile (a 12-row tile's second half midway: 24
+  // lines asked for at once, with A's streaming, made the in-place forward of x [4096, 128] @ W^T ~5% slower); the
+  // A sliver streams from L2: ask for it a few steps ahead
+  auto fetch_c = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      __builtin_prefetch(C + r * ldc);
+      __builtin_prefetch(C + r * ldc + W);
+    }
+  };
+  fetch_c(0, std::min<int64_t>(m, MR));
   for (int64_t p = 0; p < kc; ++p) {
-    if constexpr (From == AFrom::Packed) __builtin_prefetch(A.at(0, p + 8));
+    if constexpr (R > MR)
+      if (p == kc / 2) fetch_c(MR, m);
+    if constexpr (From == AFrom::Packed) {
+      __builtin_prefetch(A.at(0, p + 8));
+      if constexpr (R > MR) __builtin_prefetch(A.at(MR, p + 8));
+    }
     if constexpr (From == AFrom::Cols) {
       __builtin_prefetch(A.at(0, p + 8));
       __builtin_prefetch(A.at(R - 1, p + 8));
     }
     const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
-    fma_row<V>(A.at(0, p), b0, b1, c00, c01);
-    fma_row<V>(A.at(1, p), b0, b1, c10, c11);
-    fma_row<V>(A.at(2, p), b0, b1, c20, c21);
-    fma_row<V>(A.at(3, p), b0, b1, c30, c31);
-    if constexpr (R == 6) {
-      fma_row<V>(A.at(4, p), b0, b1, c40, c41);
-      fma_row<V>(A.at(5, p), b0, b1, c50, c51);
-    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) fma_row<V>(A.at(r, p), b0, b1, c[r][0], c[r][1]);
     Bp += NR;
   }
-  const vf rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (n == W * V) {  // whole rows of the tile: vector read-modify-writes
     for (int64_t r = 0; r < m; ++r) {
       float* cr = C + r * ldc;
       for (int v = 0; v < V; ++v) {
-        vf x = rows[r][v];
+        vf x = c[r][v];
         if (e.bias) x += vload(e.bias + W * v);
         vstore(cr + W * v, e.acc ? x + vload(cr + W * v) : x);
       }
@@ -269,9 +283,9 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, E
     return;
   }
   // a right edge tile: through a buffer, writing only the valid part
-  alignas(64) float buf[6][2 * W];
+  alignas(64) float buf[R][2 * W];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, rows[r][v]);
+    for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, c[r][v]);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j) {
       const float x = e.bias ? buf[r][j] + e.bias[j] : buf[r][j];
@@ -279,27 +293,41 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, E
     }
 }
 
-// C tile (m <= MR rows, n <= NR cols) with the kernel that wastes least.
+// C tile (m <= MR rows, n <= NR cols; with kTallTile up to 2 MR rows, from two packed slivers) with the kernel
+// that wastes least.
 inline void tile(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m,
                  int64_t n) {
-  const ARows<AFrom::Packed> a{Ap, 0};
+  const ARows<AFrom::Packed> a{Ap, MR * kc};
+  if constexpr (kTallTile) {
+    if (m > MR)
+      return n > W ? kernel<kTallRows, 2>(kc, a, Bp, C, ldc, e, m, n)
+                   : kernel<kTallRows, 1>(kc, a, Bp, C, ldc, e, m, n);
+  }
   if (m > 4 && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, e, m, n);
   else if (m > 4) kernel<6, 1>(kc, a, Bp, C, ldc, e, m, n);
   else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, e, m, n);
   else kernel<4, 1>(kc, a, Bp, C, ldc, e, m, n);
 }
 
-// A tile of m = MR or 4 rows read in place from A (From: Rows or Cols), lda apart: the kernel of R = m rows reads
-// only rows that exist.
+// A tile of m = 2 MR (kTallTile), MR or 4 rows read in place from A (From: Rows or Cols), lda apart: the kernel of
+// R = m rows reads only rows that exist.
 template <AFrom From>
 inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, Epilogue e,
                         int64_t m, int64_t n) {
   const ARows<From> a{A, lda};
+  if constexpr (kTallTile) {
+    if (m == kTallRows)
+      return n > W ? kernel<kTallRows, 2, From>(kc, a, Bp, C, ldc, e, m, n)
+                   : kernel<kTallRows, 1, From>(kc, a, Bp, C, ldc, e, m, n);
+  }
   if (m == MR && n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, e, MR, n);
   else if (m == MR) kernel<6, 1, From>(kc, a, Bp, C, ldc, e, MR, n);
   else if (n > W) kernel<4, 2, From>(kc, a, Bp, C, ldc, e, 4, n);
   else kernel<4, 1, From>(kc, a, Bp, C, ldc, e, 4, n);
 }
+
+// The rows of a block's next tile, `left` rows before its end: a 12-row tile while a whole one fits, else MR.
+inline int64_t tile_rows(int64_t left) { return kTallTile && left >= kTallRows ? kTallRows : MR; }
 
 // A tile of the implicit A of sgemm_serial_gather: rows [0, m) at a + rows[i] (rows past m repeat the last, so
 // that every address the kernel forms is valid; it stores only m rows).
@@ -364,16 +392,20 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
           const int64_t n = std::min(NR, nc - jr);
           float* Cj = C + ic * ldc + jc + jr;
           const Epilogue e{acc, bias && pc == 0 ? bias + jc + jr : nullptr};
-          int64_t ir = 0;
+          int64_t ir = 0, rows = 0;
           const float* Ab = A + ic * a_rs + pc * a_cs;  // the block's first element
-          for (; ir < direct && rows_a; ir += MR)
-            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, e,
-                                     std::min(MR, direct - ir), n);
-          for (; ir < direct && cols_a; ir += MR)
-            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, e, std::min(MR, direct - ir),
-                                     n);
-          for (; ir < mc; ir += MR)
-            tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, e, std::min(MR, mc - ir), n);
+          for (; ir < direct && rows_a; ir += rows) {
+            rows = std::min(tile_rows(direct - ir), direct - ir);
+            tile_direct<AFrom::Rows>(kc, Ab + ir * a_rs, a_rs, Bp + jr * kc, Cj + ir * ldc, ldc, e, rows, n);
+          }
+          for (; ir < direct && cols_a; ir += rows) {
+            rows = std::min(tile_rows(direct - ir), direct - ir);
+            tile_direct<AFrom::Cols>(kc, Ab + ir, a_cs, Bp + jr * kc, Cj + ir * ldc, ldc, e, rows, n);
+          }
+          for (; ir < mc; ir += rows) {
+            rows = std::min(tile_rows(mc - ir), mc - ir);
+            tile(kc, Ap + (ir - direct) * kc, Bp + jr * kc, Cj + ir * ldc, ldc, e, rows, n);
+          }
         }
       }
     }

@@ -1,5 +1,5 @@
 // defines: sgemm, the float32 GEMM of the CPU backend (packed, cache-blocked; a 6 x 16 AVX2/FMA micro-kernel, or
-// in the AVX-512 variant a 6 x 32 one). Private to core/.
+// in the AVX-512 variant 6 x 32 and 12 x 32 ones). Private to core/.
 #pragma once
 #include <algorithm>
 #include <cstdint>
