@@ -12,14 +12,43 @@ namespace {
 // Expensive per-element functions (exp, tanh, erf) are worth threads sooner.
 constexpr int64_t kTranscendentalGrain = 8192;
 
+// Operands past L2's size stream from L3 or memory, where the hardware prefetchers alone left GELU's passes over
+// charlm's [4096, 512] activations 10-25% slower (Xeon model 167, one core: gelu 2.08 -> 1.55 ms, its backward
+// 2.4 -> 2.0 ms): their contiguous runs go in blocks of kBlock elements, each first asking for the lines kAhead
+// elements on (the output's for writing). Smaller operands skip it: in L2 the extra instructions cost up to 10%.
+constexpr int64_t kStreamBytes = int64_t{4} << 20, kBlock = 32, kAhead = 512;
+
+template <int ForWrite, class T>
+[[gnu::always_inline]] inline void fetch_block(const T* p) {
+  for (size_t b = 0; b < kBlock * sizeof(T); b += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(p) + b, ForWrite);
+}
+// body(i0, i1) over [0, n): at once, or (stream) block by block, each after asking for the lines kAhead elements
+// on of out and of the inputs.
+template <class R, class Body, class... In>
+[[gnu::always_inline]] inline void contiguous_run(bool stream, int64_t n, const Body& body, R* out, const In*... in) {
+  if (!stream) return body(0, n);
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    (fetch_block<0>(in + i0 + kAhead), ...);
+    fetch_block<1>(out + i0 + kAhead);
+    body(i0, std::min(n, i0 + kBlock));
+  }
+}
+
 template <class R, class T, class F>
 void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElementwiseGrain) {
   ElementwisePlan<2> plan({&out, &x});
+  const bool stream = plan.numel * static_cast<int64_t>(sizeof(R) + sizeof(T)) > kStreamBytes;
   plan.for_each(grain, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     if (s[0] == sizeof(R) && s[1] == sizeof(T)) {
       R* o = reinterpret_cast<R*>(p[0]);
       const T* a = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      contiguous_run(
+          stream, n,
+          [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i]);
+          },
+          o, a);
     } else {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<R*>(p[0] + i * s[0]) = f(*reinterpret_cast<const T*>(p[1] + i * s[1]));
@@ -30,19 +59,35 @@ void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElemen
 template <class R, class T, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64_t grain = kElementwiseGrain) {
   ElementwisePlan<3> plan({&out, &a, &b});
+  const bool stream = plan.numel * static_cast<int64_t>(sizeof(R) + 2 * sizeof(T)) > kStreamBytes;
   plan.for_each(grain, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
     R* o = reinterpret_cast<R*>(p[0]);
     const T* x = reinterpret_cast<const T*>(p[1]);
     const T* y = reinterpret_cast<const T*>(p[2]);
     constexpr int64_t r = sizeof(R), t = sizeof(T);
     if (s[0] == r && s[1] == t && s[2] == t) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      contiguous_run(
+          stream, n,
+          [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) o[i] = f(x[i], y[i]);
+          },
+          o, x, y);
     } else if (s[0] == r && s[1] == t && s[2] == 0) {  // tensor op scalar / broadcast row
       const T yv = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+      contiguous_run(
+          stream, n,
+          [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) o[i] = f(x[i], yv);
+          },
+          o, x);
     } else if (s[0] == r && s[1] == 0 && s[2] == t) {
       const T xv = *x;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+      contiguous_run(
+          stream, n,
+          [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) o[i] = f(xv, y[i]);
+          },
+          o, y);
     } else {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<R*>(p[0] + i * s[0]) =

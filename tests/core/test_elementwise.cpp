@@ -63,8 +63,8 @@ Gen positive_gen(DType dt) {
   return [dt](const Shape& s) { return uniform(s, 0.5, 2.0, {.dtype = dt}); };
 }
 
-// Operand pairs for binary ops: same shape, broadcasting, strided and expanded views, empty, 0-dim, and one
-// large enough to be split across threads (with a non-contiguous operand).
+// Operand pairs for binary ops: same shape, broadcasting, strided and expanded views, empty, 0-dim, one large
+// enough to be split across threads (with a non-contiguous operand), and contiguous ones past 4 MiB.
 struct Pair {
   std::string what;
   Tensor a, b;
@@ -81,7 +81,11 @@ std::vector<Pair> operand_pairs(const Gen& ga, const Gen& gb) {
           {"[2,3] x 0-dim", ga({2, 3}), gb({})},
           {"0-dim x 0-dim", ga({}), gb({})},
           {"7-D alternating broadcast", ga({2, 1, 3, 1, 2, 1, 2}), gb({2, 1, 2, 1, 3, 1})},
-          {"large transposed", ga({333, 200}).t(), gb({333})}};
+          {"large transposed", ga({333, 200}).t(), gb({333})},
+          // past 4 MiB, run in blocks of 32 with prefetches (core/cpu/elementwise.cpp), a length no block count fills
+          {"streamed", ga({600001}), gb({600001})},
+          {"streamed x 0-dim", ga({600001}), gb({})},
+          {"0-dim x streamed", ga({}), gb({600001})}};
 }
 // Single operands for unary ops, with the same variety.
 std::vector<std::pair<std::string, Tensor>> layouts(const Gen& g) {
@@ -92,7 +96,8 @@ std::vector<std::pair<std::string, Tensor>> layouts(const Gen& g) {
           {"permuted", g({2, 3, 4}).permute({1, 2, 0})},
           {"empty", g({0, 3})},
           {"0-dim", g({})},
-          {"large strided", g({200, 400}).slice(1, 0, 400, 2)}};
+          {"large strided", g({200, 400}).slice(1, 0, 400, 2)},
+          {"streamed", g({600001})}};
 }
 
 struct BinCase {
