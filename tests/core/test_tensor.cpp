@@ -229,6 +229,25 @@ TEST(Allocator, StatsAndEmptyCache) {
   EXPECT_NE(cpu_memory_summary().find("peak in use"), std::string::npos);
 }
 
+// Blocks of 2 MiB or more start on a 2 MiB boundary (so that transparent huge pages can back them, on Linux) and
+// count their size class, as smaller ones do; their values are whole.
+TEST(Allocator, LargeBlocksStartOnHugePageBoundaries) {
+  cpu_empty_cache();
+  CpuMemoryStats s0 = cpu_memory_stats();
+  {
+    Tensor t = arange(0, 600000, 1, {.dtype = kFloat64});  // 4.8 MB: a size class of 5 MiB
+    CpuMemoryStats s1 = cpu_memory_stats();
+    EXPECT_EQ(s1.bytes_in_use, s0.bytes_in_use + (5u << 20));
+#ifdef __linux__
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % (2u << 20), 0u);
+#endif
+    EXPECT_EQ(t.data<double>()[599999], 599999.0);
+    EXPECT_EQ(sum(t, {0}).item<double>(), 599999.0 * 600000.0 / 2);
+  }
+  cpu_empty_cache();
+  EXPECT_EQ(cpu_memory_stats().bytes_cached, 0u);
+}
+
 TEST(Tensor, ElementAccessChecks) {
   Tensor t = tensor<float>({1.5f, 2.5f});
   EXPECT_FLOAT_EQ(t.data<float>()[1], 2.5f);
