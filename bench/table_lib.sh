@@ -2,7 +2,8 @@
 #   median            reads numbers, one a line, prints their median
 #   pin               the command prefix that pins a one-thread run to this process's first allowed core
 #   allocs            the allocator settings a reference framework is tried with (glibc, glibc with raised mmap/trim
-#                     thresholds, jemalloc and tcmalloc where installed)
+#                     thresholds, PyTorch's transparent huge pages for blocks of 2 MB or more, as Ember's allocator
+#                     asks for them; jemalloc and tcmalloc where installed)
 #   machine_vars      sets cpu, isa, family, model from /proc/cpuinfo (isa: the vector/matrix flags that matter)
 #   put_table DOC NAME TITLE TABLE   replaces DOC's <!-- NAME:begin --> ... <!-- NAME:end --> block with TABLE, or
 #                     appends TABLE under a "## TITLE" heading when there is no such block yet
@@ -12,7 +13,8 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 pin=()
 command -v taskset > /dev/null && pin=(taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')")
 
-allocs=("" "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456")
+allocs=("" "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
+  "THP_MEM_ALLOC_ENABLE=1")
 for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
   [ -e "$lib" ] && allocs+=("LD_PRELOAD=$lib")
 done
