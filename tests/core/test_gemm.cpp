@@ -43,7 +43,9 @@ TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
                         {4, 12, 9},
                         {5, 8, 1200},
                         {64, 196, 800},
-                        {800, 196, 64}};
+                        {800, 196, 64},
+                        // long K, small C: split along K at 2 threads (parts of 2048 and 1952 rows)
+                        {37, 45, 4000}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : cases) {
@@ -60,6 +62,20 @@ TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
           << "transposed " << c.M << "x" << c.N << "x" << c.K;
     }
   }
+}
+
+// linear's bias on a product split along K (2 threads): added once, by the part that writes C.
+TEST(Gemm, LongKSplitAddsTheBiasOnce) {
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  manual_seed(7);
+  Tensor x = randn({24, 3000}), w = randn({20, 3000}), b = randn({20});
+  std::vector<double> ref = ref_mm(x, w.t().contiguous());
+  const std::vector<double> bv = test::values(b);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] += bv[i % 20];
+  const double tol = 1e-5 * std::sqrt(3001.0);
+  EXPECT_TENSOR_NEAR(linear(x, w, b), Shape({24, 20}), ref, tol, tol);
+  set_num_threads(saved);
 }
 
 TEST(Gemm, KZeroGivesZeros) {
