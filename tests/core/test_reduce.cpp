@@ -200,6 +200,9 @@ TEST(Reduce, HighRankAndSizeOneDims) {
 TEST(Reduce, ResultDoesNotDependOnThreadCount) {
   manual_seed(21);
   Tensor x = randn({700, 300}), xt = x.t();
+  // column sums of float64 split across threads (3001 columns, a grain of 1024: pieces of columns that do not
+  // start on a multiple of the 32 summed in registers)
+  Tensor wide = randn({100, 3001}, {.dtype = kFloat64});
   const int saved = get_num_threads();
   auto run = [&] {
     return std::vector<std::vector<float>>{sum(x).to_vector<float>(), sum(xt).to_vector<float>(),
@@ -207,10 +210,13 @@ TEST(Reduce, ResultDoesNotDependOnThreadCount) {
   };
   set_num_threads(1);
   const auto one = run();
+  const auto wide_one = sum(wide, {0}).to_vector<double>();
   set_num_threads(4);
   const auto four = run();
+  const auto wide_four = sum(wide, {0}).to_vector<double>();
   set_num_threads(saved);
   EXPECT_EQ(one, four);  // bitwise: fixed blocks, combined in order
+  EXPECT_EQ(wide_one, wide_four);
 }
 
 TEST(Reduce, InfinitiesAndNaN) {
