@@ -166,8 +166,8 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
 // (AVX-512, one core, FMA limit 236 GFLOP/s) the kernel alone, B in L1 and A from L2, ran 170 -> 195 GFLOP/s.
 // Written with GCC's vector types, so that one text serves both widths (the tests also build the wide one for AVX2:
 // each vector then two ymm registers); the assembly of both was checked for one vfmadd231ps per row and vector and
-// no stack traffic in the loop. The accumulators are an array whose loops are unrolled whole: GCC then keeps every
-// element in a register even where the kernel is not inlined.
+// no stack traffic in the loop. The accumulators are an array indexed only by constants (its loops unrolled whole):
+// GCC then keeps every element in a register even where the kernel is not inlined.
 #ifdef EMBER_SGEMM_WIDE_KERNEL
 constexpr int64_t W = 16;
 #else
@@ -280,11 +280,19 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, E
     for (int r = 0; r < R; ++r) fma_row<V>(A.at(r, p), b0, b1, c[r][0], c[r][1]);
     Bp += NR;
   }
+  // the stores index rows by m, known only at run time: they read a copy, so that c is only ever indexed by
+  // constants (indexed at run time, c itself stayed in memory, stored at every step of the AVX2 build's loop)
+  vf rows[R][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    rows[r][0] = c[r][0];
+    rows[r][1] = c[r][1];
+  }
   if (n == W * V) {  // whole rows of the tile: vector read-modify-writes
     for (int64_t r = 0; r < m; ++r) {
       float* cr = C + r * ldc;
       for (int v = 0; v < V; ++v) {
-        vf x = c[r][v];
+        vf x = rows[r][v];
         if (e.bias) x += vload(e.bias + W * v);
         vstore(cr + W * v, e.acc ? x + vload(cr + W * v) : x);
       }
@@ -294,7 +302,7 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, E
   // a right edge tile: through a buffer, writing only the valid part
   alignas(64) float buf[R][2 * W];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, c[r][v]);
+    for (int v = 0; v < V; ++v) vstore(buf[r] + W * v, rows[r][v]);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t j = 0; j < n; ++j) {
       const float x = e.bias ? buf[r][j] + e.bias[j] : buf[r][j];
