@@ -13,8 +13,8 @@ namespace {
 constexpr int64_t kTranscendentalGrain = 8192;
 
 // Operands past L2's size stream from L3 or memory, where the hardware prefetchers alone left GELU's passes over
-// charlm's [4096, 512] activations 10-25% slower (Xeon model 167, one core: gelu 2.08 -> 1.55 ms, its backward
-// 2.4 -> 2.0 ms): their contiguous runs go in blocks of kBlock elements, each first asking for the lines kAhead
+// charlm's [4096, 512] activations 10-25% slower (Xeon model 167, one core: gelu 2.08 -> 1.46 ms, its backward
+// 2.3 -> 1.9 ms): their contiguous runs go in blocks of kBlock elements, each first asking for the lines kAhead
 // elements on (the output's for writing). Smaller operands skip it: in L2 the extra instructions cost up to 10%.
 constexpr int64_t kStreamBytes = int64_t{4} << 20, kBlock = 32, kAhead = 512;
 

@@ -438,6 +438,8 @@ void split_k(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int6
              int64_t b_cs, float* C, int64_t ldc, bool accumulate, int64_t parts, const float* bias) {
   const int64_t chunk = ((K + parts - 1) / parts + kSgemmKC - 1) / kSgemmKC * kSgemmKC;
   parts = (K + chunk - 1) / chunk;
+  if (parts == 1)
+    return sgemm_serial(M, N, K, A, a_rs, a_cs, nullptr, B, b_rs, b_cs, nullptr, C, ldc, accumulate, bias);
   Scratch partial(sizeof(float) * static_cast<size_t>((parts - 1) * M * N));
   float* extra = partial.as<float>();
   parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
