@@ -364,11 +364,20 @@ inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t
 // Even then reading in place wins while N is small: packing costs a read and a write of each element of A for
 // only 2 N flops. Measured on one AVX-512 core (Xeon model 207): dy^T @ x of the charlm, K = 4096, stride 128 to
 // 512, N = 128..512: 127-137 -> 141-146 GFLOP/s in place; mlp-big's dy^T @ x, K = 256, stride 1024, N = 784 and
-// 1024: 153 packed, 136 in place.
+// 1024: 153 packed, 136 in place. With a stride of a multiple of 4 KiB every line falls in one set, and the limit is
+// lower (Xeon model 167, K = 256, stride 1024: N = 128 5% faster in place, 192 even, 256 3% and 512 12-15% faster
+// packed - the share of each of 2 threads in mlp-big's 1024 x 1024 weight gradient).
 // (N is a thread's share after sgemm splits the columns: each thread packs its own blocks of A.)
 inline bool reads_columns_in_place(int64_t a_rs, int64_t a_cs, int64_t N) {
-  return a_rs == 1 && (a_cs % 64 != 0 || N <= 512);
+  return a_rs == 1 && (a_cs % 64 != 0 || N <= (a_cs % 1024 == 0 ? 192 : 512));
 }
+
+// Whether row-major A is read in place: while N is small (a transformer's x [4096, 128] @ W^T, N = 128..512), where
+// packing would cost a read and a write of A per 2 N flops. Wider products pack it, so that the tile's 12 rows come
+// from one stream, not from 12 rows lda apart (with lda a multiple of 4 KiB, in one set of L1): on one core of the
+// Xeon model 167, mlp-big's x @ W1^T (256 x 1024 x 784) and dy @ W2 (256 x 1024 x 1024, lda 1024) ran 2-5% faster
+// packed.
+inline bool reads_rows_in_place(int64_t a_cs, int64_t N) { return a_cs == 1 && N <= 512; }
 
 // C (+)= a product with K = 0, a sum of nothing: C kept (accumulate) or zeroed, plus bias[j] where bias is non-null.
 void empty_product(int64_t M, int64_t N, float* C, int64_t ldc, bool accumulate, const float* bias) {
@@ -385,7 +394,8 @@ void sgemm_serial(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs,
   const PackedBLayout blay(K, N);  // where a pre-packed B keeps each slice and sliver
   const int64_t kc_step = blay.kc, mpad = (M + MR - 1) / MR * MR;
   // Row-major A is read in place (ARows) unless the caller packed it already; column-major A too where that pays.
-  const bool rows_a = !Ap_all && a_cs == 1, cols_a = !Ap_all && !rows_a && reads_columns_in_place(a_rs, a_cs, N);
+  const bool rows_a = !Ap_all && reads_rows_in_place(a_cs, N),
+             cols_a = !Ap_all && !rows_a && reads_columns_in_place(a_rs, a_cs, N);
   const bool direct_a = rows_a || cols_a;
   const int64_t nc_max = std::min(NC, blay.npad), mc_max = std::min(MC, mpad);
   Scratch bpack(Bp_all ? 0 : sizeof(float) * static_cast<size_t>(nc_max * kc_step));

@@ -45,7 +45,11 @@ TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
                         {64, 196, 800},
                         {800, 196, 64},
                         // long K, small C: split along K at 2 threads (parts of 2048 and 1952 rows)
-                        {37, 45, 4000}};
+                        {37, 45, 4000},
+                        // N > 512: row-major A packed, not read in place; transposed, a column stride of 1024
+                        // with N = 200 packs column-major A too
+                        {30, 600, 300},
+                        {1024, 200, 30}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : cases) {
