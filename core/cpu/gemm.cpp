@@ -271,9 +271,11 @@ void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, E
       __builtin_prefetch(A.at(0, p + 8));
       if constexpr (R > MR) __builtin_prefetch(A.at(MR, p + 8));
     }
-    if constexpr (From == AFrom::Cols) {
+    if constexpr (From == AFrom::Cols) {  // and, into L2, 64 steps on: a weight gradient's dy^T is often in memory
       __builtin_prefetch(A.at(0, p + 8));
       __builtin_prefetch(A.at(R - 1, p + 8));
+      __builtin_prefetch(A.at(0, p + 64), 0, 2);
+      __builtin_prefetch(A.at(R - 1, p + 64), 0, 2);
     }
     const vf b0 = vload(Bp), b1 = V == 2 ? vload(Bp + W) : b0;
 #pragma GCC unroll 12
