@@ -504,6 +504,30 @@ TEST(LayerNorm, Float32MatchesFloat64FarFromZero) {
   }
 }
 
+// dw and db sum over rows in fixed blocks of rows (core/cpu/layer_norm.cpp), so they come out the same bits on any
+// thread count, and the same whether or not dx is computed in the same pass (x without grad).
+TEST(LayerNorm, WeightGradientsDoNotDependOnThreadsOrOnDx) {
+  const int saved = get_num_threads();
+  manual_seed(63);
+  const Tensor x0 = randn({301, 70}) * 2.0 + 1.0, g = randn({301, 70}), w0 = randn({70}), b0 = randn({70});
+  auto grads = [&](int threads, bool x_grad) {
+    set_num_threads(threads);
+    Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(true),
+           b = b0.clone().requires_grad_(true);
+    layer_norm(x, {70}, w, b, 1e-5).backward(g);
+    return std::vector<Tensor>{w.grad(), b.grad(), x_grad ? x.grad() : Tensor()};
+  };
+  const std::vector<Tensor> one = grads(1, true);
+  for (int threads : {2, 3}) {
+    const std::vector<Tensor> many = grads(threads, true), no_dx = grads(threads, false);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(test::values(many[i]), test::values(one[i])) << "gradient " << i << ", threads " << threads;
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(test::values(no_dx[i]), test::values(one[i])) << "gradient " << i << " without dx, threads " << threads;
+  }
+  set_num_threads(saved);
+}
+
 TEST(LayerNorm, BadInputsNameTheOp) {
   EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {3}, tensor<int64_t>({1, 2, 3}), {}), DTypeError, "layer_norm", "weight");
   EXPECT_THROW_MSG(layer_norm(randn({2, 3}), {2, 3}, randn({3}), {}), ShapeError, "layer_norm", "[3]");
