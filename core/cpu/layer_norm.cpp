@@ -76,66 +76,70 @@ void CpuBackend::row_norm(const RowNormArgs& a) {
 // dx row by row; dw and db from the same pass, as partial sums of blocks of kNormBlock rows (in T, in row order),
 // then added block by block in double per column. The blocks are fixed, whatever the thread count, so dw and db
 // come out the same on any number of threads; and x and dy are read once (a second pass over them for dw and db,
-// split by columns, took ~1% of a charlm training step, its 2-4 MiB operands coming back from L3).
+// split by columns, took ~1% of a charlm training step, its 2-4 MiB operands coming back from L3). The partial sums
+// of at most kPartialBytes are held at a time: long inputs go in groups of blocks.
 constexpr int64_t kNormBlock = 64;
+constexpr int64_t kPartialBytes = 256 << 10;
 
 void CpuBackend::row_norm_backward(const RowNormGradArgs& a) {
   const int64_t N = a.norm.rows, D = a.norm.cols;
-  const Tensor &dx = a.dx, &dw = a.dw, &db = a.db;
   const bool centred = a.norm.kind == RowNormKind::LayerNorm;  // RMS norm: no mean, so no mean(g) term
   visit_float("row_norm_backward", a.x.dtype(), [&]<class T>() {
     const T *xp = ptr<T>(a.x), *gp = ptr<T>(a.dy), *wp = ptr<T>(a.w), *mp = ptr<T>(a.mean), *rp = ptr<T>(a.rstd);
-    T* dxp = dx.defined() ? static_cast<T*>(dx.data_ptr()) : nullptr;
-    T* dwp = dw.defined() ? static_cast<T*>(dw.data_ptr()) : nullptr;
-    T* dbp = db.defined() ? static_cast<T*>(db.data_ptr()) : nullptr;
+    T* dxp = a.dx.defined() ? static_cast<T*>(a.dx.data_ptr()) : nullptr;
+    T* dwp = a.dw.defined() ? static_cast<T*>(a.dw.data_ptr()) : nullptr;
+    T* dbp = a.db.defined() ? static_cast<T*>(a.db.data_ptr()) : nullptr;
     const bool sums = dwp || dbp;
-    if (N == 0 || (!dxp && !sums)) {
-      if (dwp) std::fill(dwp, dwp + D, T(0));
-      if (dbp) std::fill(dbp, dbp + D, T(0));
-      return;
-    }
-    const int64_t blocks = (N + kNormBlock - 1) / kNormBlock;
-    // block b's partial sums of g * xhat (dw) and of g (db): part[(2 b) D ...] and part[(2 b + 1) D ...]
-    Scratch part(sums ? sizeof(T) * static_cast<size_t>(2 * blocks * D) : 0);
-    T* pp = part.as<T>();
-    parallel_for(0, blocks, std::max<int64_t>(1, row_grain(D) / kNormBlock), [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        T* __restrict fw = sums ? pp + 2 * blk * D : nullptr;
-        T* __restrict fb = sums ? fw + D : nullptr;
-        if (sums) std::fill(fw, fw + 2 * D, T(0));
-        for (int64_t n = blk * kNormBlock; n < std::min(N, (blk + 1) * kNormBlock); ++n) {
-          const T* __restrict xr = xp + n * D;
-          const T* __restrict gr = gp + n * D;
-          const T m = mp[n], r = rp[n];
-          if (sums)
-            for (int64_t j = 0; j < D; ++j) {
-              fw[j] += gr[j] * ((xr[j] - m) * r);
-              fb[j] += gr[j];
-            }
-          if (!dxp) continue;
-          T* __restrict o = dxp + n * D;
-          // a = mean of g (layer norm), c = mean of g * xhat, with g = dy * w
-          auto g = [&](int64_t i) { return wp ? gr[i] * wp[i] : gr[i]; };
-          const T av = centred ? static_cast<T>(row_sum<T>(D, g) / static_cast<double>(D)) : T(0);
-          const T c = static_cast<T>(row_sum<T>(D, [&](int64_t i) { return g(i) * ((xr[i] - m) * r); }) /
-                                     static_cast<double>(D));
-          for (int64_t i = 0; i < D; ++i) o[i] = r * (g(i) - av - (xr[i] - m) * r * c);
+    // row n's dx, and its terms added to a block's partial sums fw (of g * xhat) and fb (of g) when they exist
+    auto row = [&](int64_t n, T* __restrict fw, T* __restrict fb) {
+      const T* __restrict xr = xp + n * D;
+      const T* __restrict gr = gp + n * D;
+      const T m = mp[n], r = rp[n];
+      if (fw)
+        for (int64_t j = 0; j < D; ++j) {
+          fw[j] += gr[j] * ((xr[j] - m) * r);
+          fb[j] += gr[j];
         }
-      }
-    });
-    if (!sums) return;
-    parallel_for(0, D, std::max<int64_t>(16, kElementwiseGrain / std::max<int64_t>(1, 2 * blocks)),
-                 [&](int64_t j0, int64_t j1) {
-                   for (int64_t j = j0; j < j1; ++j) {
-                     double sw = 0, sb = 0;
-                     for (int64_t blk = 0; blk < blocks; ++blk) {
-                       sw += static_cast<double>(pp[2 * blk * D + j]);
-                       sb += static_cast<double>(pp[(2 * blk + 1) * D + j]);
-                     }
-                     if (dwp) dwp[j] = static_cast<T>(sw);
-                     if (dbp) dbp[j] = static_cast<T>(sb);
-                   }
-                 });
+      if (!dxp) return;
+      T* __restrict o = dxp + n * D;
+      // av = mean of g (layer norm), c = mean of g * xhat, with g = dy * w
+      auto g = [&](int64_t i) { return wp ? gr[i] * wp[i] : gr[i]; };
+      const T av = centred ? static_cast<T>(row_sum<T>(D, g) / static_cast<double>(D)) : T(0);
+      const T c =
+          static_cast<T>(row_sum<T>(D, [&](int64_t i) { return g(i) * ((xr[i] - m) * r); }) / static_cast<double>(D));
+      for (int64_t i = 0; i < D; ++i) o[i] = r * (g(i) - av - (xr[i] - m) * r * c);
+    };
+    const int64_t blocks = (N + kNormBlock - 1) / kNormBlock;
+    const int64_t group =
+        sums ? std::max<int64_t>(4 * num_threads(), kPartialBytes / std::max<int64_t>(1, 2 * D * sizeof(T)))
+             : std::max<int64_t>(blocks, 1);
+    Scratch part(sums ? sizeof(T) * static_cast<size_t>(2 * std::min(group, blocks) * D) : 0);
+    T* pp = part.as<T>();  // block b of the group: fw at pp + 2 b D, fb after it
+    std::vector<double> sw(sums ? static_cast<size_t>(D) : 0), sb(sw.size());
+    for (int64_t g0 = 0; g0 < blocks; g0 += group) {
+      const int64_t g1 = std::min(blocks, g0 + group);
+      parallel_for(g0, g1, std::max<int64_t>(1, row_grain(D) / kNormBlock), [&](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          T* fw = sums ? pp + 2 * (blk - g0) * D : nullptr;
+          if (fw) std::fill(fw, fw + 2 * D, T(0));
+          for (int64_t n = blk * kNormBlock; n < std::min(N, (blk + 1) * kNormBlock); ++n)
+            row(n, fw, fw ? fw + D : nullptr);
+        }
+      });
+      if (!sums) continue;
+      parallel_for(0, D, std::max<int64_t>(16, kElementwiseGrain / std::max<int64_t>(1, 2 * (g1 - g0))),
+                   [&](int64_t j0, int64_t j1) {
+                     for (int64_t j = j0; j < j1; ++j)
+                       for (int64_t blk = 0; blk < g1 - g0; ++blk) {
+                         sw[static_cast<size_t>(j)] += static_cast<double>(pp[2 * blk * D + j]);
+                         sb[static_cast<size_t>(j)] += static_cast<double>(pp[(2 * blk + 1) * D + j]);
+                       }
+                   });
+    }
+    for (int64_t j = 0; j < D && sums; ++j) {
+      if (dwp) dwp[j] = static_cast<T>(sw[static_cast<size_t>(j)]);
+      if (dbp) dbp[j] = static_cast<T>(sb[static_cast<size_t>(j)]);
+    }
   });
 }
 

@@ -509,7 +509,8 @@ TEST(LayerNorm, Float32MatchesFloat64FarFromZero) {
 TEST(LayerNorm, WeightGradientsDoNotDependOnThreadsOrOnDx) {
   const int saved = get_num_threads();
   manual_seed(63);
-  const Tensor x0 = randn({301, 70}) * 2.0 + 1.0, g = randn({301, 70}), w0 = randn({70}), b0 = randn({70});
+  // 2001 rows: 32 blocks of 64 rows, enough for 2 and 3 threads to split them
+  const Tensor x0 = randn({2001, 70}) * 2.0 + 1.0, g = randn({2001, 70}), w0 = randn({70}), b0 = randn({70});
   auto grads = [&](int threads, bool x_grad) {
     set_num_threads(threads);
     Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(true),
@@ -524,6 +525,30 @@ TEST(LayerNorm, WeightGradientsDoNotDependOnThreadsOrOnDx) {
       EXPECT_EQ(test::values(many[i]), test::values(one[i])) << "gradient " << i << ", threads " << threads;
     for (size_t i = 0; i < 2; ++i)
       EXPECT_EQ(test::values(no_dx[i]), test::values(one[i])) << "gradient " << i << " without dx, threads " << threads;
+  }
+  set_num_threads(saved);
+}
+
+// Rows of 1024: the partial sums of dw and db are held 32 blocks of 64 rows at a time (256 KiB), so 2100 rows go in
+// two groups; against float64, and the same bits on 1 and 2 threads.
+TEST(LayerNorm, LongInputsSumTheirWeightGradientsInGroups) {
+  const int saved = get_num_threads();
+  manual_seed(64);
+  const int64_t N = 2100, D = 1024;
+  const Tensor x64 = randn({N, D}, f64) + 1.0, g64 = randn({N, D}, f64), w64 = randn({D}, f64), b64 = randn({D}, f64);
+  auto grads = [&](DType dt, int threads) {
+    set_num_threads(threads);
+    Tensor x = x64.to(dt).requires_grad_(true), w = w64.to(dt).requires_grad_(true),
+           b = b64.to(dt).requires_grad_(true);
+    layer_norm(x, {D}, w, b, 1e-5).backward(g64.to(dt));
+    return std::vector<Tensor>{w.grad(), b.grad(), x.grad()};
+  };
+  const std::vector<Tensor> one = grads(kFloat32, 1), two = grads(kFloat32, 2), ref = grads(kFloat64, 1);
+  const char* what[] = {"dw", "db", "dx"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(test::values(two[i]), test::values(one[i])) << what[i];
+    // dw and db add 2100 terms of about 1: float32 over blocks of 64, double across them
+    EXPECT_TENSOR_NEAR(one[i], ref[i].shape(), test::values(ref[i]), 1e-3, 1e-4) << what[i];
   }
   set_num_threads(saved);
 }
