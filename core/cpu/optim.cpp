@@ -23,10 +23,26 @@ constexpr int64_t kOptimGrain = 16384;
 // one element is scalar::sgd_update / scalar::adam_update (scalar_fused.h), shared with the CUDA kernels.
 // (The coefficients are taken by value into a local: with a reference, the compiler must assume that the stores
 // to p may change them and reloads them every element.)
+// The loops run in blocks of kOptimBlock elements, each first asking for the cache lines of every array kOptimAhead
+// elements on: a step's state comes from L3 or memory (mlp-big: 52 MB a step), where the hardware prefetchers alone,
+// with four streams to follow, left Adam's pass ~10% slower (1.89 -> 1.73 ms a step at one thread, 0.98 -> 0.85 at
+// two, on the Xeon model 167).
+constexpr int64_t kOptimBlock = 64, kOptimAhead = 1024;
+template <class T, class... Ptrs>
+[[gnu::always_inline]] inline void fetch_ahead(int64_t i0, int64_t i1, int64_t n, Ptrs... arrays) {
+  for (int64_t k = i0 + kOptimAhead; k < std::min(n, i1 + kOptimAhead); k += static_cast<int64_t>(64 / sizeof(T)))
+    (__builtin_prefetch(arrays + k), ...);
+}
+
 template <class T, bool WD, bool Momentum>
 [[gnu::noinline]] void sgd_range(T* __restrict p, const T* __restrict gp, T* __restrict buf, int64_t n,
                                  const scalar::SgdCoeffs<T> c) {
-  for (int64_t i = 0; i < n; ++i) scalar::sgd_update<T, WD, Momentum>(p[i], gp[i], Momentum ? buf + i : nullptr, c);
+  for (int64_t i0 = 0; i0 < n; i0 += kOptimBlock) {
+    const int64_t i1 = std::min(n, i0 + kOptimBlock);
+    if constexpr (Momentum) fetch_ahead<T>(i0, i1, n, p, gp, buf);
+    else fetch_ahead<T>(i0, i1, n, p, gp);
+    for (int64_t i = i0; i < i1; ++i) scalar::sgd_update<T, WD, Momentum>(p[i], gp[i], Momentum ? buf + i : nullptr, c);
+  }
 }
 
 template <class T>
@@ -50,7 +66,11 @@ void sgd_kernel(const SgdStepArgs& a) {
 template <class T, bool L2, bool Decay>
 [[gnu::noinline]] void adam_range(T* __restrict p, const T* __restrict gp, T* __restrict m, T* __restrict v, int64_t n,
                                   const scalar::AdamCoeffs<T> c) {
-  for (int64_t i = 0; i < n; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
+  for (int64_t i0 = 0; i0 < n; i0 += kOptimBlock) {
+    const int64_t i1 = std::min(n, i0 + kOptimBlock);
+    fetch_ahead<T>(i0, i1, n, p, gp, m, v);
+    for (int64_t i = i0; i < i1; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
+  }
 }
 
 template <class T>

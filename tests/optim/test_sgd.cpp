@@ -56,6 +56,27 @@ TEST(SGD, EverythingAtOnce) {
 }
 TEST(SGD, Float32) { check_sgd({.lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01}, kFloat32, 1e-5); }
 
+// Long enough for the fused kernel's blocks, its look-ahead and a split across threads (100,003 elements: a ragged
+// last block), with and without momentum.
+TEST(SGD, LargeParameter) {
+  for (const double momentum : {0.0, 0.9}) {
+    const optim::SGDOptions o{.lr = 0.05, .momentum = momentum, .weight_decay = 0.01};
+    const size_t n = 100003;
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n; ++i) r[i] = std::sin(0.001 * static_cast<double>(i));
+    Tensor p = make_param(r, {static_cast<int64_t>(n)});
+    optim::SGD opt({p}, o);
+    SgdRef ref{o};
+    for (int k = 0; k < 3; ++k) {
+      const auto g = fixed_grad(0, k, n);
+      feed_grad(p, g);
+      opt.step();
+      ref.step(r, g);
+    }
+    EXPECT_TENSOR_NEAR(p, Shape({static_cast<int64_t>(n)}), r, 1e-12, 1e-12) << "momentum " << momentum;
+  }
+}
+
 TEST(SGD, LearningRateChangesTakeEffect) {
   Tensor p = make_param({1.0, 2.0}, {2});
   optim::SGD opt({p}, {.lr = 0.1});
