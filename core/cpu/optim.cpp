@@ -23,10 +23,11 @@ constexpr int64_t kOptimGrain = 16384;
 // one element is scalar::sgd_update / scalar::adam_update (scalar_fused.h), shared with the CUDA kernels.
 // (The coefficients are taken by value into a local: with a reference, the compiler must assume that the stores
 // to p may change them and reloads them every element.)
+//
 // The loops run in blocks of kOptimBlock elements, each first asking for the cache lines of every array kOptimAhead
 // elements on: a step's state comes from L3 or memory (mlp-big: 52 MB a step), where the hardware prefetchers alone,
-// with four streams to follow, left Adam's pass ~10% slower (1.89 -> 1.73 ms a step at one thread, 0.98 -> 0.85 at
-// two, on the Xeon model 167).
+// with four streams to follow, left Adam's pass ~10% slower (mlp-big's Adam step 1.9-2.0 -> 1.73-1.78 ms at one
+// thread, 0.98 -> 0.85 at two, on the Xeon model 167).
 constexpr int64_t kOptimBlock = 64, kOptimAhead = 1024;
 template <class T, class... Ptrs>
 [[gnu::always_inline]] inline void fetch_ahead(int64_t i0, int64_t i1, int64_t n, Ptrs... arrays) {
