@@ -5,6 +5,7 @@
 
 #include "cpu_backend.h"
 #include "loops.h"
+#include "streamed.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
@@ -18,21 +19,12 @@ constexpr int64_t kTranscendentalGrain = 8192;
 // elements on (the output's for writing). Smaller operands skip it: in L2 the extra instructions cost up to 10%.
 constexpr int64_t kStreamBytes = int64_t{4} << 20, kBlock = 32, kAhead = 512;
 
-template <int ForWrite, class T>
-[[gnu::always_inline]] inline void fetch_block(const T* p) {
-  for (size_t b = 0; b < kBlock * sizeof(T); b += 64)
-    __builtin_prefetch(reinterpret_cast<const char*>(p) + b, ForWrite);
-}
-// body(i0, i1) over [0, n): at once, or (stream) block by block, each after asking for the lines kAhead elements
-// on of out and of the inputs.
+// body(i0, i1) over [0, n): at once, or (stream) in blocks that first ask for out's and the inputs' lines kAhead
+// elements on (streamed.h).
 template <class R, class Body, class... In>
 [[gnu::always_inline]] inline void contiguous_run(bool stream, int64_t n, const Body& body, R* out, const In*... in) {
   if (!stream) return body(0, n);
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    (fetch_block<0>(in + i0 + kAhead), ...);
-    fetch_block<1>(out + i0 + kAhead);
-    body(i0, std::min(n, i0 + kBlock));
-  }
+  streamed<kBlock, kAhead>(n, body, out, in...);
 }
 
 template <class R, class T, class F>

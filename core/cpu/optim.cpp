@@ -11,6 +11,7 @@
 #include "cpu_backend.h"
 #include "ember/internal/scalar_fused.h"
 #include "parallel.h"
+#include "streamed.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
@@ -25,25 +26,19 @@ constexpr int64_t kOptimGrain = 16384;
 // to p may change them and reloads them every element.)
 //
 // The loops run in blocks of kOptimBlock elements, each first asking for the cache lines of every array kOptimAhead
-// elements on: a step's state comes from L3 or memory (mlp-big: 52 MB a step), where the hardware prefetchers alone,
-// with four streams to follow, left Adam's pass ~10% slower (mlp-big's Adam step 1.9-2.0 -> 1.73-1.78 ms at one
-// thread, 0.98 -> 0.85 at two, on the Xeon model 167).
+// elements on (streamed.h): a step's state comes from L3 or memory (mlp-big: 52 MB a step), where the hardware
+// prefetchers alone, with four streams to follow, left Adam's pass ~10% slower (mlp-big's Adam step 1.9-2.0 ->
+// 1.73-1.78 ms at one thread, 0.98 -> 0.85 at two, on the Xeon model 167).
 constexpr int64_t kOptimBlock = 64, kOptimAhead = 1024;
-template <class T, class... Ptrs>
-[[gnu::always_inline]] inline void fetch_ahead(int64_t i0, int64_t i1, int64_t n, Ptrs... arrays) {
-  for (int64_t k = i0 + kOptimAhead; k < std::min(n, i1 + kOptimAhead); k += static_cast<int64_t>(64 / sizeof(T)))
-    (__builtin_prefetch(arrays + k), ...);
-}
 
 template <class T, bool WD, bool Momentum>
 [[gnu::noinline]] void sgd_range(T* __restrict p, const T* __restrict gp, T* __restrict buf, int64_t n,
                                  const scalar::SgdCoeffs<T> c) {
-  for (int64_t i0 = 0; i0 < n; i0 += kOptimBlock) {
-    const int64_t i1 = std::min(n, i0 + kOptimBlock);
-    if constexpr (Momentum) fetch_ahead<T>(i0, i1, n, p, gp, buf);
-    else fetch_ahead<T>(i0, i1, n, p, gp);
+  auto update = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) scalar::sgd_update<T, WD, Momentum>(p[i], gp[i], Momentum ? buf + i : nullptr, c);
-  }
+  };
+  if constexpr (Momentum) streamed<kOptimBlock, kOptimAhead>(n, update, p, gp, buf);
+  else streamed<kOptimBlock, kOptimAhead>(n, update, p, gp);
 }
 
 template <class T>
@@ -67,11 +62,12 @@ void sgd_kernel(const SgdStepArgs& a) {
 template <class T, bool L2, bool Decay>
 [[gnu::noinline]] void adam_range(T* __restrict p, const T* __restrict gp, T* __restrict m, T* __restrict v, int64_t n,
                                   const scalar::AdamCoeffs<T> c) {
-  for (int64_t i0 = 0; i0 < n; i0 += kOptimBlock) {
-    const int64_t i1 = std::min(n, i0 + kOptimBlock);
-    fetch_ahead<T>(i0, i1, n, p, gp, m, v);
-    for (int64_t i = i0; i < i1; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
-  }
+  streamed<kOptimBlock, kOptimAhead>(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) scalar::adam_update<T, L2, Decay>(p[i], gp[i], m[i], v[i], c);
+      },
+      p, gp, m, v);
 }
 
 template <class T>
