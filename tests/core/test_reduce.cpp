@@ -219,6 +219,23 @@ TEST(Reduce, ResultDoesNotDependOnThreadCount) {
   EXPECT_EQ(wide_one, wide_four);
 }
 
+TEST(Reduce, ColumnSumsSplitAcrossThreadsByWork) {
+  // a bias gradient's shape: 1024 columns of 256 rows go to several threads (ranges of whole cache lines), and
+  // 40 columns of 3000 rows in two ranges; every column is still its rows added in order
+  manual_seed(22);
+  const int saved = get_num_threads();
+  for (const Shape& shape : {Shape({256, 1024}), Shape({3000, 40})}) {
+    Tensor x = randn(shape);
+    set_num_threads(1);
+    const auto one = sum(x, {0}).to_vector<float>();
+    set_num_threads(3);
+    Tensor three = sum(x, {0});
+    set_num_threads(saved);
+    EXPECT_EQ(one, three.to_vector<float>());
+    EXPECT_TRUE(reduced_near(three, x, {0}, false, f_sum, 1e-5));
+  }
+}
+
 TEST(Reduce, InfinitiesAndNaN) {
   // an all -inf max (all +inf min) is -inf (+inf), not the largest finite number
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
