@@ -98,7 +98,7 @@ void reduce_values(const Tensor& out, const Tensor& x, const Walk& kept, const W
 
   // Column reduction (e.g. a bias gradient: sum over the batch of [N, C]): the kept dims form one contiguous
   // run, so accumulate whole rows at a time instead of walking each column with a large stride. Threads take
-  // ranges of columns (whole cache lines of each row) sized by the elements they read: a linear layer's bias
+  // ranges of columns (at least a cache line of each row) sized by the elements they read: a linear layer's bias
   // gradient, [4096, 512] in the charlm's MLP or [256, 1024] in mlp-big, is one pass over a few MB of dy. Each
   // column still adds its rows in order, whatever the thread count.
   if (kept.contiguous() && !inner_contig) {

@@ -220,7 +220,7 @@ TEST(Reduce, ResultDoesNotDependOnThreadCount) {
 }
 
 TEST(Reduce, ColumnSumsSplitAcrossThreadsByWork) {
-  // a bias gradient's shape: 1024 columns of 256 rows go to several threads (ranges of whole cache lines), and
+  // a bias gradient's shape: 1024 columns of 256 rows go to several threads (ranges sized by the elements read), and
   // 40 columns of 3000 rows in two ranges; every column is still its rows added in order
   manual_seed(22);
   const int saved = get_num_threads();
