@@ -1,5 +1,6 @@
 // defines: the raw attention ops (raw::attention, raw::attention_backward): argument checks, the flattening of
 // q/k/v to [BH, T, d] and of the mask to four strides, and one backend call each.
+#include <array>
 #include <cmath>
 
 #include "op_utils.h"
@@ -102,20 +103,48 @@ Shape with_last(const Shape& lead, std::initializer_list<int64_t> last) {
   return s;
 }
 
-// Whether t [B, H, T, w] is a head split: [B, T, H, w] contiguous seen through transpose(1, 2), as
-// x.reshape({B, T, H, hd}).transpose(1, 2) of a projection x [B, T, H * hd].
+// Whether t [B, H, T, w] is a head split: [B, T, H, w] seen through transpose(1, 2), its tokens `row` >= H w
+// elements apart: x.reshape({B, T, H, hd}).transpose(1, 2) of a projection x [B, T, H * hd] (row = H hd), or of
+// one piece of a packed q, k, v projection, split(qkv, d, -1) of qkv [B, T, 3 d] (row = 3 d).
 bool is_head_split(const Tensor& t) {
-  return t.dim() == 4 && t.stride(3) == 1 && t.stride(1) == t.size(3) && t.stride(2) == t.size(1) * t.size(3) &&
+  return t.dim() == 4 && t.stride(3) == 1 && t.stride(1) == t.size(3) && t.stride(2) >= t.size(1) * t.size(3) &&
          t.stride(0) == t.size(2) * t.stride(2);
 }
 
-// A new output or gradient of `shape` (lead + [rows, width]) for the kernels, laid out as `like` (the q, k or v it
-// belongs to) where that is a head split and the device is the CPU (the CUDA kernels write contiguous rows): then
-// merging the heads back, y.transpose(1, 2).reshape({B, T, d}), is a view, and so are the gradients' way back
+// Whether q, k, v are the three pieces of one packed projection: head splits of one storage with rows of 3 H w,
+// k right after q in each row and v right after k.
+bool is_packed_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (!is_head_split(q) || k.shape() != q.shape() || v.shape() != q.shape() || k.strides() != q.strides() ||
+      v.strides() != q.strides())
+    return false;
+  const int64_t width = q.size(1) * q.size(3);  // H w
+  return q.stride(2) == 3 * width && k.impl()->storage == q.impl()->storage && v.impl()->storage == q.impl()->storage &&
+         k.storage_offset() == q.storage_offset() + width && v.storage_offset() == q.storage_offset() + 2 * width;
+}
+
+// The head split of a new [B, T, parts * H w] buffer, part `part`: [B, H, T, w] with rows of parts * H w.
+Tensor new_head_split(const Tensor& buffer, const Shape& shape, int64_t part) {
+  const int64_t heads = shape[1], rows = shape[2], w = shape[3], row = buffer.size(2);
+  return as_strided(buffer, shape, {rows * row, w, row, 1}, buffer.storage_offset() + part * heads * w);
+}
+
+// A new output or gradient of `shape` (lead + [rows, width]) for the kernels, laid out as a head split where
+// `like` (the q, k or v it belongs to) is one and the device is the CPU (the CUDA kernels write contiguous rows):
+// then merging the heads back, y.transpose(1, 2).reshape({B, T, d}), is a view, and so are the gradients' way back
 // through the head split of the projections. Otherwise contiguous.
 Tensor new_rows(const Tensor& like, const Shape& shape, DType dtype, Device dev) {
   if (!dev.is_cpu() || !is_head_split(like)) return detail::new_tensor(shape, dtype, dev);
-  return transpose(detail::new_tensor({shape[0], shape[2], shape[1], shape[3]}, dtype, dev), 1, 2);
+  return new_head_split(detail::new_tensor({shape[0], shape[2], shape[1] * shape[3]}, dtype, dev), shape, 0);
+}
+
+// The gradients of q, k and v in new buffers laid out as new_rows does, except for a packed q, k, v on the CPU: one
+// buffer packed the same way, so that split's backward finds the three side by side and copies nothing.
+std::array<Tensor, 3> new_qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType dtype, Device dev) {
+  if (!dev.is_cpu() || !is_packed_qkv(q, k, v))
+    return {new_rows(q, q.shape(), dtype, dev), new_rows(k, k.shape(), dtype, dev), new_rows(v, v.shape(), dtype, dev)};
+  const Shape& s = q.shape();
+  const Tensor buffer = detail::new_tensor({s[0], s[2], 3 * s[1] * s[3]}, dtype, dev);
+  return {new_head_split(buffer, s, 0), new_head_split(buffer, s, 1), new_head_split(buffer, s, 2)};
 }
 
 }  // namespace
@@ -149,9 +178,7 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
   EMBER_CHECK_SHAPE(grad_out.defined() && grad_out.shape() == out_shape && out.shape() == out_shape, kOp,
                     ": backward expects the gradient and output of shape ", out_shape, ", got ", describe(grad_out),
                     " and ", describe(out));
-  Tensor gq = new_rows(q, q.shape(), r.compute, dev);
-  Tensor gk = new_rows(k, k.shape(), r.compute, dev);
-  Tensor gv = new_rows(v, v.shape(), r.compute, dev);
+  auto [gq, gk, gv] = new_qkv_grads(q, k, v, r.compute, dev);
   if (r.p.batch_heads == 0 || r.p.tq == 0 || r.p.tk == 0) {  // nothing attended: every gradient is 0
     for (const Tensor* g : {&gq, &gk, &gv}) backend_for(dev).fill(*g, 0.0);
     return {cast(gq, r.dtype), cast(gk, r.dtype), cast(gv, r.dtype)};

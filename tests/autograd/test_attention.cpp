@@ -132,6 +132,53 @@ TEST(Attention, HeadSplitLayoutsStayInPlace) {
   }
 }
 
+// q, k, v as the three pieces of one packed projection (split(x, d, -1) of x [B, T, 3 d], each a head split with
+// rows of 3 d, as MultiheadAttention's self-attention makes them): read in place, the output a compact head split,
+// and on the CPU the three gradients laid out the same way in one new buffer, so that split's backward copies
+// nothing (the gradient of x is that buffer). Values as with contiguous copies.
+TEST(Attention, PackedQkvGradientsShareOneBuffer) {
+  for (bool causal : {false, true}) {
+    manual_seed(12);
+    const int64_t B = 2, T = 37, H = 3, hd = 8, d = H * hd;
+    const TensorOptions o{.dtype = kFloat64};
+    auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, hd}).transpose(1, 2); };
+    const Tensor x = randn({B, T, 3 * d}, o);
+    const std::vector<Tensor> p = split(x, d, -1);
+    const Tensor q = heads(p[0]), k = heads(p[1]), v = heads(p[2]);
+    const Tensor gy = heads(randn({B, T, d}, o));
+    const raw::AttentionResult r = raw::attention(q, k, v, {}, 0, causal);
+    EXPECT_TRUE(r.out.transpose(1, 2).is_contiguous()) << "out is not a compact head split";
+    const raw::AttentionGrads g = raw::attention_backward(gy, q, k, v, r.out, r.lse, {}, 0, causal);
+    for (const Tensor* t : {&g.k, &g.v}) {
+      EXPECT_EQ(t->impl()->storage, g.q.impl()->storage) << "the gradients are not in one buffer";
+      EXPECT_EQ(t->strides(), q.strides());
+    }
+    EXPECT_EQ(g.k.storage_offset(), g.q.storage_offset() + d);
+    EXPECT_EQ(g.v.storage_offset(), g.q.storage_offset() + 2 * d);
+
+    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const raw::AttentionResult rc = raw::attention(qc, kc, vc, {}, 0, causal);
+    const raw::AttentionGrads gc = raw::attention_backward(gy.contiguous(), qc, kc, vc, rc.out, rc.lse, {}, 0, causal);
+    const std::string what = causal ? "causal" : "plain";
+    expect_close(r.out, rc.out, 1e-12, what + " out");
+    expect_close(g.q, gc.q, 1e-12, what + " dq");
+    expect_close(g.k, gc.k, 1e-12, what + " dk");
+    expect_close(g.v, gc.v, 1e-12, what + " dv");
+
+    // through autograd: the gradient of x is the attention's buffer, with the values of the per-piece path
+    const Tensor xl = x.clone().requires_grad_();
+    const std::vector<Tensor> pl = split(xl, d, -1);
+    const Tensor y = scaled_dot_product_attention(heads(pl[0]), heads(pl[1]), heads(pl[2]), {.causal = causal});
+    const Tensor gx = autograd::grad({y}, {xl}, {gy})[0];
+    EXPECT_TRUE(gx.is_contiguous());
+    expect_close(gx,
+                 cat({gc.q.transpose(1, 2).reshape({B, T, d}), gc.k.transpose(1, 2).reshape({B, T, d}),
+                      gc.v.transpose(1, 2).reshape({B, T, d})},
+                     -1),
+                 1e-12, what + " dx");
+  }
+}
+
 // Numbers from PyTorch 1.13 (Debian's python3-torch): q = sin(arange(24)/3).view(1, 2, 3, 4),
 // k = cos(arange(32)/5).view(1, 2, 4, 4), v = arange(32).view(1, 2, 4, 4) / 10 - 1;
 // torch.softmax(q @ k.transpose(-2, -1) / 2 + causal(-inf above the diagonal), -1) @ v, and the gradient of

@@ -202,6 +202,43 @@ TEST(ChunkSplit, PiecesMatchTorchAndAreViews) {
   EXPECT_EQ(values(grad_of(x, [](const Tensor& t) { return chunk(t, 3)[1]; })), V({0, 0, 0, 0, 1, 1, 1, 1, 0, 0}));
 }
 
+// split is one recorded op: its backward puts the pieces' gradients side by side. When they already lie so in one
+// buffer (attention's gradients of a packed q, k, v projection), that buffer is the gradient, not a copy; pieces
+// elsewhere, in another order or with one missing are copied (zeros for the missing one).
+TEST(ChunkSplit, BackwardJoinsThePiecesGradientsWithoutACopyWhenSideBySide) {
+  const Tensor x = randn({3, 7}, f64).requires_grad_();
+  const std::vector<Tensor> p = split(x, std::vector<int64_t>{2, 4, 1}, 1);
+  EXPECT_EQ(p[0].grad_fn_name(), "split");
+  const Tensor buf = randn({3, 7}, f64);
+  const std::vector<Tensor> side_by_side = split(buf, std::vector<int64_t>{2, 4, 1}, 1);
+  const Tensor g = autograd::grad(p, {x}, side_by_side, /*retain_graph=*/true)[0];
+  EXPECT_EQ(values(g), values(buf));
+  EXPECT_EQ(g.impl()->storage, buf.impl()->storage);  // the buffer itself
+  EXPECT_EQ(g.storage_offset(), buf.storage_offset());
+  EXPECT_TRUE(g.is_contiguous());
+
+  // the same values from separate buffers, and from one buffer in another order: copies with the same values
+  std::vector<Tensor> separate;
+  for (const Tensor& t : side_by_side) separate.push_back(t.clone());
+  const Tensor g2 = autograd::grad(p, {x}, separate, /*retain_graph=*/true)[0];
+  EXPECT_EQ(values(g2), values(buf));
+  EXPECT_NE(g2.impl()->storage, buf.impl()->storage);
+  const Tensor other = randn({3, 7}, f64);  // pieces 1 | 0 | 2 laid out as 4 | 2 | 1 columns
+  const std::vector<Tensor> q = split(other, std::vector<int64_t>{4, 2, 1}, 1);
+  const Tensor g3 = autograd::grad(p, {x}, {q[1], q[0], q[2]}, /*retain_graph=*/true)[0];
+  EXPECT_EQ(values(g3), values(cat({q[1], q[0], q[2]}, 1)));
+  EXPECT_NE(g3.impl()->storage, other.impl()->storage);
+
+  // a piece without a gradient: zeros in its place
+  const Tensor g4 = autograd::grad({sum(p[0] * 2.0) + sum(p[2])}, {x})[0];
+  std::vector<double> want(21, 0.0);
+  for (int r = 0; r < 3; ++r) {
+    want[static_cast<size_t>(7 * r)] = want[static_cast<size_t>(7 * r + 1)] = 2.0;
+    want[static_cast<size_t>(7 * r + 6)] = 1.0;
+  }
+  EXPECT_EQ(values(g4), want);
+}
+
 // --- pad
 
 TEST(Pad, ValuesMatchTorch) {

@@ -70,6 +70,35 @@ TEST(MultiheadAttention, MatchesPyTorch) {
   EXPECT_TENSOR_NEAR(m(x.select(0, 1)), Shape({3, 4}), std::vector<double>(plain.begin() + 12, plain.end()), 1e-12);
 }
 
+// Self-attention (one tensor as query, key and value) takes one packed [B, T, 3 d] product cut in three; separate
+// tensors take each part's rows of the in-projection. The same numbers either way, gradients too.
+TEST(MultiheadAttention, PackedSelfAttentionGradientsMatchThePerPartPath) {
+  for (bool causal : {false, true}) {
+    manual_seed(21);
+    nn::MultiheadAttention m(12, 3);
+    m.to(kFloat64);
+    const Tensor x = randn({2, 9, 12}, {.dtype = kFloat64});
+    const Tensor gy = randn({2, 9, 12}, {.dtype = kFloat64});
+    std::vector<Tensor> params;
+    for (auto& [n, t] : m.named_parameters()) params.push_back(t);
+    auto grads = [&](bool packed) {
+      const Tensor xl = x.clone().requires_grad_();
+      const Tensor y = packed ? m.attend(xl, xl, xl, {.causal = causal})
+                              : m.attend(xl, xl.clone(), xl.clone(), {.causal = causal});  // three tensors
+      std::vector<Tensor> wrt = params;
+      wrt.push_back(xl);
+      std::vector<Tensor> g = autograd::grad({y}, wrt, {gy});
+      g.push_back(y);
+      return g;
+    };
+    const std::vector<Tensor> packed = grads(true), per_part = grads(false);
+    ASSERT_EQ(packed.size(), per_part.size());
+    for (size_t i = 0; i < packed.size(); ++i)
+      EXPECT_LT(max(abs(packed[i] - per_part[i])).item<double>(), 1e-12)
+          << "gradient " << i << (causal ? " causal" : "");
+  }
+}
+
 TEST(MultiheadAttention, NamesAndShapesAsPyTorch) {
   nn::MultiheadAttention m(8, 2);
   auto p = params_of(m);

@@ -818,6 +818,13 @@ inline void add_attention(std::vector<OpCase>& cs) {
                    return TV{rn({2, 5, 2, 3}, 976).transpose(1, 2), rn({2, 6, 2, 3}, 977).transpose(1, 2),
                              rn({2, 4, 6, 2}, 978).transpose(2, 3).transpose(1, 2).transpose(2, 3).slice(3, 0, 4, 2)};
                  }, A({})));
+  // q, k, v cut from one packed projection [B, T, 3 d] (MultiheadAttention's self-attention): on the CPU their
+  // gradients land side by side in one buffer, which split's backward then hands on as it is
+  cs.push_back(C("sdpa_packed_qkv_split", [] { return TV{rn({2, 5, 12}, 979)}; }, F1([](const Tensor& x) {
+                   const std::vector<Tensor> p = split(x, 4, -1);
+                   auto heads = [](const Tensor& t) { return t.reshape({2, 5, 2, 2}).transpose(1, 2); };
+                   return scaled_dot_product_attention(heads(p[0]), heads(p[1]), heads(p[2]), {.causal = true});
+                 })));
 }
 
 // clang-format on

@@ -85,6 +85,7 @@ struct OpDef {
   X(cat, Keep, Twice) \
   X(stack, Keep, Twice) \
   X(pad, Keep, Twice) \
+  X(split, Keep, Twice) \
   X(index_select, Keep, Twice) \
   X(index_add, Keep, Twice) \
   X(gather, Keep, Twice) \
