@@ -94,4 +94,29 @@ Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, con
   return out;
 }
 
+Tensor& index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  detail::check_defined("index_add_", out, "out");
+  detail::check_same_device("index_add_", out, src);
+  detail::check_same_device("index_add_", out, index);
+  EMBER_CHECK_DTYPE(src.dtype() == out.dtype() && (index.dtype() == kInt64 || index.dtype() == kInt32),
+                    "index_add_: expected src of out's dtype and an int64 or int32 index, got out ", describe(out),
+                    ", src ", describe(src), " and index ", describe(index));
+  EMBER_CHECK_SHAPE(out.dim() > 0 && out.is_contiguous() && index.dim() <= 1,
+                    "index_add_: expected a contiguous out "
+                    "of at least 1 dim and a 0-D or 1-D index, got out ",
+                    describe(out), " and index ", describe(index));
+  const int64_t d = normalize_dim(dim, out.dim(), "index_add_");
+  Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
+  Shape expect = out.shape();
+  expect[static_cast<size_t>(d)] = idx.numel();
+  EMBER_CHECK_SHAPE(src.shape() == expect, "index_add_: source ", src.shape(), " does not match ", expect);
+  const int64_t n = out.size(d);
+  check_index_range(idx, 0, n, [d, n, target = describe(out)](int64_t lo, int64_t hi) {
+    return detail::str("index_add_: index ", lo < 0 ? lo : hi, " is out of bounds for dim ", d, " with size ", n,
+                       " (out ", target, ")");
+  });
+  if (src.numel()) backend_for(out.device()).index_add(out, d, idx, contiguous(src));
+  return out;
+}
+
 }  // namespace ember::raw

@@ -1,10 +1,12 @@
 // Tests for views (reshape, view, transpose, permute, t, slice, select, squeeze, unsqueeze, flatten, expand),
-// copies (contiguous, clone, copy_, fill_, zero_, to(DType)) and the gathering ops cat, stack, index_select.
+// copies (contiguous, clone, copy_, fill_, zero_, to(DType)) and the gathering ops cat, stack, index_select (and
+// raw::index_add_, its in-place adjoint).
 // References are computed here from the inputs' values with plain index loops.
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "ember/core/raw_ops.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -557,4 +559,28 @@ TEST(IndexSelect, Errors) {
   Tensor s = full({}, 1.0);
   EXPECT_THROW_MSG(s.index_select(0, tensor<int64_t>({0, 0}, {2})), IndexError, "index_select", "0-dim", "got 2");
   EXPECT_THROW_MSG(s.index_select(0, tensor<int64_t>({1}, {1})), IndexError, "index_select", "index 1", "size 1");
+}
+
+// raw::index_add_: src added in place at the positions index_select reads (repeated indices add up); a bad
+// argument throws before anything is written.
+TEST(IndexAdd, InPlaceRepeatedIndicesAndErrors) {
+  Tensor out = tensor<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  raw::index_add_(out, 0, tensor<int64_t>({2, 0, 2}, {3}), tensor<double>({10, 20, 30, 40, 50, 60}, {3, 2}));
+  EXPECT_EQ(test::values(out), (std::vector<double>{31, 42, 3, 4, 65, 86}));
+  Tensor flat = raw::reshape(out, {-1});
+  raw::index_add_(flat, 0, tensor<int32_t>({5}, {1}), tensor<double>({-6}, {1}));
+  EXPECT_EQ(test::values(out)[5], 80);
+
+  const std::vector<double> before = test::values(out);
+  const Tensor src = tensor<double>({1, 1}, {1, 2});
+  EXPECT_THROW_MSG(raw::index_add_(out, 0, tensor<int64_t>({3}, {1}), src), IndexError, "index_add_", "index 3",
+                   "size 3", "[3, 2]");
+  EXPECT_THROW_MSG(raw::index_add_(out, 0, tensor<int64_t>({0}, {1}), src.to(kFloat32)), DTypeError, "index_add_",
+                   "float32", "float64");
+  EXPECT_THROW_MSG(raw::index_add_(out, 0, tensor<int64_t>({0, 1}, {2}), src), ShapeError, "index_add_", "[1, 2]",
+                   "[2, 2]");
+  Tensor strided = out.t();
+  EXPECT_THROW_MSG(raw::index_add_(strided, 0, tensor<int64_t>({0}, {1}), tensor<double>({1, 1, 1}, {1, 3})),
+                   ShapeError, "index_add_", "contiguous");
+  EXPECT_EQ(test::values(out), before);  // nothing written by the refused calls
 }

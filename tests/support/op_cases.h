@@ -586,6 +586,12 @@ inline void add_losses(std::vector<OpCase>& cs) {
                  [](const TV& in) {
                    return cross_entropy(in[0], in[1], {.reduction = Reduction::Sum, .label_smoothing = 0.1});
                  }));
+  // cross_entropy with class indices (its own node: the picked log-probabilities, softmax - one-hot), non-contiguous
+  // logits and int32 targets too
+  cs.push_back(C("cross_entropy_class_indices", [] { return TV{rn({4, 3}, 757), idx({0, 2, 1, 1})}; },
+                 [](const TV& in) { return cross_entropy(in[0], in[1]); }));
+  cs.push_back(C("cross_entropy_noncontig_int32", [] { return TV{rn({3, 5}, 758).t(), idx({2, 0, 1, 2, 2}).to(kInt32)}; },
+                 [](const TV& in) { return cross_entropy(in[0], in[1]) * 3.0; }));
   // elementwise losses away from their kinks: pred - target stays away from 0 (l1) and from delta / beta
   cs.push_back(C("l1_loss_mean", [] { return TV{away({2, 3}, 747), rn({2, 3}, 748) * 0.05}; },
                  F2([](const Tensor& p, const Tensor& t) { return l1_loss(p, t); })));

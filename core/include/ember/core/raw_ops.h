@@ -140,6 +140,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 void check_index_range(const Tensor& index, int64_t lo, int64_t hi, const RangeMessage& message);
 // A zero tensor of `shape` with src added at the positions index_select(dim, index) read (the adjoint).
 Tensor index_add_zeros(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& src);
+// The same added into out (contiguous, src's dtype and device) in place; index values out of range throw.
+Tensor& index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 
 // --- views (metadata only; share storage)
 Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
