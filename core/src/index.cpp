@@ -102,8 +102,7 @@ Tensor& index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& 
                     "index_add_: expected src of out's dtype and an int64 or int32 index, got out ", describe(out),
                     ", src ", describe(src), " and index ", describe(index));
   EMBER_CHECK_SHAPE(out.dim() > 0 && out.is_contiguous() && index.dim() <= 1,
-                    "index_add_: expected a contiguous out "
-                    "of at least 1 dim and a 0-D or 1-D index, got out ",
+                    "index_add_: expected a contiguous out of at least 1 dim and a 0-D or 1-D index, got out ",
                     describe(out), " and index ", describe(index));
   const int64_t d = normalize_dim(dim, out.dim(), "index_add_");
   Tensor idx = contiguous(cast(reshape(index, {-1}), kInt64));
