@@ -127,9 +127,10 @@ void CpuBackend::row_norm_backward(const RowNormGradArgs& a) {
         }
       });
       if (!sums) continue;
+      // The partials added block by block, along their rows (each column still adds its blocks in order).
       parallel_for(0, D, std::max<int64_t>(16, kElementwiseGrain / std::max<int64_t>(1, 2 * (g1 - g0))),
-                   [&](int64_t j0, int64_t j1) {  // block by block along the rows of partials (each column
-                     for (int64_t blk = 0; blk < g1 - g0; ++blk)  // still adds its blocks in order)
+                   [&](int64_t j0, int64_t j1) {
+                     for (int64_t blk = 0; blk < g1 - g0; ++blk)
                        for (int64_t j = j0; j < j1; ++j) {
                          sw[static_cast<size_t>(j)] += static_cast<double>(pp[2 * blk * D + j]);
                          sb[static_cast<size_t>(j)] += static_cast<double>(pp[(2 * blk + 1) * D + j]);
