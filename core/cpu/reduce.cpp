@@ -251,20 +251,20 @@ void CpuBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, boo
           const T* xi = in + base;
           T* oi = o + base;
           // the row max (an all -inf row is shifted by 0: avoids (-inf) - (-inf)), as the CUDA kernels
+          // (row_max keeps softmax_max_step's rule: NaN skipped here, it makes the row NaN through the sum)
           T m = scalar::softmax_max_start<T>();
-          for (int64_t k = 0; k < D; ++k) m = scalar::softmax_max_step(m, xi[k * inner]);
+          if (inner == 1) {
+            m = row_max(xi, D, m);
+          } else {
+            for (int64_t k = 0; k < D; ++k) m = scalar::softmax_max_step(m, xi[k * inner]);
+          }
           m = scalar::softmax_shift(m);
           double sum = 0;
           if (inner == 1) {
-            // a contiguous row: the exps in one vectorisable pass (written to the output, which log-softmax then
-            // overwrites), summed in double afterwards in four interleaved sums
+            // a contiguous row: the exps in one vectorised pass (written to the output, which log-softmax then
+            // overwrites), summed in double afterwards in vector lanes
             exp_shifted(xi, m, oi, D);
-            double s4[4] = {0, 0, 0, 0};
-            int64_t k = 0;
-            for (; k + 4 <= D; k += 4)
-              for (int j = 0; j < 4; ++j) s4[j] += static_cast<double>(oi[k + j]);
-            for (; k < D; ++k) s4[0] += static_cast<double>(oi[k]);
-            sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+            sum = row_sum_double(oi, D);
           } else {
             for (int64_t k = 0; k < D; ++k) {
               T e = exp_of(xi[k * inner] - m);

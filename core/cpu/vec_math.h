@@ -1,7 +1,7 @@
 // defines: the CPU's helpers around scalar::exp_f32 (the branch-free float32 exp of
 // ember/internal/scalar_math.h, shared with the CUDA kernels): exp_of for the floating types, exp_nonpositive for
 // shifted scores, exp_shifted and exp_shifted_sum, vectorised passes over a row; row_max, row_sum and row_dot,
-// reductions of a row in vector lanes (one vector register for float). Private to core/.
+// reductions of a row in vector lanes (one vector register for float), and row_sum_double. Private to core/.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -74,6 +74,17 @@ inline T row_sum(const T* x, int64_t n) {
   return part[0];
 }
 
+// x[0] + ... + x[n-1] in double (softmax's row sums, as the CUDA kernels'), in four interleaved partial sums
+template <class T>
+inline double row_sum_double(const T* x, int64_t n) {
+  double part[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) part[j] += static_cast<double>(x[i + j]);
+  for (; i < n; ++i) part[0] += static_cast<double>(x[i]);
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 // a[0] b[0] + ... + a[n-1] b[n-1], in kLanes interleaved partial sums
 template <class T>
 inline T row_dot(const T* a, const T* b, int64_t n) {
@@ -107,6 +118,15 @@ inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 inline float lanes_max(V v) { return _mm512_reduce_max_ps(v); }
 inline float lanes_sum(V v) { return _mm512_reduce_add_ps(v); }
+// float lanes widened to double and added into two double vectors (lo, hi halves)
+struct D2 {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  void add(V v) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  double sum() const { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
+};
 }  // namespace rowvec
 #elif defined(__AVX2__) && defined(__FMA__)
 #define EMBER_ROWVEC 1
@@ -132,6 +152,18 @@ inline float lanes_sum(V v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+struct D2 {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  void add(V v) {
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  double sum() const {
+    const __m256d s = _mm256_add_pd(lo, hi);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  }
+};
 }  // namespace rowvec
 #endif
 
@@ -159,6 +191,16 @@ inline float row_dot(const float* a, const float* b, int64_t n) {
   for (; i + kW <= n; i += kW) s = fma(load(a + i), load(b + i), s);
   if (i < n) s = fma(tail(a + i, n - i, set1(0.f)), tail(b + i, n - i, set1(0.f)), s);
   return lanes_sum(s);
+}
+// float rows summed in double lanes (softmax: 96-wide rows of logits took ~4x LayerNorm's time per element with
+// the scalar four-way sum and max)
+inline double row_sum_double(const float* x, int64_t n) {
+  using namespace rowvec;
+  D2 s;
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) s.add(load(x + i));
+  if (i < n) s.add(tail(x + i, n - i, set1(0.f)));
+  return s.sum();
 }
 #undef EMBER_ROWVEC
 #endif

@@ -100,6 +100,11 @@ TEST(CpuVariants, FloatRowReductionsMatchTheGenericTemplates) {
     EXPECT_EQ(vm::row_max(a.data(), n, 1e20f), 1e20f) << n;
     EXPECT_NEAR(vm::row_sum(a.data(), n), vm::row_sum<float>(a.data(), n), 1e-6 * mag + 1e-30) << n;
     EXPECT_NEAR(vm::row_dot(a.data(), b.data(), n), vm::row_dot<float>(a.data(), b.data(), n), 1e-6 * mag + 1e-30) << n;
+    // softmax's double sums: the vector lanes against the generic template and an exact-enough long double sum
+    long double exact = 0;
+    for (int64_t i = 0; i < n; ++i) exact += a[static_cast<size_t>(i)];
+    EXPECT_NEAR(vm::row_sum_double(a.data(), n), static_cast<double>(exact), 1e-13 * mag + 1e-300) << n;
+    EXPECT_NEAR(vm::row_sum_double(a.data(), n), vm::row_sum_double<float>(a.data(), n), 1e-13 * mag + 1e-300) << n;
     if (n < 3) continue;
     a[1] = ninf;
     a[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
