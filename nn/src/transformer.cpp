@@ -107,15 +107,26 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBl
   register_module("drop", drop_);
 }
 
+// y + x for a sublayer's output y. Added into y where nothing else can see it: y is a fresh tensor that no op saved
+// (x + y and y + x are the same bits), so unless a hook on the sublayer, its children or the dropout may have kept
+// it, or the sum would promote or broadcast. No new buffer then, whose lines would come from memory before being
+// written: charlm +1% on one thread (a [4096, 128] sum twice a block).
+Tensor TransformerBlock::add_residual(Tensor y, const Tensor& x, const Module& sublayer) {
+  bool seen = drop_.has_hooks();
+  for (const Module* m : sublayer.modules()) seen = seen || m->has_hooks();
+  if (seen || y.dtype() != x.dtype() || y.shape() != x.shape() || y.device() != x.device()) return y + x;
+  return y.add_(x);
+}
+
 Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& mask) {
   if (opts_.norm_first) {
-    Tensor h = x + drop_(attn_(ln1_(x), mask));
-    return h + drop_(mlp_(ln2_(h)));
+    Tensor h = add_residual(drop_(attn_(ln1_(x), mask)), x, attn_);
+    return add_residual(drop_(mlp_(ln2_(h))), h, mlp_);
   }
-  Tensor h = ln1_(x + drop_(attn_(x, mask)));
-  return ln2_(h + drop_(mlp_(h)));
+  Tensor h = ln1_(add_residual(drop_(attn_(x, mask)), x, attn_));
+  return ln2_(add_residual(drop_(mlp_(h)), h, mlp_));
 }
 
 std::string TransformerBlock::repr() const {

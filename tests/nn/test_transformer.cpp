@@ -188,6 +188,58 @@ TEST(TransformerBlock, CausalOutputsIgnoreTheFuture) {
   EXPECT_NE(values(open(x).slice(1, 0, 6)), values(open(x2).slice(1, 0, 6)));
 }
 
+// The residual is added into a sublayer's output in place only where nothing else can see that tensor: the block
+// equals its parts composed out of place (output and input gradient, the same bits), pre- and post-norm; a hook on
+// the attention and one on the MLP's last layer keep the sublayer's own outputs (adding in place regardless of
+// hooks fails here), and the result is the same with them.
+TEST(TransformerBlock, ResidualSumsLeaveObservedOutputsAlone) {
+  for (bool pre : {true, false}) {
+    manual_seed(7);
+    nn::TransformerBlock block(16, 4, {.norm_first = pre});
+    std::map<std::string, nn::Module*> part;
+    for (auto& [n, m] : block.named_modules()) part[n] = m;
+    nn::Module &ln1 = *part.at("ln1"), &ln2 = *part.at("ln2"), &attn = *part.at("attn"), &mlp = *part.at("mlp");
+    const Tensor x0 = randn({2, 6, 16}), w = randn({2, 6, 16});
+    auto composed = [&](const Tensor& x) {
+      if (pre) {
+        Tensor h = x + attn(ln1(x));
+        return h + mlp(ln2(h));
+      }
+      Tensor h = ln1(x + attn(x));
+      return ln2(h + mlp(h));
+    };
+    auto run = [&](auto&& f) {
+      Tensor x = x0.detach().requires_grad_();
+      Tensor y = f(x);
+      return std::pair{y.detach(), autograd::grad({sum(y * w)}, {x})[0]};
+    };
+    const auto [ref_y, ref_g] = run(composed);
+    const auto [y, g] = run([&](const Tensor& x) { return block(x); });
+    EXPECT_EQ(values(y), values(ref_y)) << pre;
+    EXPECT_EQ(values(g), values(ref_g)) << pre;
+
+    Tensor seen_attn, seen_mlp;
+    nn::HookHandle h1 =
+        attn.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) { seen_attn = out; });
+    nn::HookHandle h2 =
+        part.at("mlp.1")->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) { seen_mlp = out; });
+    const Tensor hooked = block(x0);
+    h1.remove();
+    h2.remove();
+    EXPECT_EQ(values(hooked), values(ref_y)) << pre;
+    const Tensor a = attn(pre ? ln1(x0) : x0);
+    EXPECT_EQ(values(seen_attn), values(a)) << pre;
+    const Tensor h = pre ? x0 + a : ln1(x0 + a);
+    EXPECT_EQ(values(seen_mlp), values(mlp(pre ? ln2(h) : h))) << pre;
+  }
+  // Under autocast the sublayers give bfloat16 and the residual stream is float32: the sum promotes, as x + y.
+  manual_seed(8);
+  nn::TransformerBlock block(16, 4);
+  const Tensor x = randn({2, 6, 16});
+  amp::AutocastGuard ac(kBFloat16);
+  EXPECT_EQ(block(x).dtype(), kFloat32);
+}
+
 TEST(TransformerBlock, ParametersAndGradcheck) {
   manual_seed(5);
   nn::TransformerBlock block(8, 2, {.mlp_ratio = 2});

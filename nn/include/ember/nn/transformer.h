@@ -72,6 +72,8 @@ class TransformerBlock : public Module {
   std::string repr() const override;
 
  private:
+  Tensor add_residual(Tensor y, const Tensor& x, const Module& sublayer);  // y + x, in y where nothing can see it
+
   int64_t d_;
   TransformerBlockOptions opts_;
   LayerNorm ln1_, ln2_;
