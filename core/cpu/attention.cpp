@@ -61,7 +61,7 @@ struct ScoreMask {
 // products 32 columns wide instead of the block's 64: the diagonal block of a query block keeps rows 0-23 of 64
 // at 32 keys (a fifth less product work there, an eighth of the whole for T = 128). The split falls at a multiple
 // of 12 rows (the GEMM's tall tile) and at 32 columns (a whole sliver of B). The columns a narrow row skips are
-// all masked out: the forward's results are the same bits (its products only lose terms that were 0 exactly).
+// all masked out: outputs and gradients are the same bits (the products only lose terms that were 0 exactly).
 struct RowGroup {
   int64_t r0, r1, cols;  // rows [r0, r1) of the block, the first `cols` keys of the key block
 };
