@@ -79,13 +79,24 @@ int row_groups(const AttentionParams& p, int64_t i0, int64_t rows, int64_t j0, i
   return 2;
 }
 
+// s's rows [g.r0, g.r1) = the scores of queries i0 + g.r0 .. against the group's keys of block j0, scaled and
+// masked (q and k point at the head's row 0; k read transposed through its strides).
+template <class T>
+void group_scores(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, int64_t i0, int64_t j0,
+                  const RowGroup& g, T* s) {
+  const int64_t qs = p.q_stride[2], ks = p.k_stride[2];
+  gemm_serial(g.r1 - g.r0, g.cols, p.d, q + (i0 + g.r0) * qs, qs, 1, k + j0 * ks, 1, ks, s + g.r0 * kCols, kCols,
+              false);
+  sm.apply(s + g.r0 * kCols, i0 + g.r0, g.r1 - g.r0, j0, g.cols);
+}
+
 // One block of queries: O = softmax(Q K^T) V over every key block, with the running max m and sum l per row.
 // q, k, v point at this head's row 0; their rows are p.q_stride[2] (...) elements apart.
 template <class T>
 void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q, const T* k, const T* v, T* out,
                    T* lse, int64_t i0, int64_t rows, std::vector<T>& buf) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  const int64_t d = p.d, dv = p.dv, qs = p.q_stride[2], ks = p.k_stride[2], vs = p.v_stride[2];
+  const int64_t dv = p.dv, vs = p.v_stride[2];
   // not zero-filled: each product writes s, the first key block's writes o, m and l are set here
   buf.resize(static_cast<size_t>(kRows * kCols + kRows * dv + 2 * kRows));
   T* s = buf.data();
@@ -102,9 +113,7 @@ void forward_block(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
     const int ng = row_groups(p, i0, rows, j0, cols, groups);
     for (int gi = 0; gi < ng; ++gi) {
       const auto [r0, r1, gc] = groups[gi];
-      // s = q_blk k_blk^T: k read transposed through its strides
-      gemm_serial(r1 - r0, gc, d, q + (i0 + r0) * qs, qs, 1, k + j0 * ks, 1, ks, s + r0 * kCols, kCols, false);
-      sm.apply(s + r0 * kCols, i0 + r0, r1 - r0, j0, gc);
+      group_scores(p, sm, q, k, i0, j0, groups[gi], s);
       for (int64_t r = r0; r < r1; ++r) {
         T* sr = s + r * kCols;
         const T mx = row_max(sr, gc, m[r]);
@@ -172,8 +181,7 @@ void backward_head(const AttentionParams& p, const ScoreMask<T>& sm, const T* q,
       const int ng = row_groups(p, i0, rows, j0, cols, groups);
       for (int gi = 0; gi < ng; ++gi) {
         const auto [r0, r1, gc] = groups[gi];
-        gemm_serial(r1 - r0, gc, d, q + (i0 + r0) * qs, qs, 1, k + j0 * ks, 1, ks, s + r0 * kCols, kCols, false);
-        sm.apply(s + r0 * kCols, i0 + r0, r1 - r0, j0, gc);
+        group_scores(p, sm, q, k, i0, j0, groups[gi], s);
         for (int64_t r = r0; r < r1; ++r) {
           T* sr = s + r * kCols;
           const T l = lse[i0 + r];

@@ -28,10 +28,7 @@
 #include "cpu_backend.h"
 #include "gemm.h"
 #include "parallel.h"
-
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
+#include "vec_math.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
@@ -199,38 +196,6 @@ inline int64_t rows_per_block(const ConvGeom& g, int64_t unit) {
 // models of the forward's and backward's forms, ForwardPlan and BackwardPlan).
 inline int64_t tile_work(int64_t M, int64_t N) { return (M + kSgemmMR - 1) / kSgemmMR * kSgemmMR * ((N + 15) / 16 * 16); }
 
-// sum of x[0, n) accumulated in double (the bias gradient sums up to N*OH*OW values). Four independent
-// partial sums, so the loop is not one long chain of dependent additions.
-template <class T>
-double sum_as_double(const T* x, int64_t n) {
-  double s[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(x[i + k]);
-  for (; i < n; ++i) s[0] += static_cast<double>(x[i]);
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
-#ifdef __AVX2__
-// The float case four doubles at a time (16 values per step in four independent sums): the scalar loop
-// above converts and adds one value per cycle, and the bias gradient reads every element of gy.
-inline double sum_as_double(const float* x, int64_t n) {
-  __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
-    s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
-    s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
-  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; ++i) s += static_cast<double>(x[i]);
-  return s;
-}
-#endif
-
 // --- conv2d_backward, in named steps
 
 // gb[oc] = sum over n, oh, ow of gy[n, oc, oh, ow], in double.
@@ -240,7 +205,7 @@ inline double sum_as_double(const float* x, int64_t n) {
 // thread count.
 template <class T>
 void bias_sums_of_image(const ConvGeom& g, const T* gy_n, double* sums) {
-  for (int64_t oc = 0; oc < g.OC; ++oc) sums[oc] = sum_as_double(gy_n + oc * g.ohw(), g.ohw());
+  for (int64_t oc = 0; oc < g.OC; ++oc) sums[oc] = row_sum_double(gy_n + oc * g.ohw(), g.ohw());
 }
 
 template <class T>

@@ -74,7 +74,8 @@ inline T row_sum(const T* x, int64_t n) {
   return part[0];
 }
 
-// x[0] + ... + x[n-1] in double (softmax's row sums, as the CUDA kernels'), in four interleaved partial sums
+// x[0] + ... + x[n-1] in double (softmax's row sums, as the CUDA kernels'; conv2d's bias gradient), in four
+// interleaved partial sums
 template <class T>
 inline double row_sum_double(const T* x, int64_t n) {
   double part[4] = {0, 0, 0, 0};
@@ -193,14 +194,18 @@ inline float row_dot(const float* a, const float* b, int64_t n) {
   return lanes_sum(s);
 }
 // float rows summed in double lanes (softmax: 96-wide rows of logits took ~4x LayerNorm's time per element with
-// the scalar four-way sum and max)
+// the scalar four-way sum and max; conv2d's bias gradient sums each channel of gy with it)
 inline double row_sum_double(const float* x, int64_t n) {
   using namespace rowvec;
-  D2 s;
+  D2 s, t;  // four independent chains of double adds
   int64_t i = 0;
-  for (; i + kW <= n; i += kW) s.add(load(x + i));
-  if (i < n) s.add(tail(x + i, n - i, set1(0.f)));
-  return s.sum();
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    s.add(load(x + i));
+    t.add(load(x + i + kW));
+  }
+  if (i + kW <= n) s.add(load(x + i)), i += kW;
+  if (i < n) t.add(tail(x + i, n - i, set1(0.f)));
+  return s.sum() + t.sum();
 }
 #undef EMBER_ROWVEC
 #endif
