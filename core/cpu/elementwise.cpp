@@ -2,8 +2,11 @@
 // Each op's per-element math comes from ember/internal/scalar_math.h (shared with the CUDA kernels), called in
 // a small lambda run by unary_loop/binary_loop, whose contiguous branches the compiler vectorises.
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
 
 #include "cpu_backend.h"
+#include "gelu_vec.h"
 #include "loops.h"
 #include "streamed.h"
 
@@ -27,8 +30,10 @@ template <class R, class Body, class... In>
   streamed<kBlock, kAhead>(n, body, out, in...);
 }
 
-template <class R, class T, class F>
-void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElementwiseGrain) {
+// f is the op on one element; run (where given) the op on a contiguous run, run(in, out, n), for ops with a
+// hand-vectorised form (gelu_vec.h): the strided and broadcast loops keep f.
+template <class R, class T, class F, class Run = std::nullptr_t>
+void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElementwiseGrain, Run run = nullptr) {
   ElementwisePlan<2> plan({&out, &x});
   const bool stream = plan.numel * static_cast<int64_t>(sizeof(R) + sizeof(T)) > kStreamBytes;
   plan.for_each(grain, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
@@ -38,7 +43,11 @@ void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElemen
       contiguous_run(
           stream, n,
           [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i]);
+            if constexpr (std::is_null_pointer_v<Run>) {
+              for (int64_t i = i0; i < i1; ++i) o[i] = f(a[i]);
+            } else {
+              run(a + i0, o + i0, i1 - i0);
+            }
           },
           o, a);
     } else {
@@ -48,8 +57,9 @@ void unary_loop(const Tensor& out, const Tensor& x, F f, int64_t grain = kElemen
   });
 }
 
-template <class R, class T, class F>
-void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64_t grain = kElementwiseGrain) {
+template <class R, class T, class F, class Run = std::nullptr_t>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64_t grain = kElementwiseGrain,
+                 Run run = nullptr) {
   ElementwisePlan<3> plan({&out, &a, &b});
   const bool stream = plan.numel * static_cast<int64_t>(sizeof(R) + 2 * sizeof(T)) > kStreamBytes;
   plan.for_each(grain, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
@@ -61,7 +71,11 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64
       contiguous_run(
           stream, n,
           [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) o[i] = f(x[i], y[i]);
+            if constexpr (std::is_null_pointer_v<Run>) {
+              for (int64_t i = i0; i < i1; ++i) o[i] = f(x[i], y[i]);
+            } else {
+              run(x + i0, y + i0, o + i0, i1 - i0);
+            }
           },
           o, x, y);
     } else if (s[0] == r && s[1] == t && s[2] == 0) {  // tensor op scalar / broadcast row
@@ -91,6 +105,16 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64
 // One loop per op of the list (op_list.h), each calling the op's scalar math (scalar_math.h) on T.
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
+  if constexpr (std::is_same_v<T, float> && kHaveGeluRuns) {
+    if (op == UnaryOp::Gelu)
+      return unary_loop<float, float>(
+          out, x, [](float v) { return scalar::gelu(v); }, kTranscendentalGrain,
+          [](const float* a, float* o, int64_t n) { gelu_run(a, o, n); });
+    if (op == UnaryOp::GeluGrad)
+      return unary_loop<float, float>(
+          out, x, [](float v) { return scalar::gelu_grad(v); }, kTranscendentalGrain,
+          [](const float* a, float* o, int64_t n) { gelu_grad_run(a, o, n); });
+  }
   switch (op) {
 #define EMBER_X(Name, ...) \
   case UnaryOp::Name: \
@@ -109,6 +133,12 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
 // R: T for arithmetic, bool for comparisons.
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if constexpr (std::is_same_v<T, float> && kHaveGeluRuns) {
+    if (op == BinaryOp::GeluBackward)
+      return binary_loop<float, float>(
+          out, a, b, [](float g, float v) { return scalar::binary<BinaryOp::GeluBackward>(g, v); }, kElementwiseGrain,
+          [](const float* g, const float* v, float* o, int64_t n) { gelu_backward_run(g, v, o, n); });
+  }
   switch (op) {
 #define EMBER_X(Name, str, kind, ...) \
   case BinaryOp::Name: \

@@ -688,6 +688,33 @@ TEST(Unary, Float32GeluAccurateOnASweep) {
   EXPECT_TRUE(std::isnan(special[1]) && std::isnan(special[2]));
 }
 
+// GELU's contiguous runs (core/cpu/gelu_vec.h: AVX-512 by hand in that variant) give the bits of the scalar form
+// the strided loops compute, for float32 values spread over every bit pattern (subnormals, the tails, huge values,
+// infinities and NaNs included) and for gelu, its derivative and its backward. A mutation of the vector form's
+// rounding constant, its tail thresholds or the order of its last products fails this.
+TEST(Unary, Float32GeluRunsGiveTheStridedLoopsBits) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (float v : {0.f, -0.f, 13.1f, -13.1f, 8.9f, 9.33f, -9.33f, INFINITY, -INFINITY, NAN}) xs.push_back(v);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  manual_seed(5);
+  Tensor x = tensor<float>(xs), g = randn({n});
+  // the same values as column 0 of [n, 2]: strided operands, the scalar form's loop
+  Tensor xs2 = stack({x, zeros({n})}, 1).select(1, 0), gs2 = stack({g, zeros({n})}, 1).select(1, 0);
+  ASSERT_FALSE(xs2.is_contiguous());
+  auto same_bits = [&](const Tensor& a, const Tensor& b, const char* what) {
+    const std::vector<double> va = values(a), vb = values(b);
+    int64_t differ = 0;
+    for (size_t i = 0; i < va.size(); ++i)
+      if (std::bit_cast<uint64_t>(va[i]) != std::bit_cast<uint64_t>(vb[i]) && !(std::isnan(va[i]) && std::isnan(vb[i])))
+        if (++differ <= 3) ADD_FAILURE() << what << " at x = " << xs[i] << ": " << va[i] << " vs " << vb[i];
+    EXPECT_EQ(differ, 0) << what;
+  };
+  same_bits(gelu(x), gelu(xs2), "gelu");
+  same_bits(raw::unary(UnaryOp::GeluGrad, x), raw::unary(UnaryOp::GeluGrad, xs2), "gelu_grad");
+  same_bits(raw::binary(BinaryOp::GeluBackward, g, x), raw::binary(BinaryOp::GeluBackward, gs2, xs2), "gelu_backward");
+}
+
 // gelu's backward is one fused pass, GeluBackward(g, x) = g * gelu'(x): equal to the two-pass product in float32
 // and float64, through broadcast and transposed operands; integer inputs compute in float32 (a float-only op).
 TEST(Unary, GeluBackwardIsTheProductOfTheGradientAndGeluGrad) {
