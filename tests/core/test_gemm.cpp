@@ -49,7 +49,12 @@ TEST(Gemm, MatchesFloat64ReferenceAcrossBlockEdges) {
                         // N > 512: row-major A packed, not read in place; transposed, a column stride of 1024
                         // with N = 200 packs column-major A too
                         {30, 600, 300},
-                        {1024, 200, 30}};
+                        {1024, 200, 30},
+                        // row-major A in place with K <= 128 and N >= 256: blocks of 48 rows (then the last 4 read
+                        // in place, 3 packed), a ragged last sliver of B, and at 2 threads each half of N = 600
+                        {100, 256, 128},
+                        {147, 300, 64},
+                        {99, 600, 7}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const Case& c : cases) {
