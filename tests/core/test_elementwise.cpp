@@ -690,8 +690,8 @@ TEST(Unary, Float32GeluAccurateOnASweep) {
 
 // GELU's contiguous runs (core/cpu/gelu_vec.h: AVX-512 by hand in that variant) give the bits of the scalar form
 // the strided loops compute, for float32 values spread over every bit pattern (subnormals, the tails, huge values,
-// infinities and NaNs included) and for gelu, its derivative and its backward. A mutation of the vector form's
-// rounding constant, its tail thresholds or the order of its last products fails this.
+// infinities and NaNs included) and for gelu, its derivative and its backward. Mutations of the vector form's left
+// tail threshold and of the order of its last products each fail this.
 TEST(Unary, Float32GeluRunsGiveTheStridedLoopsBits) {
   std::vector<float> xs;
   for (uint64_t b = 0; b <= 0xffffffffull; b += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
