@@ -8,12 +8,9 @@
 #include <type_traits>
 #include <vector>
 
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
-
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "vec_math.h"
 
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
@@ -37,8 +34,8 @@ inline double row_sum(int64_t n, F f) {
 
 // The same sum for float rows with the sixteen partial sums in vector registers, the same additions in the same
 // order (lane k adds f(k), f(k + 16), ...; then lanes k and k + 8, k + 4, k + 2, k + 1, as _mm512_reduce_add_ps
-// and rowvec's lanes_sum pair them): GCC kept the array above on the stack and reduced it one lane at a time, a
-// chain of store-to-load forwards that took as long as the row's vector work for D = 128. fv(i) gives f(i) ..
+// and vec_math.h's rowvec::lanes_sum pair them): GCC kept the array above on the stack and reduced it one lane at a
+// time, a chain of store-to-load forwards that took as long as the row's vector work for D = 128. fv(i) gives f(i) ..
 // f(i + 15) as a vector (two in the AVX2 variant), fs(i) the scalar f(i) for the tail.
 #if defined(__AVX512F__)
 #define EMBER_NORM_VEC 1
@@ -48,8 +45,8 @@ inline V16 v16_set1(float v) { return _mm512_set1_ps(v); }
 inline V16 v16_add(V16 a, V16 b) { return _mm512_add_ps(a, b); }
 inline V16 v16_sub(V16 a, V16 b) { return _mm512_sub_ps(a, b); }
 inline V16 v16_mul(V16 a, V16 b) { return _mm512_mul_ps(a, b); }
-inline float v16_reduce(V16 v) { return _mm512_reduce_add_ps(v); }
-#elif defined(__AVX2__)
+inline float v16_reduce(V16 v) { return rowvec::lanes_sum(v); }
+#elif defined(__AVX2__) && defined(__FMA__)
 #define EMBER_NORM_VEC 1
 struct V16 {
   __m256 lo, hi;  // lanes 0..7 and 8..15
@@ -59,12 +56,7 @@ inline V16 v16_set1(float v) { return {_mm256_set1_ps(v), _mm256_set1_ps(v)}; }
 inline V16 v16_add(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline V16 v16_sub(V16 a, V16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
 inline V16 v16_mul(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-inline float v16_reduce(V16 v) {
-  __m256 s8 = _mm256_add_ps(v.lo, v.hi);  // k + (k + 8)
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
+inline float v16_reduce(V16 v) { return rowvec::lanes_sum(_mm256_add_ps(v.lo, v.hi)); }  // k + (k + 8) first
 #endif
 #ifdef EMBER_NORM_VEC
 template <class FV, class FS>
