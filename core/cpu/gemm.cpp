@@ -157,9 +157,9 @@ void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rs, int64_t cs, floa
   }
 }
 
-// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4, 6 or 12 rows,
-// V = 1 or 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows). W is 8 in the AVX2
-// variant (ymm) and 16 in the AVX-512 one (zmm). The 6 x 2W tile keeps C in 12 registers and does two FMAs per
+// C[m, n] (+)= A[m, kc] @ Bp[kc, NR]-sliver (+ bias, Epilogue) for an R x W*V register tile (R = 4, 6, 10 or 12 rows,
+// V = 1 or 2 vectors of W floats; m <= R, n <= W*V), A read packed, in place or gathered (ARows, GatherRuns). W is 8 in
+// the AVX2 variant (ymm) and 16 in the AVX-512 one (zmm). The 6 x 2W tile keeps C in 12 registers and does two FMAs per
 // broadcast; the narrower ones serve ragged edges (N = 196: the last 4 columns cost W lanes of work, not 2W; M = 64:
 // the last 4 rows cost 4 broadcasts, not 6). The AVX-512 variant, with 32 registers, also has a 12 x 2W tile of two
 // A slivers (kTallTile): 24 accumulators, so 14 loads feed 24 FMAs instead of 8 loads 12. On the Xeon model 167
@@ -222,6 +222,7 @@ enum class AFrom { Packed, Rows, Cols, Gather };
 // (Packed: lda is where the next sliver starts, MR * kc floats on, read by the rows past MR of a 12-row tile.)
 template <AFrom From>
 struct ARows {
+  static constexpr AFrom from = From;
   const float* a;
   int64_t lda;
   [[gnu::always_inline]] const float* at(int r, int64_t p) const {
@@ -232,11 +233,26 @@ struct ARows {
 };
 template <>
 struct ARows<AFrom::Gather> {
+  static constexpr AFrom from = AFrom::Gather;
   const float *r0, *r1, *r2, *r3, *r4, *r5;  // the tile's rows (named, so that they live in registers)
   const int32_t* step;
   [[gnu::always_inline]] const float* at(int r, int64_t p) const {
     const float* row = r == 0 ? r0 : r == 1 ? r1 : r == 2 ? r2 : r == 3 ? r3 : r == 4 ? r4 : r5;
     return row + step[p];
+  }
+};
+// A gathered tile whose rows are two runs of consecutive elements: rows [0, Split) at r0 + r, the rest at r1 + (r -
+// Split). A convolution's positions are such runs along each output row (OW of them, stride 1), so any 12 of them
+// in a row of OW >= 12 are: 2 row pointers instead of 12, which with the step table, B and the loop's counters
+// leave x86's 16 general registers enough room (12 pointers were spilled, two of them to vector registers, read
+// back with moves that take the FMAs' ports).
+template <int Split>
+struct GatherRuns {
+  static constexpr AFrom from = AFrom::Gather;
+  const float *r0, *r1;
+  const int32_t* step;
+  [[gnu::always_inline]] const float* at(int r, int64_t p) const {
+    return (r < Split ? r0 + r : r1 + (r - Split)) + step[p];
   }
 };
 
@@ -248,9 +264,10 @@ struct Epilogue {
   const float* bias;  // the tile's first column's bias, or null
 };
 
-template <int R, int V, AFrom From = AFrom::Packed>
-void kernel(int64_t kc, ARows<From> A, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m, int64_t n) {
-  static_assert((R == 4 || R == 6 || R == 12) && (V == 1 || V == 2) && (R <= MR || From != AFrom::Gather));
+template <int R, int V, class ARead = ARows<AFrom::Packed>>
+void kernel(int64_t kc, ARead A, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m, int64_t n) {
+  constexpr AFrom From = ARead::from;
+  static_assert((R == 4 || R == 6 || R == 10 || R == 12) && (V == 1 || V == 2));
   vf c[R][2];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = vf{};
@@ -336,13 +353,13 @@ inline void tile_direct(int64_t kc, const float* A, int64_t lda, const float* Bp
   const ARows<From> a{A, lda};
   if constexpr (kTallTile) {
     if (m == kTallRows)
-      return n > W ? kernel<kTallRows, 2, From>(kc, a, Bp, C, ldc, e, m, n)
-                   : kernel<kTallRows, 1, From>(kc, a, Bp, C, ldc, e, m, n);
+      return n > W ? kernel<kTallRows, 2>(kc, a, Bp, C, ldc, e, m, n)
+                   : kernel<kTallRows, 1>(kc, a, Bp, C, ldc, e, m, n);
   }
-  if (m == MR && n > W) kernel<6, 2, From>(kc, a, Bp, C, ldc, e, MR, n);
-  else if (m == MR) kernel<6, 1, From>(kc, a, Bp, C, ldc, e, MR, n);
-  else if (n > W) kernel<4, 2, From>(kc, a, Bp, C, ldc, e, 4, n);
-  else kernel<4, 1, From>(kc, a, Bp, C, ldc, e, 4, n);
+  if (m == MR && n > W) kernel<6, 2>(kc, a, Bp, C, ldc, e, MR, n);
+  else if (m == MR) kernel<6, 1>(kc, a, Bp, C, ldc, e, MR, n);
+  else if (n > W) kernel<4, 2>(kc, a, Bp, C, ldc, e, 4, n);
+  else kernel<4, 1>(kc, a, Bp, C, ldc, e, 4, n);
 }
 
 // The rows of a block's next tile, `left` rows before its end: a 12-row tile while a whole one fits, else MR.
@@ -354,10 +371,57 @@ inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t
                         const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
   auto row = [&](int64_t i) { return a + rows[std::min(i, m - 1)]; };
   const ARows<AFrom::Gather> g{row(0), row(1), row(2), row(3), row(4), row(5), step};
-  if (m > 4 && n > W) kernel<6, 2, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
-  else if (m > 4) kernel<6, 1, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
-  else if (n > W) kernel<4, 2, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
-  else kernel<4, 1, AFrom::Gather>(kc, g, Bp, C, ldc, e, m, n);
+  if (m > 4 && n > W) kernel<6, 2>(kc, g, Bp, C, ldc, e, m, n);
+  else if (m > 4) kernel<6, 1>(kc, g, Bp, C, ldc, e, m, n);
+  else if (n > W) kernel<4, 2>(kc, g, Bp, C, ldc, e, m, n);
+  else kernel<4, 1>(kc, g, Bp, C, ldc, e, m, n);
+}
+
+// Where the first R rows at `rows` stop being one run of consecutive offsets (R: they are one), or -1 where the
+// rest is not a second run.
+template <int R>
+int runs_split(const int32_t* rows) {
+  int split = 1;
+  while (split < R && rows[split] == rows[0] + split) ++split;
+  for (int r = split + 1; r < R; ++r)
+    if (rows[r] != rows[split] + (r - split)) return -1;
+  return split;
+}
+
+// An R-row gathered tile of two runs split at `split` (runs_split), with the kernel of that split.
+template <int R, int V, int Split = 1>
+void tile_gather_runs(int split, int64_t kc, const float* a, const int32_t* rows, const int32_t* step, const float* Bp,
+                      float* C, int64_t ldc, Epilogue e, int64_t n) {
+  if constexpr (Split <= R) {
+    if (split != Split) return tile_gather_runs<R, V, Split + 1>(split, kc, a, rows, step, Bp, C, ldc, e, n);
+    const GatherRuns<Split> g{a + rows[0], a + rows[Split < R ? Split : 0], step};
+    kernel<R, V>(kc, g, Bp, C, ldc, e, R, n);
+  }
+}
+
+// The first R of the m rows of a gathered tile where they are two runs; returns R, or 0 where they are not.
+template <int R>
+int64_t tile_gather_runs_of(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
+                            const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
+  const int split = m >= R ? runs_split<R>(rows) : -1;
+  if (split < 0) return 0;
+  if (n > W) tile_gather_runs<R, 2>(split, kc, a, rows, step, Bp, C, ldc, e, n);
+  else tile_gather_runs<R, 1>(split, kc, a, rows, step, Bp, C, ldc, e, n);
+  return R;
+}
+
+// The first rows of [0, m) (m <= 12) of a gathered tile: 12 or 10 where they are two runs (a convolution's positions
+// along output rows of 12 or more; its taps, runs of KW = 5 along a kernel's rows), else MR or fewer. Returns the
+// rows done.
+inline int64_t tile_gather_any(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
+                               const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
+  if constexpr (kTallTile) {
+    if (const int64_t done = tile_gather_runs_of<kTallRows>(kc, a, rows, m, step, Bp, C, ldc, e, n)) return done;
+    if (const int64_t done = tile_gather_runs_of<10>(kc, a, rows, m, step, Bp, C, ldc, e, n)) return done;
+  }
+  m = std::min(m, MR);
+  tile_gather(kc, a, rows, m, step, Bp, C, ldc, e, n);
+  return m;
 }
 
 // Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
@@ -539,9 +603,9 @@ void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const 
     for (int64_t jr = 0; jr < N; jr += NR) {
       const float* Bs = Bp + lay.offset(pc, jr);
       const int64_t n = std::min(NR, N - jr);
-      for (int64_t ir = 0; ir < M; ir += MR)
-        tile_gather(kc, a, row_off + ir, std::min(MR, M - ir), step_off + pc, Bs, C + ir * ldc + jr, ldc,
-                    {acc, bias && pc == 0 ? bias + jr : nullptr}, n);
+      for (int64_t ir = 0; ir < M;)
+        ir += tile_gather_any(kc, a, row_off + ir, std::min(kTallRows, M - ir), step_off + pc, Bs, C + ir * ldc + jr,
+                              ldc, {acc, bias && pc == 0 ? bias + jr : nullptr}, n);
     }
   }
 }

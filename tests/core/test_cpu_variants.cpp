@@ -114,11 +114,48 @@ TEST(CpuVariants, FloatRowReductionsMatchTheGenericTemplates) {
   }
 }
 
-// The GEMM's gather form (sgemm_serial_gather, used by conv2d: A[i, p] = src[rows[i] + steps[p]]) against float64
-// products of the A it reads, with overlapping random tables, for M with ragged last tiles of 1 to 5 rows, N with
-// ragged edges, K in one and in several slices, written and accumulated, with and without a bias per column (added
-// with the first K slice only: a mutation adding it with every slice fails at K = 300 and 801), C with a row stride
-// wider than N.
+// sgemm_serial_gather's C for A[i, p] = src[rows[i] + steps[p]] against float64 products of the A it reads: random
+// B, C (written or accumulated, with a row stride wider than N) and bias per column.
+void expect_gather_gemm_matches_float64(const std::vector<float>& src, const std::vector<int32_t>& rows,
+                                        const std::vector<int32_t>& steps, int64_t n, bool acc, bool with_bias,
+                                        std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  const auto m = static_cast<int64_t>(rows.size()), k = static_cast<int64_t>(steps.size());
+  std::vector<float> b(static_cast<size_t>(k * n)), bp(static_cast<size_t>(cpu::widetest::PackedBLayout(k, n).size()));
+  for (float& v : b) v = normal(rng);
+  cpu::widetest::sgemm_pack_b(k, n, b.data(), n, 1, bp.data());
+  const int64_t ldc = n + 3;
+  std::vector<float> c(static_cast<size_t>(m * ldc));
+  for (float& v : c) v = normal(rng);
+  const std::vector<float> c0 = c;
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (float& v : bias) v = normal(rng);
+  cpu::widetest::sgemm_serial_gather(m, n, k, src.data(), rows.data(), steps.data(), bp.data(), c.data(), ldc, acc,
+                                     with_bias ? bias.data() : nullptr);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const size_t at = static_cast<size_t>(i * ldc + j);
+      if (j >= n) {  // past N: untouched
+        ASSERT_EQ(c[at], c0[at]) << m << "x" << n << "x" << k;
+        continue;
+      }
+      double ref = (acc ? c0[at] : 0.0) + (with_bias ? bias[static_cast<size_t>(j)] : 0.0), mag = std::fabs(ref);
+      for (int64_t p = 0; p < k; ++p) {
+        const double t =
+            double(src[static_cast<size_t>(rows[static_cast<size_t>(i)] + steps[static_cast<size_t>(p)])]) *
+            b[static_cast<size_t>(p * n + j)];
+        ref += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(c[at], ref, 1e-5 * mag) << m << "x" << n << "x" << k << (acc ? " accumulated" : "")
+                                          << (with_bias ? " with bias" : "") << " at " << i << "," << j;
+    }
+}
+
+// The GEMM's gather form (sgemm_serial_gather, used by conv2d: A[i, p] = src[rows[i] + steps[p]]) against float64,
+// with overlapping random tables, for M with ragged last tiles of 1 to 5 rows, N with ragged edges, K in one and in
+// several slices, written and accumulated, with and without a bias per column (added with the first K slice only: a
+// mutation adding it with every slice fails at K = 300 and 801).
 TEST(CpuVariants, GatherGemmMatchesFloat64) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
@@ -128,40 +165,32 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
     for (int64_t n : {7, 32, 45})
       for (int64_t k : {3, 300, 801})
         for (int mode = 0; mode < 4; ++mode) {
-          const bool acc = mode & 1, with_bias = mode & 2;
           std::vector<int32_t> rows(static_cast<size_t>(m)), steps(static_cast<size_t>(k));
           for (int32_t& r : rows) r = static_cast<int32_t>(rng() % 2048);
           for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 2048);
-          std::vector<float> b(static_cast<size_t>(k * n)), bp(static_cast<size_t>(cpu::widetest::PackedBLayout(k, n).size()));
-          for (float& v : b) v = normal(rng);
-          cpu::widetest::sgemm_pack_b(k, n, b.data(), n, 1, bp.data());
-          const int64_t ldc = n + 3;
-          std::vector<float> c(static_cast<size_t>(m * ldc));
-          for (float& v : c) v = normal(rng);
-          const std::vector<float> c0 = c;
-          std::vector<float> bias(static_cast<size_t>(n));
-          for (float& v : bias) v = normal(rng);
-          cpu::widetest::sgemm_serial_gather(m, n, k, src.data(), rows.data(), steps.data(), bp.data(), c.data(), ldc,
-                                             acc, with_bias ? bias.data() : nullptr);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < ldc; ++j) {
-              const size_t at = static_cast<size_t>(i * ldc + j);
-              if (j >= n) {  // past N: untouched
-                ASSERT_EQ(c[at], c0[at]) << m << "x" << n << "x" << k;
-                continue;
-              }
-              double ref = (acc ? c0[at] : 0.0) + (with_bias ? bias[static_cast<size_t>(j)] : 0.0),
-                     mag = std::fabs(ref);
-              for (int64_t p = 0; p < k; ++p) {
-                const double t = double(src[static_cast<size_t>(rows[static_cast<size_t>(i)] + steps[static_cast<size_t>(p)])]) *
-                                 b[static_cast<size_t>(p * n + j)];
-                ref += t;
-                mag += std::fabs(t);
-              }
-              ASSERT_NEAR(c[at], ref, 1e-5 * mag) << m << "x" << n << "x" << k << (acc ? " accumulated" : "")
-                                                  << (with_bias ? " with bias" : "") << " at " << i << "," << j;
-            }
+          expect_gather_gemm_matches_float64(src, rows, steps, n, mode & 1, mode & 2, rng);
         }
+}
+
+// Rows as a convolution gives them: runs of consecutive offsets (positions along an output row of `run` of them, or
+// taps along a kernel row), a gap between runs. The wide variant reads 12 or 10 rows that form two runs through two
+// pointers (GatherRuns), split at every place 1..12 as the runs' starts move (first: the offset within the first
+// run); rows of three runs or more (run 3) take the 6-row tiles. Mutations reading the second run from r1 + r, or
+// taking a 12-row tile where the rows after the split are not one run, fail it.
+TEST(CpuVariants, GatherGemmOverRunsMatchesFloat64) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> src(8192);
+  for (float& v : src) v = normal(rng);
+  for (int64_t run : {3, 5, 7, 12, 14, 28})
+    for (int64_t first = 0; first < std::min<int64_t>(run, 12); ++first)
+      for (int64_t m : {10, 12, 23, 60}) {
+        std::vector<int32_t> rows(static_cast<size_t>(m)), steps(200);
+        for (int64_t i = 0; i < m; ++i)
+          rows[static_cast<size_t>(i)] = static_cast<int32_t>((i + first) / run * (run + 4) + (i + first) % run);
+        for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 4096);
+        expect_gather_gemm_matches_float64(src, rows, steps, first % 2 ? 45 : 32, first % 3 == 1, first % 3 == 2, rng);
+      }
 }
 
 // matmul's bias (a linear layer's), added by the float32 GEMM as it stores its tiles with the first K slice: both
