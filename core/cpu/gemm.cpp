@@ -382,9 +382,9 @@ inline void tile_gather(int64_t kc, const float* a, const int32_t* rows, int64_t
 template <int R>
 int runs_split(const int32_t* rows) {
   int split = 1;
-  while (split < R && rows[split] == rows[0] + split) ++split;
+  while (split < R && rows[split] == int64_t{rows[0]} + split) ++split;  // int64: no overflow past INT32_MAX
   for (int r = split + 1; r < R; ++r)
-    if (rows[r] != rows[split] + (r - split)) return -1;
+    if (rows[r] != int64_t{rows[split]} + (r - split)) return -1;
   return split;
 }
 
