@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -242,10 +243,11 @@ struct ARows<AFrom::Gather> {
   }
 };
 // A gathered tile whose rows are two runs of consecutive elements: rows [0, Split) at r0 + r, the rest at r1 + (r -
-// Split). A convolution's positions are such runs along each output row (OW of them, stride 1), so any 12 of them
-// in a row of OW >= 12 are: 2 row pointers instead of 12, which with the step table, B and the loop's counters
-// leave x86's 16 general registers enough room (12 pointers were spilled, two of them to vector registers, read
-// back with moves that take the FMAs' ports).
+// Split; Split = R: one run). A convolution's positions are such runs along each output row (OW of them, stride 1),
+// so any 12 consecutive ones are two runs where OW >= 11: 2 row pointers instead of 12, which with the step table, B
+// and the loop's counters
+// leave x86's 16 general registers enough room (12 pointers were spilled, two of them to vector registers,
+// read back with moves that take the FMAs' ports).
 template <int Split>
 struct GatherRuns {
   static constexpr AFrom from = AFrom::Gather;
@@ -268,6 +270,7 @@ template <int R, int V, class ARead = ARows<AFrom::Packed>>
 void kernel(int64_t kc, ARead A, const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t m, int64_t n) {
   constexpr AFrom From = ARead::from;
   static_assert((R == 4 || R == 6 || R == 10 || R == 12) && (V == 1 || V == 2));
+  static_assert(R <= MR || !std::is_same_v<ARead, ARows<AFrom::Gather>>, "the 6-pointer gather reader has MR rows");
   vf c[R][2];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = vf{};
@@ -399,7 +402,8 @@ void tile_gather_runs(int split, int64_t kc, const float* a, const int32_t* rows
   }
 }
 
-// The first R of the m rows of a gathered tile where they are two runs; returns R, or 0 where they are not.
+// The first R of the m rows of a gathered tile where they are two runs (or one); returns R, or 0 where they are not
+// or m < R.
 template <int R>
 int64_t tile_gather_runs_of(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
                             const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
@@ -410,9 +414,9 @@ int64_t tile_gather_runs_of(int64_t kc, const float* a, const int32_t* rows, int
   return R;
 }
 
-// The first rows of [0, m) (m <= 12) of a gathered tile: 12 or 10 where they are two runs (a convolution's positions
-// along output rows of 12 or more; its taps, runs of KW = 5 along a kernel's rows), else MR or fewer. Returns the
-// rows done.
+// The first rows of [0, m) (m <= 12) of a gathered tile: with kTallTile, 12 or 10 where they are two runs (a
+// convolution's positions along output rows of 11 or more; its taps, runs of KW = 5 along a kernel's rows), else MR
+// or fewer. Returns the rows done.
 inline int64_t tile_gather_any(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
                                const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
   if constexpr (kTallTile) {

@@ -175,8 +175,10 @@ TEST(CpuVariants, GatherGemmMatchesFloat64) {
 // Rows as a convolution gives them: runs of consecutive offsets (positions along an output row of `run` of them, or
 // taps along a kernel row), a gap between runs. The wide variant reads 12 or 10 rows that form two runs through two
 // pointers (GatherRuns), split at every place 1..12 as the runs' starts move (first: the offset within the first
-// run); rows of three runs or more (run 3) take the 6-row tiles. Mutations reading the second run from r1 + r, or
-// taking a 12-row tile where the rows after the split are not one run, fail it.
+// run); rows of three runs or more (run 3) take the 6-row tiles. Each split with one vector of columns (N = 9), two
+// (32), two of which the second is partial (20) and a ragged last sliver (45), K in one slice and in three.
+// Mutations reading the second run from r1 + r, or taking a 12-row tile where the rows after the split are not one
+// run, fail it.
 TEST(CpuVariants, GatherGemmOverRunsMatchesFloat64) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
@@ -184,13 +186,14 @@ TEST(CpuVariants, GatherGemmOverRunsMatchesFloat64) {
   for (float& v : src) v = normal(rng);
   for (int64_t run : {3, 5, 7, 12, 14, 28})
     for (int64_t first = 0; first < std::min<int64_t>(run, 12); ++first)
-      for (int64_t m : {10, 12, 23, 60}) {
-        std::vector<int32_t> rows(static_cast<size_t>(m)), steps(200);
-        for (int64_t i = 0; i < m; ++i)
-          rows[static_cast<size_t>(i)] = static_cast<int32_t>((i + first) / run * (run + 4) + (i + first) % run);
-        for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 4096);
-        expect_gather_gemm_matches_float64(src, rows, steps, first % 2 ? 45 : 32, first % 3 == 1, first % 3 == 2, rng);
-      }
+      for (int64_t m : {10, 12, 23, 60})
+        for (int64_t n : {9, 20, 32, 45}) {
+          std::vector<int32_t> rows(static_cast<size_t>(m)), steps(n == 20 ? 600 : 200);
+          for (int64_t i = 0; i < m; ++i)
+            rows[static_cast<size_t>(i)] = static_cast<int32_t>((i + first) / run * (run + 4) + (i + first) % run);
+          for (int32_t& p : steps) p = static_cast<int32_t>(rng() % 4096);
+          expect_gather_gemm_matches_float64(src, rows, steps, n, first % 3 == 1, first % 3 == 2, rng);
+        }
 }
 
 // matmul's bias (a linear layer's), added by the float32 GEMM as it stores its tiles with the first K slice: both
