@@ -245,9 +245,8 @@ struct ARows<AFrom::Gather> {
 // A gathered tile whose rows are two runs of consecutive elements: rows [0, Split) at r0 + r, the rest at r1 + (r -
 // Split; Split = R: one run). A convolution's positions are such runs along each output row (OW of them, stride 1),
 // so any 12 consecutive ones are two runs where OW >= 11: 2 row pointers instead of 12, which with the step table, B
-// and the loop's counters
-// leave x86's 16 general registers enough room (12 pointers were spilled, two of them to vector registers,
-// read back with moves that take the FMAs' ports).
+// and the loop's counters leave x86's 16 general registers enough room (12 pointers were spilled, two of them to
+// vector registers, read back with moves that take the FMAs' ports).
 template <int Split>
 struct GatherRuns {
   static constexpr AFrom from = AFrom::Gather;
@@ -402,30 +401,43 @@ void tile_gather_runs(int split, int64_t kc, const float* a, const int32_t* rows
   }
 }
 
-// The first R of the m rows of a gathered tile where they are two runs (or one); returns R, or 0 where they are not
-// or m < R.
-template <int R>
-int64_t tile_gather_runs_of(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
-                            const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
-  const int split = m >= R ? runs_split<R>(rows) : -1;
-  if (split < 0) return 0;
-  if (n > W) tile_gather_runs<R, 2>(split, kc, a, rows, step, Bp, C, ldc, e, n);
-  else tile_gather_runs<R, 1>(split, kc, a, rows, step, Bp, C, ldc, e, n);
-  return R;
+// The shape of one tile of a gathered product's rows, planned once per product (the rows do not change across its
+// K slices and slivers): `rows` rows from its first, read as two runs split at `split` (runs_split), or through MR
+// row pointers where split is 0.
+struct GatherTile {
+  int32_t rows, split;
+};
+
+// The tiles of M gathered rows, in order: with kTallTile, 12 or 10 rows wherever they are two runs (a convolution's
+// positions along output rows of 11 or more; its taps, runs of KW = 5 along a kernel's rows), else MR or fewer.
+// Returns their count (at most M / MR + 1: every tile but the last has MR rows or more).
+int64_t plan_gather_tiles(int64_t M, const int32_t* rows, GatherTile* tiles) {
+  int64_t count = 0;
+  for (int64_t ir = 0; ir < M;) {
+    GatherTile t{static_cast<int32_t>(std::min(MR, M - ir)), 0};
+    if constexpr (kTallTile) {
+      if (const int split = M - ir >= kTallRows ? runs_split<kTallRows>(rows + ir) : -1; split > 0)
+        t = {kTallRows, split};
+      else if (const int split10 = M - ir >= 10 ? runs_split<10>(rows + ir) : -1; split10 > 0) t = {10, split10};
+    }
+    tiles[count++] = t;
+    ir += t.rows;
+  }
+  return count;
 }
 
-// The first rows of [0, m) (m <= 12) of a gathered tile: with kTallTile, 12 or 10 where they are two runs (a
-// convolution's positions along output rows of 11 or more; its taps, runs of KW = 5 along a kernel's rows), else MR
-// or fewer. Returns the rows done.
-inline int64_t tile_gather_any(int64_t kc, const float* a, const int32_t* rows, int64_t m, const int32_t* step,
-                               const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
+// One planned tile of a gathered product, at its first row's offsets `rows`.
+inline void tile_gather_planned(GatherTile t, int64_t kc, const float* a, const int32_t* rows, const int32_t* step,
+                                const float* Bp, float* C, int64_t ldc, Epilogue e, int64_t n) {
   if constexpr (kTallTile) {
-    if (const int64_t done = tile_gather_runs_of<kTallRows>(kc, a, rows, m, step, Bp, C, ldc, e, n)) return done;
-    if (const int64_t done = tile_gather_runs_of<10>(kc, a, rows, m, step, Bp, C, ldc, e, n)) return done;
+    if (t.split > 0 && t.rows == kTallRows)
+      return n > W ? tile_gather_runs<kTallRows, 2>(t.split, kc, a, rows, step, Bp, C, ldc, e, n)
+                   : tile_gather_runs<kTallRows, 1>(t.split, kc, a, rows, step, Bp, C, ldc, e, n);
+    if (t.split > 0)
+      return n > W ? tile_gather_runs<10, 2>(t.split, kc, a, rows, step, Bp, C, ldc, e, n)
+                   : tile_gather_runs<10, 1>(t.split, kc, a, rows, step, Bp, C, ldc, e, n);
   }
-  m = std::min(m, MR);
-  tile_gather(kc, a, rows, m, step, Bp, C, ldc, e, n);
-  return m;
+  tile_gather(kc, a, rows, t.rows, step, Bp, C, ldc, e, n);
 }
 
 // Whether column-major A (rs == 1) is read in place: one kSgemmMR-float piece of a column per step, so a tile
@@ -601,15 +613,18 @@ void sgemm_serial_gather(int64_t M, int64_t N, int64_t K, const float* a, const 
   // No blocks of A to pack: A is read from its source (an image of a few tens of KB, in L1 or L2) for each
   // K slice and B sliver, which stays in L1 across all of M.
   const PackedBLayout lay(K, N);
+  Scratch plan(sizeof(GatherTile) * static_cast<size_t>(M / MR + 1));
+  GatherTile* tiles = plan.as<GatherTile>();
+  const int64_t count = plan_gather_tiles(M, row_off, tiles);
   for (int64_t pc = 0; pc < K; pc += lay.kc) {
     const int64_t kc = std::min(lay.kc, K - pc);
     const bool acc = accumulate || pc > 0;
     for (int64_t jr = 0; jr < N; jr += NR) {
       const float* Bs = Bp + lay.offset(pc, jr);
       const int64_t n = std::min(NR, N - jr);
-      for (int64_t ir = 0; ir < M;)
-        ir += tile_gather_any(kc, a, row_off + ir, std::min(kTallRows, M - ir), step_off + pc, Bs, C + ir * ldc + jr,
-                              ldc, {acc, bias && pc == 0 ? bias + jr : nullptr}, n);
+      for (int64_t t = 0, ir = 0; t < count; ir += tiles[t++].rows)
+        tile_gather_planned(tiles[t], kc, a, row_off + ir, step_off + pc, Bs, C + ir * ldc + jr, ldc,
+                            {acc, bias && pc == 0 ? bias + jr : nullptr}, n);
     }
   }
 }
