@@ -10,6 +10,7 @@
 #include "ember/autograd/op_def.h"
 #include "ember/core/factory.h"
 #include "ember/core/generator.h"
+#include "ember/core/memory_context.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::autograd {
@@ -35,6 +36,7 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   // The rerun differentiates fresh leaves with backward(): its gradients carry no graph, so the table marks it
   // once-differentiable (PyTorch's reentrant checkpoint refuses double backward too).
   record(opdef::checkpoint, inputs, {out}).backward([fn, saved, wants, rng, autocast](const Grads& g) -> Grads {
+    memory::CheckpointRecomputeScope recompute;  // an OOM from here on advises smaller segments
     std::vector<Tensor> xs;
     for (size_t i = 0; i < saved.size(); ++i) {
       Tensor x = saved[i].get();

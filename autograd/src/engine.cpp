@@ -129,6 +129,7 @@ class Sweep {
       if (it == buffer_.end()) continue;  // no gradient reached it
       Grads grads = std::move(it->second);
       buffer_.erase(it);
+      if (grads.size() < n->num_outputs) grads.resize(n->num_outputs);  // apply()'s convention: one per output
       run_tensor_hooks(*n, grads);
       if (captures_ && !capture(*n, grads)) continue;
       pass_on(*n, apply(*n, std::move(grads)));

@@ -199,6 +199,7 @@ Recording record(const char* name, const std::vector<Tensor>& inputs, const std:
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
   auto node = std::make_shared<LambdaNode>(name, std::move(next), nullptr);
   node->recording = true;
+  node->num_outputs = static_cast<uint32_t>(outputs.size());
   if (t_anomaly) {
     std::ostringstream os;
     os << name << " -> " << outputs[0].dtype() << outputs[0].shape();

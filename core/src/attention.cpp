@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 
+#include "ember/core/memory_context.h"
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -32,6 +33,27 @@ Tensor rows_of(const Tensor& t, DType compute, const AttentionParams& p, int64_t
   if (r.stride(3) != 1 && r.size(3) > 1) r = contiguous(r);
   for (int i = 0; i < 3; ++i) stride[i] = r.stride(i);
   return r;
+}
+
+// Whether `from` broadcasts to exactly `to` (NumPy's rule, without the exception of broadcast_shapes).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[lead + i] && from[i] != 1) return false;
+  return true;
+}
+// The shape of a key-padding mask for scores of shape `full`: [batch..., 1, 1, key length].
+Shape padding_mask_shape(const Shape& full) {
+  Shape s = full;
+  s[s.size() - 2] = 1;
+  if (s.size() >= 4) s[s.size() - 3] = 1;  // a heads dim
+  return s;
+}
+// " in module 'encoder.0.attn'" when a module's forward is running (nn::Module pushes its path), else "".
+std::string in_module() {
+  const std::string path = memory::current_context().module_path;
+  return path.empty() ? std::string() : detail::str(" in module '", path, "'");
 }
 
 Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale, bool causal) {
@@ -82,9 +104,10 @@ Prepared prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
     Shape full = r.lead;
     full.push_back(p.tq);
     full.push_back(p.tk);
-    EMBER_CHECK_SHAPE(mask.dim() <= static_cast<int64_t>(full.size()) &&
-                          broadcast_shapes(mask.shape(), full, kOp) == full,
-                      kOp, ": the mask ", mask.shape(), " does not broadcast to the scores' shape ", full);
+    EMBER_CHECK_SHAPE(broadcasts_to(mask.shape(), full), kOp, ": the mask ", mask.shape(),
+                      " does not broadcast to the scores' shape ", full, " ([batch..., heads, query length, key ",
+                      "length]; a padding mask is [batch, 1, 1, key length] = ", padding_mask_shape(full), ")",
+                      in_module());
     // [B..., H, Tq, Tk] as four dims (batch, heads, i, j): a reshape, which copies only when the batch dims
     // cannot be merged as they are
     Tensor m = expand(cast(mask, mask.dtype() == kBool ? kBool : r.compute), full);

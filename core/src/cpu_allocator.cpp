@@ -24,19 +24,6 @@ namespace {
 constexpr size_t kAlign = detail::kCpuAlign;
 using detail::cpu_size_class;  // the size classes (ember/internal/allocator_sizes.h, shared with memory::plan)
 
-// What the phase an OOM happened in suggests, besides a smaller batch.
-const char* phase_hint(memory::Phase p) {
-  switch (p) {
-    case memory::Phase::kForward:
-      return "checkpoint activations (autograd::checkpoint), ";
-    case memory::Phase::kBackward:
-      return "checkpoint activations (autograd::checkpoint) to hold fewer for backward, ";
-    case memory::Phase::kOptimizer:
-      return "the optimiser's state is made at its first step (Adam: twice the parameters), ";
-  }
-  return "";
-}
-
 // A new block from the system. Blocks of 2 MiB or more start on a 2 MiB boundary and ask for transparent huge
 // pages over the whole 2 MiB pages they span (Linux, where THP is "madvise" as on the build machines; a block's tail
 // stays in 4 KiB pages, so it never holds memory past its size class). A training step streams through a few
@@ -133,7 +120,7 @@ class CpuCachingAllocator final : public Allocator {
       const size_t short_by = in_use + sz - limit_;
       const double peak_ratio = static_cast<double>(in_use + sz) / static_cast<double>(limit_);
       advice = detail::str("; this step needs at least ", fmt(short_by), " more than the limit (", std::fixed,
-                           std::setprecision(2), peak_ratio, "x): ", phase_hint(memory::current_context().phase),
+                           std::setprecision(2), peak_ratio, "x): ", memory::phase_advice(),
                            "lower the batch size or raise the limit");
     } else {
       advice = "; the system refused the memory: lower the batch size or free tensors you keep";

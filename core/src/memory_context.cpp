@@ -10,6 +10,7 @@ namespace ember {
 namespace memory {
 namespace {
 thread_local Phase t_phase = Phase::kForward;
+thread_local int t_recompute_depth = 0;  // open CheckpointRecomputeScopes
 thread_local std::vector<std::pair<const std::string*, const std::string*>> t_modules;  // (name, type)
 }  // namespace
 thread_local const char* t_current_op = nullptr;
@@ -32,9 +33,11 @@ ModuleScope::ModuleScope(const std::string* name, const std::string* type_name) 
   t_modules.emplace_back(name, type_name);
 }
 ModuleScope::~ModuleScope() { t_modules.pop_back(); }
+CheckpointRecomputeScope::CheckpointRecomputeScope() { ++t_recompute_depth; }
+CheckpointRecomputeScope::~CheckpointRecomputeScope() { --t_recompute_depth; }
 
 Context current_context() {
-  Context c{.phase = t_phase, .module_path = {}, .op = t_current_op};
+  Context c{.phase = t_phase, .module_path = {}, .op = t_current_op, .checkpoint_recompute = t_recompute_depth > 0};
   for (const auto& [n, type] : t_modules) {
     if (!n || n->empty()) continue;
     if (!c.module_path.empty()) c.module_path += '.';
@@ -49,7 +52,24 @@ std::string describe_context() {
   std::string s = detail::str(" during the ", phase_name(c.phase));
   if (c.op) s += detail::str(" of ", c.op);
   if (!c.module_path.empty()) s += detail::str(" in module '", c.module_path, "'");
+  if (c.checkpoint_recompute) s += " (re-running a checkpointed segment)";
   return s;
+}
+
+std::string phase_advice() {
+  const Context c = current_context();
+  if (c.checkpoint_recompute)
+    return "this segment is already checkpointed and its backward holds its activations all at once: checkpoint "
+           "smaller segments (each block on its own), ";
+  switch (c.phase) {
+    case Phase::kForward:
+      return "checkpoint activations (autograd::checkpoint), ";
+    case Phase::kBackward:
+      return "checkpoint activations (autograd::checkpoint) to hold fewer for backward, ";
+    case Phase::kOptimizer:
+      return "the optimiser's state is made at its first step (Adam: twice the parameters), ";
+  }
+  return "";
 }
 
 }  // namespace memory

@@ -167,6 +167,9 @@ std::string category_advice(Device device) {
   auto fmt = [](size_t n) { return ember::detail::format_bytes(n, 1); };
   switch (static_cast<Category>(top)) {
     case Category::kActivations:
+      if (current_context().checkpoint_recompute)
+        return ember::detail::str("activations are ", pct, ": half the batch saves about ", fmt(b / 2),
+                                  ", and checkpointing smaller segments holds fewer of them at once");
       return ember::detail::str("activations are ", pct, ": half the batch saves about ", fmt(b / 2),
                                 ", and autograd::checkpoint on the largest blocks keeps only their inputs");
     case Category::kTemporaries:

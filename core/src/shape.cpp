@@ -36,6 +36,17 @@ int64_t Shape::numel() const {
   for (int64_t s : *this) n *= s;
   return n;
 }
+int64_t Shape::checked_numel() const {
+  // Zeros count as one for the overflow check (as for the strides, which must fit whatever the zeros), so the
+  // answer does not depend on where a zero stands.
+  int64_t span = 1;
+  bool zero = false;
+  for (int64_t s : *this) {
+    if (s < 0 || __builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span)) return -1;
+    zero |= s == 0;
+  }
+  return zero ? 0 : span;
+}
 std::ostream& operator<<(std::ostream& os, const Shape& s) {
   os << '[';
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
@@ -60,6 +71,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
                       " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
+  EMBER_CHECK_SHAPE(out.checked_numel() >= 0, op, ": broadcasting ", a, " and ", b, " gives ", out,
+                    ", more elements than int64 can count");
   return out;
 }
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {

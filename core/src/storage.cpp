@@ -26,7 +26,8 @@ TensorImpl::TensorImpl(Storage s, int64_t off, Shape sz, Shape st, DType dt)
   refresh();
 }
 void TensorImpl::refresh() {
-  numel = sizes.numel();
+  numel = sizes.checked_numel();
+  EMBER_CHECK_SHAPE(numel >= 0, "tensor: shape ", sizes, " has more elements than int64 can count");
   contiguous = true;
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {

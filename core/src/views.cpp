@@ -14,12 +14,17 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int
   EMBER_CHECK_SHAPE(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ", strides.size(),
                     " strides");
   int64_t lo = offset, hi = offset;  // the lowest and highest element reached
-  bool empty = false;
+  bool empty = false, overflow = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
     EMBER_CHECK_SHAPE(sizes[i] >= 0, "as_strided: negative size in ", sizes);
     if (sizes[i] == 0) empty = true;
-    (strides[i] < 0 ? lo : hi) += (sizes[i] - 1) * strides[i];
+    int64_t reach = 0;
+    overflow |= __builtin_mul_overflow(std::max<int64_t>(sizes[i] - 1, 0), strides[i], &reach);
+    overflow |= __builtin_add_overflow(strides[i] < 0 ? lo : hi, reach, strides[i] < 0 ? &lo : &hi);
   }
+  EMBER_CHECK_SHAPE(sizes.checked_numel() >= 0, "as_strided: view ", sizes, " has more elements than int64 can count");
+  EMBER_CHECK_INDEX(empty || !overflow, "as_strided: view ", sizes, " with strides ", strides, " at offset ", offset,
+                    " reaches past the int64 range");
   const int64_t cap = static_cast<int64_t>(x.impl()->storage->nbytes / x.itemsize());
   EMBER_CHECK_INDEX(empty || (lo >= 0 && hi < cap), "as_strided: view ", sizes, " with strides ", strides,
                     " at offset ", offset, " reaches outside its storage of ", cap, " elements");
@@ -225,6 +230,8 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     sz[static_cast<size_t>(i)] = want;
     st[static_cast<size_t>(i)] = (have == want) ? x.stride(j) : 0;
   }
+  EMBER_CHECK_SHAPE(sz.checked_numel() >= 0, "expand: expanding ", x.shape(), " to ", shape,
+                    " gives more elements than int64 can count");
   return as_strided(x, sz, st, x.storage_offset());
 }
 

@@ -121,7 +121,7 @@ void DeviceCachingAllocator::throw_oom_locked(size_t size, bool over_limit) {
   if (short_by > 0)
     advice =
         ember::detail::str("; live tensors alone exceed the ", over_limit ? "limit" : "device", " by ", fmt(short_by),
-                           ": free tensors you keep, lower the batch size, or checkpoint activations");
+                           ": free tensors you keep, ", ember::memory::phase_advice(), "or lower the batch size");
   else
     advice = ember::detail::str("; the live tensors fit, but no free piece of ", fmt(size),
                                 " was left (fragmentation): cuda::empty_cache() between phases may help");

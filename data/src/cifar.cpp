@@ -21,6 +21,10 @@ Batch CIFAR10::parse_batch(const void* data, size_t size, const std::string& wha
   EMBER_CHECK(size % kRecordBytes == 0, IOError, "CIFAR10: ", what,
               " is truncated or not a CIFAR-10 batch file: ", size, " bytes is not a whole number of ", kRecordBytes,
               "-byte records (label + 3x32x32 image)");
+  // An empty batch file is a failed download or copy, not a batch of none: loading it would silently train on the
+  // other files' samples only.
+  EMBER_CHECK(size > 0, IOError, "CIFAR10: ", what, " is empty (0 bytes; a batch file holds 10,000 records of ",
+              kRecordBytes, " bytes): download and unpack it again");
   const auto n = static_cast<int64_t>(size / kRecordBytes);
   Tensor x = empty({n, 3, 32, 32}, {.dtype = kUInt8});
   Tensor y = empty({n}, {.dtype = kInt64});

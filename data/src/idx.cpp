@@ -1,6 +1,7 @@
 // defines: read_idx. zlib's gzread reads gzip and, transparently, plain files, so one path serves both.
 #include "ember/data/idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ember/core/factory.h"
+#include "ember/core/file_io.h"
 
 namespace ember::data {
 namespace {
@@ -46,8 +48,14 @@ uint32_t big_endian(const unsigned char* b) {
 
 Tensor read_idx(const std::string& path) {
   GzFile g;
-  g.f = gzopen(path.c_str(), "rb");
-  EMBER_CHECK(g.f != nullptr, IOError, "read_idx: cannot open ", path, " (", std::strerror(errno), ")");
+  // Opened here, not by gzopen: a FIFO, a directory or a device is refused before any read (a FIFO would block
+  // forever waiting for a writer).
+  const int fd = open_for_reading(path, "read_idx");
+  g.f = gzdopen(fd, "rb");  // owns fd from here on
+  if (g.f == nullptr) {
+    ::close(fd);
+    throw IOError(detail::str("read_idx: cannot read ", path, " (out of memory for zlib's buffers)"));
+  }
   // Header: two zero bytes, a type code, the number of dims, then each dim as a big-endian uint32.
   unsigned char magic[4];
   read_exact(g, path, magic, 4, "header");

@@ -10,20 +10,17 @@
 #include <cstring>
 
 #include "ember/core/error.h"
+#include "ember/core/file_io.h"
 
 namespace ember::data::detail {
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, Mode mode, const char* who) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); no effect on regular files.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  EMBER_CHECK(fd >= 0, IOError, who, ": cannot open ", path, " (", std::strerror(errno), ")");
+  const int fd = open_for_reading(path, who);  // a regular file, or an IOError naming what it is
   struct stat st {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
-  if (!stat_ok || !S_ISREG(st.st_mode)) {
-    const int err = stat_ok ? 0 : errno;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
     ::close(fd);
-    throw IOError(ember::detail::str(who, ": ", path, " is not a regular file",
-                                     err ? std::string(" (") + std::strerror(err) + ")" : std::string()));
+    throw IOError(ember::detail::str(who, ": cannot read the status of ", path, " (", std::strerror(err), ")"));
   }
   std::shared_ptr<MappedFile> m(new MappedFile());
   m->path_ = path;

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "bits.h"
 #include "ember/core/factory.h"
+#include "ember/core/file_io.h"
 #include "ember/core/raw_ops.h"
 #include "mapped_file.h"
 
@@ -340,15 +340,13 @@ void save_npy(const std::string& path, const Tensor& t) {
   head += static_cast<char>(v2 ? 2 : 1);
   head += '\0';
   for (int i = 0; i < (v2 ? 4 : 2); ++i) head += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  EMBER_CHECK(f.good(), IOError, "save_npy: cannot open ", path, " for writing (", std::strerror(errno), ")");
-  f.write(head.data(), static_cast<std::streamsize>(head.size()));
-  f.write(dict.data(), static_cast<std::streamsize>(dict.size()));
-  if (host.numel() > 0)
-    f.write(static_cast<const char*>(host.data_ptr()),
-            static_cast<std::streamsize>(host.numel() * itemsize(host.dtype())));
-  f.close();
-  EMBER_CHECK(!f.fail(), IOError, "save_npy: writing ", path, " failed (", std::strerror(errno), ")");
+  // Atomically, as save() does: a crash or a full disk leaves the old file (or the new one), never a part.
+  write_atomically(path, "save_npy", [&](int fd, const std::string& tmp) {
+    write_all(fd, head.data(), head.size(), tmp, "save_npy");
+    write_all(fd, dict.data(), dict.size(), tmp, "save_npy");
+    if (host.numel() > 0)
+      write_all(fd, host.data_ptr(), static_cast<size_t>(host.numel()) * itemsize(host.dtype()), tmp, "save_npy");
+  });
 }
 
 }  // namespace ember::data

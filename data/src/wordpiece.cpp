@@ -3,17 +3,16 @@
 #include "ember/data/wordpiece.h"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "ember/core/factory.h"
+#include "ember/core/file_io.h"
 #include "unicode_text.h"
 
 namespace ember::data {
 
 WordPieceTokenizer WordPieceTokenizer::from_file(const std::string& vocab_path, WordPieceOptions options) {
-  std::ifstream in(vocab_path, std::ios::binary);
-  if (!in) throw IOError(detail::str("WordPieceTokenizer::from_file: cannot read \"", vocab_path, "\""));
+  std::istringstream in(read_file(vocab_path, "WordPieceTokenizer::from_file"));
   std::vector<std::string> vocab;
   std::string line;
   while (std::getline(in, line)) {

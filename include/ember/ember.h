@@ -21,6 +21,7 @@
 #include "ember/core/dtype.h"
 #include "ember/core/error.h"
 #include "ember/core/factory.h"
+#include "ember/core/file_io.h"
 #include "ember/core/generator.h"
 #include "ember/core/memory_context.h"
 #include "ember/core/memory_history.h"

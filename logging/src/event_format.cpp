@@ -1,25 +1,12 @@
 // defines: the event-file encoding of event_format.h: CRC-32C, record framing, protobuf fields, the Events.
 #include "event_format.h"
 
-#include <array>
 #include <cstring>
+
+#include "ember/core/file_io.h"
 
 namespace ember::event_format {
 namespace {
-
-// CRC-32C, reflected polynomial 0x82F63B78, one table lookup per byte.
-const std::array<uint32_t, 256>& crc_table() {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  return table;
-}
 
 void put_le(std::string& s, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
@@ -41,13 +28,7 @@ std::string event_with(double wall_time, int64_t step, const Proto& value) {
 
 }  // namespace
 
-uint32_t crc32c(const void* data, size_t n) {
-  const auto& t = crc_table();
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
+uint32_t crc32c(const void* data, size_t n) { return ember::crc32c(data, n); }
 
 uint32_t masked_crc32c(const void* data, size_t n) {
   const uint32_t c = crc32c(data, n);

@@ -36,7 +36,7 @@ void check_logits(const char* op, const Tensor& logits) {
 // -log_softmax(z) / N for `targets` (when given and it requires grad; t is its value in the logits' dtype).
 Tensor soft_cross_entropy(const OpEntry& op, const Tensor& logits, const Tensor& targets, const Tensor& t) {
   Tensor logp = raw::log_softmax(logits, 1);
-  const double n = static_cast<double>(std::max<int64_t>(logits.size(0), 1));
+  const double n = static_cast<double>(logits.size(0));  // an empty batch: 0 / 0 = nan, as PyTorch
   Tensor loss =
       raw::binary(BinaryOp::Div, raw::unary(UnaryOp::Neg, raw::sum(raw::binary(BinaryOp::Mul, logp, t))), Scalar(n));
   const bool tgrad = targets.defined() && op.needs_grad({&targets});
@@ -88,7 +88,7 @@ namespace {
 // charlm's [4096, 96] logits spent ~3 ms a step there on one core, the model 167.)
 Tensor class_cross_entropy(const OpEntry& op, const Tensor& logits, const Tensor& targets) {
   const int64_t N = logits.size(0), C = logits.size(1);
-  const double n = static_cast<double>(std::max<int64_t>(N, 1));
+  const double n = static_cast<double>(N);  // an empty batch: 0 / 0 = nan, as PyTorch
   const Tensor rows = arange(N, {.dtype = kInt64, .device = logits.device()});
   const Tensor pos =
       raw::binary(BinaryOp::Add, raw::binary(BinaryOp::Mul, rows, Scalar(C)), raw::cast(targets, kInt64));
@@ -324,7 +324,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& t_in) 
           UnaryOp::Log,
           raw::binary(BinaryOp::Add, raw::unary(UnaryOp::Exp, raw::unary(UnaryOp::Neg, raw::unary(UnaryOp::Abs, x))),
                       Scalar(1.0))));
-  const double n = static_cast<double>(std::max<int64_t>(x.numel(), 1));
+  const double n = static_cast<double>(x.numel());  // empty: 0 / 0 = nan, as PyTorch
   Tensor loss = raw::binary(BinaryOp::Div, raw::sum(per), Scalar(n));
   const bool tgrad = op.needs_grad({&t});
   if (tgrad || op.needs_grad({&x})) {

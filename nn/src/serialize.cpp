@@ -19,6 +19,7 @@
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/core/factory.h"
+#include "ember/core/file_io.h"
 #include "ember/core/raw_ops.h"
 
 namespace ember::nn {
@@ -54,14 +55,64 @@ DType from_st_dtype(const std::string& s, const std::string& path, const std::st
   return it->second;
 }
 
-void write_all(int fd, const void* p, size_t n, const std::string& path) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    EMBER_CHECK(w > 0, IOError, "save: writing ", path, " failed (", std::strerror(errno), ")");
-    c += w;
-    n -= static_cast<size_t>(w);
+// Checksums (CRC-32C) of what a file says and of its data, stored in the metadata as 8 hex digits: a flipped bit in
+// a step count, a shape or a weight is an error at load, not a silently different value. Files without them
+// (older files, other writers) load unchecked.
+constexpr const char* kHeaderCrcKey = "ember.crc32c.header";
+constexpr const char* kDataCrcKey = "ember.crc32c.data";
+bool is_checksum_key(const std::string& k) { return k == kHeaderCrcKey || k == kDataCrcKey; }
+
+// One tensor as the header describes it.
+struct Entry {
+  std::string name;
+  DType dtype = kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+// The CRC of what the header says — every tensor's name, dtype, shape and offsets (by name) and every metadata
+// entry but the checksums — computed from the values, not the JSON text, so the writer and the reader agree
+// whatever the JSON library's formatting.
+uint32_t header_crc(std::vector<const Entry*> entries, const std::map<std::string, std::string>& metadata) {
+  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->name < b->name; });
+  std::string c;
+  for (const auto& [k, v] : metadata)
+    if (!is_checksum_key(k)) c.append(k).push_back('\0'), c.append(v).push_back('\0');
+  c.push_back('\1');
+  for (const Entry* e : entries) {
+    c.append(e->name).push_back('\0');
+    c.append(st_dtype(e->dtype)).push_back('\0');
+    for (int64_t d : e->shape) c.append(std::to_string(d)).push_back(',');
+    c.append(std::to_string(e->begin)).push_back(':');
+    c.append(std::to_string(e->end)).push_back('\0');
+  }
+  return crc32c(c.data(), c.size());
+}
+
+std::string hex8(uint32_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+// Names and metadata must be valid UTF-8 (JSON's encoding) and must not collide with the format's own keys.
+void check_names(const std::string& path, const NamedTensors& tensors,
+                 const std::map<std::string, std::string>& metadata) {
+  std::set<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    EMBER_CHECK_VALUE(valid_utf8(name), "save: ", path, ": the tensor name \"", name,
+                      "\" is not valid UTF-8 (safetensors headers are JSON text)");
+    EMBER_CHECK_VALUE(name != "__metadata__", "save: ", path,
+                      ": a tensor cannot be named \"__metadata__\" (the safetensors format reserves that key for the "
+                      "file's metadata)");
+    EMBER_CHECK(t.defined(), Error, "save: ", path, ": tensor \"", name, "\" is undefined");
+    EMBER_CHECK(names.insert(name).second, Error, "save: ", path, ": the name \"", name, "\" appears twice");
+  }
+  for (const auto& [k, v] : metadata) {
+    EMBER_CHECK_VALUE(valid_utf8(k) && valid_utf8(v), "save: ", path, ": the metadata entry \"", k,
+                      "\" is not valid UTF-8 (safetensors headers are JSON text)");
+    EMBER_CHECK_VALUE(!is_checksum_key(k), "save: ", path, ": the metadata key \"", k,
+                      "\" is reserved for the file's checksums");
   }
 }
 
@@ -69,56 +120,45 @@ void write_all(int fd, const void* p, size_t n, const std::string& path) {
 
 void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata) {
-  nlohmann::ordered_json header;
+  check_names(path, tensors, metadata);
   std::vector<Tensor> host;
-  std::set<std::string> names;
-  uint64_t offset = 0;
+  std::vector<Entry> entries;
+  uint64_t offset = 0, data_crc = 0;
   for (const auto& [name, t] : tensors) {
-    EMBER_CHECK(t.defined(), Error, "save: tensor \"", name, "\" is undefined");
-    EMBER_CHECK(names.insert(name).second, Error, "save: the name \"", name, "\" appears twice");
     Tensor h = raw::contiguous(raw::to_device(t.detach(), Device::cpu()));
     const uint64_t bytes = static_cast<uint64_t>(h.numel()) * h.itemsize();
-    header[name] = {
-        {"dtype", st_dtype(h.dtype())}, {"shape", h.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    entries.push_back({name, h.dtype(), h.shape().vec(), offset, offset + bytes});
+    data_crc = crc32c(h.data_ptr(), bytes, static_cast<uint32_t>(data_crc));
     offset += bytes;
     host.push_back(h);
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string hs = header.dump();
+  std::map<std::string, std::string> meta = metadata;
+  std::vector<const Entry*> listed;
+  for (const Entry& e : entries) listed.push_back(&e);
+  meta[kHeaderCrcKey] = hex8(header_crc(listed, metadata));
+  meta[kDataCrcKey] = hex8(static_cast<uint32_t>(data_crc));
+
+  nlohmann::ordered_json header;
+  for (const Entry& e : entries)
+    header[e.name] = {{"dtype", st_dtype(e.dtype)}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
+  header["__metadata__"] = meta;
+  std::string hs;
+  try {
+    hs = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // checked above; a library's exception never reaches the user
+    throw IOError(detail::str("save: ", path, ": cannot write the header (", e.what(), ")"));
+  }
   while ((hs.size() + 8) % 8) hs.push_back(' ');  // pad so the data starts 8-byte aligned
   uint64_t n = hs.size();
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));  // little endian
 
-  // Atomic replace: write a temporary file beside the target, fsync it, rename it, fsync the folder.
-  // pid + a counter: concurrent saves from several threads or processes never share a temporary file.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  EMBER_CHECK(fd >= 0, IOError, "save: cannot create ", tmp, " (", std::strerror(errno), ")");
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, hs.data(), hs.size(), tmp);
-    for (const Tensor& h : host) write_all(fd, h.data_ptr(), static_cast<size_t>(h.numel()) * h.itemsize(), tmp);
-    EMBER_CHECK(::fsync(fd) == 0, IOError, "save: fsync of ", tmp, " failed (", std::strerror(errno), ")");
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw IOError(detail::str("save: cannot rename ", tmp, " to ", path, " (", std::strerror(e), ")"));
-  }
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // make the rename itself durable
-    ::close(dfd);
-  }
+  write_atomically(path, "save", [&](int fd, const std::string& tmp) {
+    write_all(fd, len, 8, tmp, "save");
+    write_all(fd, hs.data(), hs.size(), tmp, "save");
+    for (const Tensor& h : host)
+      write_all(fd, h.data_ptr(), static_cast<size_t>(h.numel()) * h.itemsize(), tmp, "save");
+  });
 }
 
 namespace {
@@ -135,16 +175,14 @@ struct Mapping {
 };
 
 std::shared_ptr<Mapping> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  EMBER_CHECK(fd >= 0, IOError, "load: cannot open ", path, " (", std::strerror(errno), ")");
+  const int fd = open_for_reading(path, "load");  // refuses a FIFO, a directory, a device before reading
   auto m = std::make_shared<Mapping>();
   struct stat st = {};
-  const bool is_file = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  m->size = is_file ? static_cast<size_t>(st.st_size) : 0;
-  if (is_file && m->size >= 8) m->data = ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  m->size = stat_ok ? static_cast<size_t>(st.st_size) : 0;
+  if (m->size >= 8) m->data = ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);
-  EMBER_CHECK(is_file, IOError, "load: ", path, " is not a regular file");
   EMBER_CHECK(m->size >= 8, IOError, "load: ", path, ": too short to be a safetensors file");
   EMBER_CHECK(m->data != MAP_FAILED, IOError, "load: cannot map ", path, " (", std::strerror(map_errno), ")");
   return m;
@@ -165,29 +203,67 @@ Tensor tensor_at(const std::shared_ptr<Mapping>& m, size_t offset, size_t bytes,
   return t;
 }
 
-// One header entry checked against the data section (sizes are checked as they are multiplied, so a hostile
-// shape cannot overflow), and read.
-Tensor read_entry(const std::shared_ptr<Mapping>& m, uint64_t data_start, const std::string& path,
-                  const std::string& name, const nlohmann::json& info) {
-  const uint64_t data_size = m->size - data_start;
-  DType dt = from_st_dtype(info.at("dtype").get<std::string>(), path, name);
-  std::vector<int64_t> shape = info.at("shape").get<std::vector<int64_t>>();
-  auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
-  uint64_t bytes = itemsize(dt), span = itemsize(dt);
-  for (int64_t d : shape) {
-    EMBER_CHECK(d >= 0, IOError, "load: ", path, ": tensor \"", name, "\" has a negative size");
-    // The span (zeros counted as one) makes the strides: it must fit even when a zero size empties the tensor.
-    EMBER_CHECK(!__builtin_mul_overflow(span, static_cast<uint64_t>(std::max<int64_t>(d, 1)), &span) &&
-                    span < (uint64_t{1} << 62),
-                IOError, "load: ", path, ": tensor \"", name, "\" has an impossibly large shape");
-    bytes = (bytes == 0 || static_cast<uint64_t>(d) <= data_size / bytes) ? bytes * static_cast<uint64_t>(d)
-                                                                          : data_size + 1;
+// A JSON array of non-negative integers (a shape or the data offsets): 2.9, 1e30, -1 or "2" are refused, never
+// rounded or cast.
+std::vector<uint64_t> whole_numbers(const nlohmann::json& v, const std::string& path, const std::string& name,
+                                    const char* what) {
+  EMBER_CHECK(v.is_array(), IOError, "load: ", path, ": tensor \"", name, "\" has a ", what, " that is not a list");
+  std::vector<uint64_t> out;
+  for (const nlohmann::json& x : v) {
+    EMBER_CHECK(x.is_number_unsigned(), IOError, "load: ", path, ": tensor \"", name, "\" has ", what, " ", v.dump(),
+                ": every entry must be a non-negative integer");
+    out.push_back(x.get<uint64_t>());
   }
-  Shape s(shape);
+  return out;
+}
+
+// One header entry, checked against the data section (sizes are checked as they are multiplied, so a hostile
+// shape cannot overflow).
+Entry parse_entry(uint64_t data_size, const std::string& path, const std::string& name, const nlohmann::json& info) {
+  EMBER_CHECK(info.is_object(), IOError, "load: ", path, ": the entry of tensor \"", name, "\" is not an object");
+  Entry e;
+  e.name = name;
+  e.dtype = from_st_dtype(info.at("dtype").get<std::string>(), path, name);
+  uint64_t bytes = itemsize(e.dtype), span = itemsize(e.dtype);
+  for (uint64_t d : whole_numbers(info.at("shape"), path, name, "shape")) {
+    // The span (zeros counted as one) makes the strides: it must fit even when a zero size empties the tensor.
+    EMBER_CHECK(!__builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) && span < (uint64_t{1} << 62), IOError,
+                "load: ", path, ": tensor \"", name, "\" has an impossibly large shape");
+    bytes = (bytes == 0 || d <= data_size / bytes) ? bytes * d : data_size + 1;
+    e.shape.push_back(static_cast<int64_t>(d));
+  }
+  const std::vector<uint64_t> off = whole_numbers(info.at("data_offsets"), path, name, "data_offsets");
   EMBER_CHECK(off.size() == 2 && off[1] >= off[0] && off[1] - off[0] == bytes && off[1] <= data_size, IOError,
-              "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", s, " and dtype ",
-              dt, " or run past the end of the file (truncated data?)");
-  return tensor_at(m, data_start + off[0], bytes, s, dt);
+              "load: ", path, ": tensor \"", name, "\" has data offsets that do not match its shape ", Shape(e.shape),
+              " and dtype ", e.dtype, " or run past the end of the file (truncated data?)");
+  e.begin = off[0];
+  e.end = off[1];
+  return e;
+}
+
+// No two tensors may share bytes (a damaged offset would make one tensor read another's data).
+void check_disjoint(std::vector<const Entry*> entries, const std::string& path) {
+  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < entries.size(); ++i)
+    EMBER_CHECK(entries[i]->begin >= entries[i - 1]->end || entries[i]->begin == entries[i]->end, IOError, "load: ",
+                path, ": tensors \"", entries[i - 1]->name, "\" and \"", entries[i]->name,
+                "\" have overlapping data offsets (a damaged header)");
+}
+
+// The stored checksums, when the file has them, against what the file holds now.
+void verify_checksums(const std::string& path, const std::map<std::string, std::string>& metadata,
+                      const std::vector<const Entry*>& entries, const unsigned char* data, uint64_t data_size) {
+  const auto h = metadata.find(kHeaderCrcKey), d = metadata.find(kDataCrcKey);
+  if (h == metadata.end() && d == metadata.end()) return;  // an older file, or another writer's
+  EMBER_CHECK(h != metadata.end() && d != metadata.end(), IOError, "load: ", path, ": the file has only one of its two ",
+              "checksums (\"", kHeaderCrcKey, "\", \"", kDataCrcKey, "\"): its header was damaged");
+  const std::string header_now = hex8(header_crc(entries, metadata));
+  EMBER_CHECK(h->second == header_now, IOError, "load: ", path, ": checksum mismatch in the header (tensor names, ",
+              "shapes, offsets and metadata such as the step): stored ", h->second, ", computed ", header_now,
+              "; the file was damaged or changed after it was written");
+  const std::string data_now = hex8(crc32c(data, data_size));
+  EMBER_CHECK(d->second == data_now, IOError, "load: ", path, ": checksum mismatch in the tensor data: stored ",
+              d->second, ", computed ", data_now, "; the file was damaged or changed after it was written");
 }
 
 }  // namespace
@@ -205,19 +281,31 @@ NamedTensors load_tensors(const std::string& path, std::map<std::string, std::st
     throw IOError(detail::str("load: ", path, ": malformed header (", e.what(), ")"));
   }
   EMBER_CHECK(header.is_object(), IOError, "load: ", path, ": the header is not a JSON object");
-  NamedTensors out;
+  const uint64_t data_start = 8 + n, data_size = m->size - data_start;
+  std::map<std::string, std::string> meta;
+  std::vector<Entry> entries;
   for (auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
-      if (metadata && info.is_object())
-        for (auto& [k, v] : info.items()) (*metadata)[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      if (info.is_object())
+        for (auto& [k, v] : info.items()) meta[k] = v.is_string() ? v.get<std::string>() : v.dump();
       continue;
     }
     try {
-      out.emplace_back(name, read_entry(m, 8 + n, path, name, info));
+      entries.push_back(parse_entry(data_size, path, name, info));
     } catch (const nlohmann::json::exception& e) {
       throw IOError(detail::str("load: ", path, ": malformed entry for tensor \"", name, "\" (", e.what(), ")"));
     }
   }
+  std::vector<const Entry*> listed;
+  for (const Entry& e : entries) listed.push_back(&e);
+  check_disjoint(listed, path);
+  verify_checksums(path, meta, listed, m->bytes() + data_start, data_size);
+  NamedTensors out;
+  for (const Entry& e : entries)
+    out.emplace_back(e.name, tensor_at(m, data_start + e.begin, e.end - e.begin, Shape(e.shape), e.dtype));
+  if (metadata)
+    for (const auto& [k, v] : meta)
+      if (!is_checksum_key(k)) (*metadata)[k] = v;
   return out;
 }
 

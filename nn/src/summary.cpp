@@ -26,19 +26,27 @@ struct Row {
 // The bytes a tensor's storage takes in `d`'s caching allocator.
 size_t allocated_size(const Tensor& t, Device d) { return memory::allocated_size(d, t.impl()->storage->nbytes); }
 
-// The table: a header, then one line per module (indented by depth).
+// The table: a header, then one line per module (indented by depth). The text columns are as wide as their
+// longest entry plus two spaces (at least the usual widths), so a long layer name or type never runs into the next.
 void print_rows(std::ostream& os, const std::vector<Row>& rows) {
-  os << std::left << std::setw(28) << "Layer" << std::setw(20) << "Type" << std::setw(22) << "Output shape"
-     << std::right << std::setw(12) << "Params" << std::setw(14) << "Activations"
-     << "\n"
-     << std::string(96, '-') << "\n";
+  std::vector<std::string> names, shapes;
+  size_t name_w = 28, type_w = 20, shape_w = 22;
   for (const Row& r : rows) {
-    std::ostringstream shape;
-    if (r.called) shape << r.out;
-    else shape << "(not called)";
-    std::string name = std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path;
-    os << std::left << std::setw(28) << name << std::setw(20) << r.type << std::setw(22) << shape.str() << std::right
-       << std::setw(12) << internal::group_digits(r.params, ',') << std::setw(14)
+    names.push_back(std::string(static_cast<size_t>(2 * std::max(0, r.depth - 1)), ' ') + r.path);
+    shapes.push_back(r.called ? r.out : "(not called)");
+    name_w = std::max(name_w, names.back().size() + 2);
+    type_w = std::max(type_w, r.type.size() + 2);
+    shape_w = std::max(shape_w, shapes.back().size() + 2);
+  }
+  constexpr int kParamsW = 12, kActW = 14;
+  auto w = [](size_t n) { return static_cast<int>(n); };
+  os << std::left << std::setw(w(name_w)) << "Layer" << std::setw(w(type_w)) << "Type" << std::setw(w(shape_w))
+     << "Output shape" << std::right << std::setw(kParamsW) << "Params" << std::setw(kActW) << "Activations" << "\n"
+     << std::string(name_w + type_w + shape_w + kParamsW + kActW, '-') << "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    os << std::left << std::setw(w(name_w)) << names[i] << std::setw(w(type_w)) << r.type << std::setw(w(shape_w))
+       << shapes[i] << std::right << std::setw(kParamsW) << internal::group_digits(r.params, ',') << std::setw(kActW)
        << (r.called ? detail::format_bytes(r.activation, 2) : "-") << "\n";
   }
 }

@@ -333,3 +333,31 @@ TEST(Autograd, InPlaceGradientWritesRespectViewsCapturesAndSums) {
   const Tensor d0 = x0 * 3.0, want = (2 * (d0 + relu(d0)) * (1 + gt(d0, 0.0).to(kFloat32))) * 3.0;
   EXPECT_EQ(grads_of(false).to_vector<float>(), want.to_vector<float>());
 }
+
+// apply() gets one gradient per output of its node, undefined for the outputs no gradient reached, whichever they
+// are (node.h's convention); the last output unused once crashed a module's backward hook, which read g[1].
+TEST(Engine, ANodeGetsOneGradientPerOutputWhicheverAreUsed) {
+  Tensor x = full({2}, 2.0, {.dtype = kFloat64}).requires_grad_();
+  for (int used = 0; used < 3; ++used) {
+    Tensor a, b, c;
+    {
+      NoGradGuard g;
+      a = x * 1.0;
+      b = x * 2.0;
+      c = x * 3.0;
+    }
+    std::vector<size_t> sizes_seen;
+    autograd::record("ThreeOutputs", {x}, {a, b, c}).backward([&](const autograd::Grads& g) -> autograd::Grads {
+      sizes_seen.push_back(g.size());
+      Tensor sum_of = zeros({2}, {.dtype = kFloat64});
+      for (size_t i = 0; i < g.size(); ++i)
+        if (g[i].defined()) sum_of = sum_of + g[i] * static_cast<double>(i + 1);
+      return {sum_of};
+    });
+    x.set_grad({});
+    const Tensor& y = used == 0 ? a : used == 1 ? b : c;
+    y.sum().backward();
+    ASSERT_EQ(sizes_seen, std::vector<size_t>({3})) << "output " << used;
+    EXPECT_TENSOR_NEAR(x.grad(), Shape({2}), std::vector<double>(2, used + 1.0), 1e-12);
+  }
+}

@@ -257,6 +257,24 @@ TEST(Expand, StrideZeroAndReadOnly) {
   EXPECT_THROW_MSG(x.expand({4}), ShapeError, "expand", "fewer dims");
 }
 
+// A shape whose element count overflows int64 is refused wherever it is formed, as zeros/empty/reshape refuse it:
+// ones({1, 1}).expand({2^32, 2^32}) had numel() == 0 (the product wrapped) and a sum of 0.
+TEST(Expand, ElementCountOverflowIsRefused) {
+  const int64_t big = int64_t{1} << 32;
+  EXPECT_THROW_MSG(ones({1, 1}).expand({big, big}), ShapeError, "expand", "[4294967296, 4294967296]",
+                   "more elements than int64 can count");
+  EXPECT_THROW_MSG(ones({1, 1}).expand({big, big, 0}), ShapeError, "expand");  // wherever a zero stands
+  EXPECT_THROW_MSG(ones({1}).expand({0, big, big}), ShapeError, "expand");
+  EXPECT_THROW_MSG(raw::as_strided(ones({1}), {big, big}, {0, 0}, 0), ShapeError, "as_strided");
+  // Broadcasting two shapes that each fit into one that does not.
+  EXPECT_THROW_MSG(ones({1, 1}).expand({big, 1}) + ones({1, 1}).expand({1, big}), ShapeError, "add", "broadcasting",
+                   "more elements than int64 can count");
+  // Large but countable views are fine (stride 0: no memory).
+  const Tensor ok = ones({1, 1}).expand({big, 1 << 20});
+  EXPECT_EQ(ok.numel(), big << 20);
+  EXPECT_EQ(ones({1}).expand({0, big}).numel(), 0);
+}
+
 // ---------------------------------------------------------------- contiguous / clone / copy_ / fill_
 
 TEST(Copies, ContiguousAndClone) {

@@ -1,5 +1,6 @@
 // CIFAR10 on small CIFAR-format files written by the test (both splits, the folder or its parent), and its errors:
 // missing files, truncated files, labels outside 0..9.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +73,15 @@ TEST(CIFAR10, MissingTruncatedAndWrongFilesAreIOErrors) {
   wrong[3073] = 57;  // record 1's label
   write(dir / "data_batch_4.bin", wrong);
   EXPECT_THROW_MSG(data::CIFAR10(root.string()), IOError, "record 1", "label 57", "CIFAR-100");
+  // A zero-byte batch file (a failed copy) is refused, not read as a batch of no samples (which silently trained
+  // on the other four files only).
+  write(dir / "data_batch_4.bin", records(4, 2));
+  write(dir / "data_batch_3.bin", "");
+  EXPECT_THROW_MSG(data::CIFAR10(root.string()), IOError, "data_batch_3.bin", "is empty");
+  // Neither is a FIFO in its place read (nor waited on).
+  fs::remove(dir / "data_batch_3.bin");
+  ASSERT_EQ(::mkfifo((dir / "data_batch_3.bin").c_str(), 0600), 0);
+  EXPECT_THROW_MSG(data::CIFAR10(root.string()), IOError, "data_batch_3.bin", "is a FIFO, not a regular file");
   fs::remove_all(empty);
   fs::remove_all(root);
 }

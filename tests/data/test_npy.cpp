@@ -1,6 +1,9 @@
 // .npy / .npz: round trips for every dtype, hand-made headers (Fortran order, big-endian, widened integers, format
 // 2.0), memory mapping, NumPy interop both ways (python3 + numpy; skipped when absent), and malformed files: each a
 // clear IOError, never a crash or an allocation of the declared size.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -90,7 +93,7 @@ TEST(Npy, RoundTripsEveryNumpyDtypeAndShape) {
   }
   EXPECT_THROW_MSG(data::save_npy((d / "b.npy").string(), zeros({2}).to(kBFloat16)), DTypeError, "bfloat16",
                    "kFloat32");
-  EXPECT_THROW_MSG(data::save_npy((d / "no" / "dir" / "x.npy").string(), zeros({2})), IOError, "cannot open");
+  EXPECT_THROW_MSG(data::save_npy((d / "no" / "dir" / "x.npy").string(), zeros({2})), IOError, "save_npy: cannot create", "no/dir/x.npy");
   fs::remove_all(d);
 }
 
@@ -304,5 +307,41 @@ TEST(Npz, NumpyInteropBothWays) {
                        "s = np.load('" +
                        dir + "/escalar.npy'); assert s.shape == () and s == 2.0\n"),
             0);
+  fs::remove_all(d);
+}
+
+// save_npy replaces a file atomically, as save() does: a failing write (here: the tensor cannot be written, a
+// folder that does not exist) leaves the old file whole and no partial or temporary file behind.
+TEST(Npy, SaveIsAtomic) {
+  const fs::path d = tmpdir("atomic");
+  const std::string p = (d / "x.npy").string();
+  data::save_npy(p, arange(10).to(kFloat32));
+  const std::string before = read_file(p);
+  EXPECT_THROW(data::save_npy(p, arange(4).to(kBFloat16)), DTypeError);  // refused before anything is written
+  EXPECT_EQ(read_file(p), before);
+  // A write that fails half way: /dev/full as the folder's stand-in is not possible, so a file too large for the
+  // process's file-size limit makes write() fail after the header.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    struct rlimit lim = {4096, 4096};
+    ::signal(SIGXFSZ, SIG_IGN);  // write() fails with EFBIG instead of killing the process
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(2);
+    try {
+      data::save_npy(p, zeros({100000}));
+    } catch (const IOError& e) {
+      _exit(std::string(e.what()).find("save_npy") != std::string::npos ? 0 : 3);
+    }
+    _exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(read_file(p), before);  // the old file, whole
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(d)) entries += e.path().filename() != "x.npy";
+  EXPECT_EQ(entries, 0u);  // no partial or temporary file left
+  EXPECT_EQ(data::load_npy(p).to_vector<float>(), arange(10).to(kFloat32).to_vector<float>());
   fs::remove_all(d);
 }

@@ -302,3 +302,19 @@ TEST(ClipGradNorm, WorksOnAModel) {
     for (double v : test::values(p.grad())) after += v * v;
   EXPECT_NEAR(std::sqrt(after), std::min(0.01, before), 1e-6);
 }
+
+// The mean over an empty batch is nan, as PyTorch's (0 / 0), not 0 or -0; the sum is 0. The backward gives empty
+// gradients.
+TEST(Losses, AnEmptyBatchGivesNan) {
+  Tensor z = zeros({0, 5}).requires_grad_();
+  const Tensor y = zeros({0}, {.dtype = kInt64});
+  Tensor ce = nn::cross_entropy(z, y);
+  EXPECT_TRUE(std::isnan(ce.item<float>())) << ce.item<float>();
+  ce.backward();
+  EXPECT_EQ(z.grad().shape(), Shape({0, 5}));
+  EXPECT_TRUE(std::isnan(nn::logitcrossentropy(zeros({0, 5}), zeros({0, 5})).item<float>()));
+  EXPECT_TRUE(std::isnan(nn::binary_cross_entropy_with_logits(zeros({0}), zeros({0})).item<float>()));
+  EXPECT_TRUE(std::isnan(nn::mse_loss(zeros({0}), zeros({0})).item<float>()));
+  EXPECT_TRUE(std::isnan(nn::cross_entropy(zeros({0, 5}), y, nn::CrossEntropyOptions{}).item<float>()));
+  EXPECT_EQ(nn::cross_entropy(zeros({0, 5}), y, {.reduction = nn::Reduction::Sum}).item<float>(), 0.0f);
+}

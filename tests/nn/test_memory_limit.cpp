@@ -79,6 +79,24 @@ TEST(MemoryLimit, MessageNamesPhaseModuleAndOp) {
 }
 
 // After an OOM the run goes on at a smaller batch, under the same limit.
+// An OOM in the backward of a checkpointed segment (its forward re-run) does not advise checkpointing, which is
+// already on: it says the segment is re-running and advises smaller segments.
+TEST(MemoryLimit, InsideACheckpointsBackwardTheAdviceIsSmallerSegments) {
+  manual_seed(0);
+  nn::Chain block{nn::Dense(16, 65536, nn::relu), nn::Dense(65536, 4)};
+  const Tensor x = randn({64, 16});
+  Tensor loss = sum(autograd::checkpoint([&](const std::vector<Tensor>& in) { return block(in[0]); },
+                                         {x.detach().requires_grad_()}));
+  cpu_empty_cache();
+  LimitGuard limit(in_use() + (4 << 20));  // the re-run's 16 MiB activations do not fit
+  const std::string msg = oom_message([&] { loss.backward(); });
+  EXPECT_NE(msg.find("(re-running a checkpointed segment)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("already checkpointed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoint smaller segments"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("checkpoint activations (autograd::checkpoint)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("autograd::checkpoint on the largest blocks"), std::string::npos) << msg;
+}
+
 TEST(MemoryLimit, TrainingGoesOnAtASmallerBatch) {
   manual_seed(1);
   nn::Chain model{nn::Dense(32, 1024, nn::relu), nn::Dense(1024, 10)};

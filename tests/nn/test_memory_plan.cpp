@@ -4,6 +4,8 @@
 // largest that runs under a limit.
 #include <cmath>
 
+#include <sstream>
+
 #include "test_util.h"
 
 using namespace ember;
@@ -233,6 +235,43 @@ TEST(Summary, TabulatesLayersAndLeavesTheModelAsItWas) {
   const Tensor y = (*model)(randn({2, 1, 28, 28}));
   EXPECT_TRUE(std::isfinite(y.sum().item<float>()));
   EXPECT_FALSE(y.is_meta());
+}
+
+// Long layer names and types widen their columns instead of running into the next one: every row's type starts
+// in the same column as the header's "Type", two spaces at least after the name.
+namespace {
+struct ARatherLongNamedCustomLayerType : nn::Module {
+  nn::Dense fc{4, 4};
+  ARatherLongNamedCustomLayerType() { register_module("fc", fc); }
+  Tensor forward(const Tensor& x) override { return fc(x); }
+};
+struct Outer : nn::Module {
+  ARatherLongNamedCustomLayerType inner;
+  Outer() { register_module("encoder_block_with_a_very_long_descriptive_name", inner); }
+  Tensor forward(const Tensor& x) override { return inner(x); }
+};
+}  // namespace
+
+TEST(Summary, LongNamesKeepTheColumnsApart) {
+  Outer model;
+  const std::string s = nn::summary(model, {2, 4});
+  std::printf("%s", s.c_str());
+  std::istringstream lines(s);
+  std::string line;
+  while (std::getline(lines, line) && line.find("Output shape") == std::string::npos) {
+  }
+  const size_t type_col = line.find("Type"), shape_col = line.find("Output shape");
+  ASSERT_NE(type_col, std::string::npos);
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    const size_t t = line.find("ARatherLongNamedCustomLayerType");
+    if (t == std::string::npos) continue;
+    ++rows;
+    EXPECT_EQ(t, type_col) << line;
+    EXPECT_EQ(line.substr(t - 2, 2), "  ") << line;  // two spaces after the name at least
+    EXPECT_EQ(line.find("[2, 4]"), shape_col) << line;
+  }
+  EXPECT_EQ(rows, 1) << s;
 }
 
 // The largest batch whose planned step fits the limit runs for real under it; one more does not, and training

@@ -204,6 +204,16 @@ TEST(ModuleInputs, BackwardHooksOfSeveralOutputs) {
   EXPECT_FALSE(go[0].defined());
   EXPECT_TENSOR_NEAR(go[1], Shape({2}), std::vector<double>({1, 1}));
   EXPECT_TENSOR_NEAR(a.grad(), Shape({2}), std::vector<double>({4, 4}));
+
+  // The *last* output unused: its grad_output entry is undefined too (this crashed: the engine handed the node
+  // one gradient for its two outputs, and the hook's node read the second).
+  a.set_grad({});
+  const std::vector<Tensor> out2 = m.call({a, b});
+  out2[0].sum().backward();
+  ASSERT_EQ(go.size(), 2u);
+  EXPECT_TENSOR_NEAR(go[0], Shape({2}), std::vector<double>({1, 1}));
+  EXPECT_FALSE(go[1].defined());
+  EXPECT_TENSOR_NEAR(a.grad(), Shape({2}), std::vector<double>({1, 1}));
 }
 
 TEST(ModuleInputs, SummaryTakesExampleInputs) {

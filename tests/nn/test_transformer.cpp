@@ -147,6 +147,15 @@ TEST(MultiheadAttention, SeparateProjectionsMatchThePackedOne) {
   }
   EXPECT_TRUE(allclose(sep.forward(x2, keep).select(0, 0).slice(0, 0, 2), y.select(0, 0).slice(0, 0, 2), 1e-12));
   EXPECT_NE(sep.repr().find("separate_qkv"), std::string::npos);
+  // A mask of the wrong key length names the mask, the shape it must have and the module it reached.
+  struct Masked : nn::Module {
+    nn::MultiheadAttention attn;
+    explicit Masked(nn::MultiheadAttention a) : attn(std::move(a)) { register_module("attn", attn); }
+    Tensor forward(const Tensor& x, const Tensor& mask) override { return attn(x, mask); }
+  } masked(sep);
+  EXPECT_THROW_MSG(masked(x, ones({2, 1, 1, 7}, {.dtype = kBool})), ShapeError,
+                   "scaled_dot_product_attention: the mask [2, 1, 1, 7]", "scores' shape [2, 2, 3, 3]",
+                   "a padding mask is [batch, 1, 1, key length] = [2, 1, 1, 3]", "in module 'attn'");
 }
 
 // Post-norm (norm_first = false, BERT's): ln1(x + attn(x)), then ln2(h + mlp(h)), with the children's names of the

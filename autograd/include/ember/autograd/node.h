@@ -49,6 +49,9 @@ struct Node {
   const char* name;
   uint64_t seq;
   std::vector<Edge> next;
+  // How many outputs the node computed (set by record()): the engine hands apply() exactly this many gradients,
+  // undefined for the outputs no gradient reached, so a backward never indexes past the ones that came.
+  uint32_t num_outputs = 1;
   std::string created;  // where it was recorded (filled in anomaly mode only)
   // A create_graph pass may run its backward: every op's backward is differentiable again (built of recorded ops,
   // or through the op's composite: autograd::grads_by_recompute). The exceptions clear it — checkpoint, and custom

@@ -64,14 +64,27 @@ class OpScope {
   const char* prev_;
 };
 
+// Open while autograd::checkpoint's backward re-runs its segment and differentiates it: an OOM there is already
+// the cure "checkpoint activations" would suggest, so the advice must differ (a smaller segment, a smaller batch).
+class CheckpointRecomputeScope {
+ public:
+  CheckpointRecomputeScope();
+  ~CheckpointRecomputeScope();
+  CheckpointRecomputeScope(const CheckpointRecomputeScope&) = delete;
+  CheckpointRecomputeScope& operator=(const CheckpointRecomputeScope&) = delete;
+};
+
 struct Context {
   Phase phase = Phase::kForward;
   std::string module_path;   // "" outside any named module
   const char* op = nullptr;  // the op running (forward: the outermost public op; backward: the engine's node)
+  bool checkpoint_recompute = false;  // inside a checkpointed segment's backward (CheckpointRecomputeScope)
 };
 Context current_context();
 // " during the backward of linear in module '1.fc'" (empty pieces left out), for error messages.
 std::string describe_context();
+// What to try first against an out-of-memory error in this context, besides a smaller batch: ends with ", ".
+std::string phase_advice();
 
 }  // namespace memory
 }  // namespace ember

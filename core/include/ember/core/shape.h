@@ -46,6 +46,9 @@ class Shape {
   }
 
   int64_t numel() const;  // product of the sizes (1 for rank 0)
+  // The product of the sizes, or -1 when it does not fit in int64 (or a size is negative): a shape whose element
+  // count overflows is refused wherever one is formed (views, expand, broadcasting), not only when allocated.
+  int64_t checked_numel() const;
   std::vector<int64_t> vec() const { return std::vector<int64_t>(begin(), end()); }
   bool operator==(const Shape& o) const { return n_ == o.n_ && std::equal(begin(), end(), o.begin()); }
   bool operator!=(const Shape& o) const { return !(*this == o); }

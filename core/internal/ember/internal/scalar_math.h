@@ -149,6 +149,7 @@ EMBER_HD float m_erf(float v) { return ::erff(v); }
 EMBER_HD double m_erf(double v) { return ::erf(v); }
 EMBER_HD float m_pow(float a, float b) { return ::powf(a, b); }
 EMBER_HD double m_pow(double a, double b) { return ::pow(a, b); }
+EMBER_HD float m_fma(float a, float b, float c) { return ::fmaf(a, b, c); }
 EMBER_HD float bits_to_float(int32_t i) { return __int_as_float(i); }
 #else
 EMBER_HD float m_sqrt(float v) { return std::sqrt(v); }
@@ -169,6 +170,10 @@ EMBER_HD float m_erf(float v) { return std::erf(v); }
 EMBER_HD double m_erf(double v) { return std::erf(v); }
 EMBER_HD float m_pow(float a, float b) { return std::pow(a, b); }
 EMBER_HD double m_pow(double a, double b) { return std::pow(a, b); }
+// a * b + c rounded once. The float kernels below that have hand-vectorised twins (core/cpu/gelu_vec.h,
+// vec_math.h) spell their FMAs out: the twins' bit-equality must not depend on whether the compiler contracts
+// a * b + c (it does at -O2, not in the Debug + sanitizer build). GCC vectorises it as vfmadd with -mfma.
+EMBER_HD float m_fma(float a, float b, float c) { return std::fma(a, b, c); }
 EMBER_HD float bits_to_float(int32_t i) {
 #if defined(__GNUC__) && !defined(__CUDACC__)
   return __builtin_bit_cast(float, i);
@@ -195,16 +200,16 @@ struct ExpReduced {
   float n, e;
 };
 EMBER_HD ExpReduced exp_reduce_f32(float v) {
-  const float n = (v * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
-  float r = v - n * 0.693359375f;                                        // ln 2, high part (exact in float)
-  r = r - n * -2.12194440e-4f;                                           // ln 2, low part
+  const float n = m_fma(v, 1.44269504088896341f, 12582912.f) - 12582912.f;  // round to nearest: 1.5 * 2^23 trick
+  float r = m_fma(-n, 0.693359375f, v);                                      // ln 2, high part (exact in float)
+  r = m_fma(-n, -2.12194440e-4f, r);                                         // ln 2, low part
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  return {n, r * r * p + r + 1.f};
+  p = m_fma(p, r, 1.3981999507e-3f);
+  p = m_fma(p, r, 8.3334519073e-3f);
+  p = m_fma(p, r, 4.1665795894e-2f);
+  p = m_fma(p, r, 1.6666665459e-1f);
+  p = m_fma(p, r, 5.0000001201e-1f);
+  return {n, m_fma(r * r, p, r) + 1.f};
 }
 EMBER_HD float exp_f32(float x) {
   // clamp (written so that NaN survives to the end: comparisons with NaN are false)
@@ -242,14 +247,14 @@ EMBER_HD NormalTail normal_tail_f32(float x) {
   const float z = (x < 0.f ? -x : x) * 0.70710678118654752f;
   const float zc = z > 10.f ? 10.f : z;
   float p = 0.07546200603f;
-  p = p * zc + 0.41252467036f;
-  p = p * zc + 0.93910908699f;
-  p = p * zc + 0.99999994040f;
+  p = m_fma(p, zc, 0.41252467036f);
+  p = m_fma(p, zc, 0.93910908699f);
+  p = m_fma(p, zc, 0.99999994040f);
   float q = 0.13384459913f;
-  q = q * zc + 0.72949087620f;
-  q = q * zc + 1.74548780918f;
-  q = q * zc + 2.06748414040f;
-  q = q * zc + 1.f;
+  q = m_fma(q, zc, 0.72949087620f);
+  q = m_fma(q, zc, 1.74548780918f);
+  q = m_fma(q, zc, 2.06748414040f);
+  q = m_fma(q, zc, 1.f);
   const float z2 = z * z;
   return {0.5f * p / q, exp_nonpositive_f32(-z2), z2};
 }
@@ -265,7 +270,7 @@ template <class C>
 EMBER_HD C gelu(C v) {
   if constexpr (std::is_same<C, float>::value) {
     const NormalTail t = normal_tail_f32(v);
-    return v < 0.f ? (v * t.r) * left_tail_e(t) : v * (1.f - t.r * right_half_e(t));
+    return v < 0.f ? (v * t.r) * left_tail_e(t) : v * m_fma(-t.r, right_half_e(t), 1.f);
   } else {
     return static_cast<C>(0.5) * v * (C(1) + m_erf(v * static_cast<C>(0.70710678118654752440)));
   }
@@ -275,8 +280,8 @@ EMBER_HD C gelu_grad(C v) {
   if constexpr (std::is_same<C, float>::value) {
     // Phi + x phi = e (r + x / sqrt(2 pi)) left of 0, 1 + e (x / sqrt(2 pi) - r) right of it
     const NormalTail t = normal_tail_f32(v);
-    const float xd = v * 0.39894228040143268f;  // x / sqrt(2 pi)
-    return v < 0.f ? (t.r + xd) * left_tail_e(t) : 1.f + right_half_e(t) * (xd - t.r);
+    const float c = 0.39894228040143268f;  // 1 / sqrt(2 pi); x c is formed inside the FMAs
+    return v < 0.f ? m_fma(v, c, t.r) * left_tail_e(t) : m_fma(right_half_e(t), m_fma(v, c, -t.r), 1.f);
   } else {
     const C cdf = static_cast<C>(0.5) * (C(1) + m_erf(v * static_cast<C>(0.70710678118654752440)));
     return cdf + v * m_exp(static_cast<C>(-0.5) * v * v) * static_cast<C>(0.39894228040143268);
