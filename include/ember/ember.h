@@ -64,3 +64,5 @@
 #include "ember/optim/lr_scheduler.h"
 #include "ember/optim/optimizer.h"
 #include "ember/optim/sgd.h"
+
+#include "ember/models.h"

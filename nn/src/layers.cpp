@@ -18,6 +18,7 @@ std::string activation_name(Activation f) {
   if (f == sigmoid) return "sigmoid";
   if (f == tanh) return "tanh";
   if (f == gelu) return "gelu";
+  if (f == gelu_tanh) return "gelu_tanh";
   return "fn";
 }
 
@@ -151,6 +152,11 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(int64_t oh, int64_t ow) : oh_(oh), ow_(ow) 
   check_positive("AdaptiveAvgPool2d", "output width", ow);
 }
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, {oh_, ow_}); }
+Tensor GELU::forward(const Tensor& x) { return ember::gelu(x, opts_); }
+std::string GELU::repr() const {
+  return opts_.approximate == GeluApproximate::Tanh ? "GELU(approximate=tanh)" : "GELU()";
+}
+
 std::string AdaptiveAvgPool2d::repr() const {
   return oh_ == ow_ ? detail::str("AdaptiveAvgPool2d(", oh_, ")")
                     : detail::str("AdaptiveAvgPool2d((", oh_, ", ", ow_, "))");

@@ -137,6 +137,12 @@ std::vector<UnCase> unary_cases() {
           {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, ref_sigmoid, false},
           {"tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, false},
           {"gelu", [](const Tensor& x) { return gelu(x); }, ref_gelu, false},
+          {"gelu_tanh", [](const Tensor& x) { return gelu(x * 4, {.approximate = GeluApproximate::Tanh}); },
+           [](double v) {  // x/2 (1 + tanh u) as x sigmoid(2u): the same function, no cancellation left of 0
+             const double x = 4 * v;
+             return x / (1 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+           },
+           false},
           {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
            [](double v) { return v < -0.5 ? -0.5 : (v > 0.75 ? 0.75 : v); }, false},
           {"log1p", [](const Tensor& x) { return log1p(x); }, [](double v) { return std::log1p(v); }, true},

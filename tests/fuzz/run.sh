@@ -9,7 +9,7 @@ build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
 secs=${2:-180}
 src=$(cd "$(dirname "$0")" && pwd)
 status=0
-for t in npy npz idx safetensors cifar; do
+for t in npy npz idx safetensors cifar checkpoint; do
   work=$build/fuzz-corpus/$t findings=$build/findings/$t
   mkdir -p "$work" "$findings"
   # -malloc_limit_mb: an allocation of a forged declared size is a finding, not a slow run.

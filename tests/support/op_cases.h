@@ -171,6 +171,7 @@ inline void add_unary(std::vector<OpCase>& cs) {
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, rn},
       {"tanh", [](const Tensor& x) { return tanh(x); }, rn},
       {"gelu", [](const Tensor& x) { return gelu(x); }, rn},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x * 3, {.approximate = GeluApproximate::Tanh}); }, rn},
       {"softplus", [](const Tensor& x) { return softplus(x * 4); }, rn},  // (x * 4: some inputs past 1 and -1)
       {"log1p", [](const Tensor& x) { return log1p(x); }, above_m1},
       {"sin", [](const Tensor& x) { return sin(x * 3); }, rn},  // (x * 3: over more than one period)

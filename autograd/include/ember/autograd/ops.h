@@ -98,6 +98,13 @@ Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x);       // exact (erf) form
+// GELU's form: None, the exact x Phi(x); Tanh, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (PyTorch's
+// approximate="tanh", GPT-2's "gelu_new").
+enum class GeluApproximate { None, Tanh };
+struct GeluOptions {
+  GeluApproximate approximate = GeluApproximate::None;
+};
+Tensor gelu(const Tensor& x, const GeluOptions& opts);  // gelu(x, {.approximate = GeluApproximate::Tanh})
 Tensor softplus(const Tensor& x);   // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
 Tensor silu(const Tensor& x);       // x * sigmoid(x)
 Tensor mish(const Tensor& x);       // x * tanh(softplus(x))

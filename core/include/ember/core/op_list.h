@@ -30,7 +30,8 @@
 // cost: Cheap or Transcendental (the CPU backend gives the latter threads at smaller sizes).
 // autocast: what autocast does to the input of the public op (ember/autograd/op_def.h): Keep its dtype, or Fp32
 // (a 16-bit float input computed in float32: the ops that need range, as PyTorch's autocast lists).
-// GeluGrad is d gelu(x) / dx, for autograd.
+// GeluGrad is d gelu(x) / dx, for autograd; GeluTanh is GELU's tanh approximation (PyTorch's approximate="tanh",
+// GPT-2's gelu_new) and GeluTanhGrad its derivative.
 #define EMBER_UNARY_OPS(X) \
   X(Neg, "neg", false, Cheap, Keep) \
   X(Abs, "abs", false, Cheap, Keep) \
@@ -50,7 +51,9 @@
   X(Sin, "sin", true, Transcendental, Keep) \
   X(Cos, "cos", true, Transcendental, Keep) \
   X(Mish, "mish", true, Transcendental, Keep) \
-  X(Hardswish, "hardswish", true, Cheap, Keep)
+  X(Hardswish, "hardswish", true, Cheap, Keep) \
+  X(GeluTanh, "gelu_tanh", true, Transcendental, Keep) \
+  X(GeluTanhGrad, "gelu_tanh_grad", true, Transcendental, Keep)
 
 // --- binary ops: X(Name, "name", kind, autocast), autocast as for the unary ops. kind: Arith (result in the
 // inputs' type), FloatArith (the same for floating types; integer inputs compute in float32, as true division)

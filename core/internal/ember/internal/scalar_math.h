@@ -288,6 +288,30 @@ EMBER_HD C gelu_grad(C v) {
   }
 }
 
+// GELU's tanh approximation, x/2 (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3) (PyTorch's
+// approximate="tanh", GPT-2's "gelu_new"), and its derivative, computed as x sigmoid(2u) = x / (1 + exp(-2u)): the
+// same function without 1 + tanh(u)'s cancellation left of 0 (the tanh form loses every digit there: past x ~ -9
+// it gives 0 where the value is ~1e-30), and in float with one branch-free exp (exp_f32), so CPU loops vectorise
+// (std::tanh stays a call per element). x -> -inf gives -0 then NaN at -inf (inf * 0), as PyTorch's.
+template <class C>
+EMBER_HD C gelu_tanh(C v) {
+  const C w = static_cast<C>(2 * 0.79788456080286535588) * (v + static_cast<C>(0.044715) * v * v * v);  // 2u
+  if constexpr (std::is_same<C, float>::value) return v / (1.f + exp_f32(-w));
+  else return v / (C(1) + m_exp(-w));
+}
+// d/dx x s(w) = s + x s (1 - s) w', s = sigmoid(w), w = 2u, w' = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+template <class C>
+EMBER_HD C gelu_tanh_grad(C v) {
+  constexpr double k2 = 2 * 0.79788456080286535588, c = 0.044715;
+  const C x2 = v * v;
+  const C w = static_cast<C>(k2) * (v + static_cast<C>(c) * x2 * v);
+  C e;
+  if constexpr (std::is_same<C, float>::value) e = exp_f32(-w);
+  else e = m_exp(-w);
+  const C s = C(1) / (C(1) + e);
+  return s + v * (static_cast<C>(k2) * (C(1) + static_cast<C>(3 * c) * x2)) * (s * (C(1) - s));
+}
+
 // exp in the compute type: exp_f32 for float, the math library's for double.
 template <class C>
 EMBER_HD C fast_exp(C v) {
@@ -315,6 +339,8 @@ EMBER_HD C unary(C v) {
   else if constexpr (Op == UnaryOp::Tanh) return m_tanh(v);
   else if constexpr (Op == UnaryOp::Gelu) return gelu(v);
   else if constexpr (Op == UnaryOp::GeluGrad) return gelu_grad(v);
+  else if constexpr (Op == UnaryOp::GeluTanh) return gelu_tanh(v);
+  else if constexpr (Op == UnaryOp::GeluTanhGrad) return gelu_tanh_grad(v);
   // log(1 + e^x), as PyTorch's softplus (beta 1, threshold 20: x itself above it, where they agree in float64)
   else if constexpr (Op == UnaryOp::Softplus) return v > C(20) ? v : m_log1p(m_exp(v));
   // the math library's log1p: exact for small x, where log(1 + x) would round 1 + x first

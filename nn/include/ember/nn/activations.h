@@ -14,6 +14,7 @@ inline Tensor relu(const Tensor& x) { return ember::relu(x); }
 inline Tensor sigmoid(const Tensor& x) { return ember::sigmoid(x); }
 inline Tensor tanh(const Tensor& x) { return ember::tanh(x); }
 inline Tensor gelu(const Tensor& x) { return ember::gelu(x); }
+inline Tensor gelu_tanh(const Tensor& x) { return ember::gelu(x, {.approximate = GeluApproximate::Tanh}); }
 
 // "relu", "sigmoid", ... for the built-in activations, "fn" for others (used when printing layers).
 std::string activation_name(Activation f);

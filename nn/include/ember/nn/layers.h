@@ -121,6 +121,17 @@ class AvgPool2d : public Module {
   int64_t k_, s_;
 };
 
+// GELU as a module (torch.nn.GELU): exact by default, the tanh approximation with {.approximate = Tanh}.
+class GELU : public Module {
+ public:
+  explicit GELU(GeluOptions opts = {}) : opts_(opts) {}
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+
+ private:
+  GeluOptions opts_;
+};
+
 // Averages x [N, C, H, W] (or [C, H, W]) over PyTorch's adaptive bins to [N, C, oh, ow]
 // (adaptive_avg_pool2d; AdaptiveAvgPool2d(1) is global average pooling).
 class AdaptiveAvgPool2d : public Module {
