@@ -3,10 +3,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -37,29 +39,41 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// "<digits>" as a pid, or -1.
-pid_t parse_pid(std::string_view s) {
-  if (s.empty() || s.size() > 9) return -1;
-  pid_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return -1;
-    v = v * 10 + (c - '0');
-  }
-  return v;
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Whether `name` is "<base>.tmp.<pid>.<n>" of a writer other than this process that no longer runs.
-bool is_stale_temp(const std::string& name, const std::string& base) {
+// Whether `name` is one of write_atomically's temporary names for `base`: "<base>.tmp.<digits>.<digits>".
+bool is_temp_name(const std::string& name, const std::string& base) {
   const std::string prefix = base + ".tmp.";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
   const std::string_view rest = std::string_view(name).substr(prefix.size());
   const size_t dot = rest.find('.');
-  if (dot == std::string_view::npos || parse_pid(rest.substr(dot + 1)) < 0) return false;
-  const pid_t pid = parse_pid(rest.substr(0, dot));
-  if (pid <= 0 || pid == ::getpid()) return false;  // our own may be another thread's save in progress
-  return ::kill(pid, 0) != 0 && errno == ESRCH;     // EPERM: alive, someone else's
+  return dot != std::string_view::npos && all_digits(rest.substr(0, dot)) && all_digits(rest.substr(dot + 1));
 }
 
+// A writer holds an open-file-description lock on its temporary file from creation to rename (released by the
+// kernel when the writer dies, however it dies). OFD locks conflict between descriptions even within one process,
+// and work across hosts on NFS, unlike a pid check.
+bool lock_exclusive(int fd) {
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  return ::fcntl(fd, F_OFD_SETLK, &l) == 0;
+}
+
+// The temporary file `path` if its writer is gone: unlocked (no live writer holds it) and not modified in the last
+// minute (the moment between a writer's create and its lock). Returns whether it was removed.
+bool remove_if_abandoned(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const bool old = regular && ::time(nullptr) - st.st_mtime > 60;
+  const bool removed = old && lock_exclusive(fd) && ::unlink(path.c_str()) == 0;
+  ::close(fd);
+  return removed;
+}
 }  // namespace
 
 int open_for_reading(const std::string& path, const char* who) {
@@ -123,7 +137,7 @@ int remove_stale_temp_files(const std::string& path) {
   int removed = 0;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (is_stale_temp(name, base) && ::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+    if (is_temp_name(name, base) && remove_if_abandoned(dir + "/" + name)) ++removed;
   }
   ::closedir(d);
   return removed;
@@ -133,10 +147,17 @@ void write_atomically(const std::string& path, const char* who,
                       const std::function<void(int fd, const std::string& tmp_path)>& write) {
   remove_stale_temp_files(path);
   // pid + a counter: concurrent saves from several threads or processes never share a temporary file.
+  // O_EXCL | O_NOFOLLOW: never reuse a file (a leftover of a reused pid) or follow a link planted at the name.
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   EMBER_CHECK(fd >= 0, IOError, who, ": cannot create ", tmp, " (", std::strerror(errno), ")");
+  lock_exclusive(fd);  // held until the rename: a later sweep leaves this file alone while we write it
   try {
     write(fd, tmp);
     EMBER_CHECK(::fsync(fd) == 0, IOError, who, ": fsync of ", tmp, " failed (", std::strerror(errno), ")");

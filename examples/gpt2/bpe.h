@@ -1,8 +1,9 @@
 // GPT-2's byte-level BPE tokenizer from a Hugging Face folder's vocab.json and merges.txt, for examples/gpt2: text is
 // split into pieces as GPT-2's pattern does (contractions, runs of letters, of digits, of other characters, each
 // with one leading space; runs of spaces), each piece's bytes are mapped to GPT-2's printable characters, merged by
-// rank, and looked up. Simplification: only ASCII letters and digits are classified; other UTF-8 bytes count as
-// letters (exact for English text; a piece boundary may differ from GPT-2's inside other scripts' punctuation).
+// rank, and looked up. Simplification: only ASCII is classified; every non-ASCII byte counts as a letter, so ASCII
+// text tokenises as GPT-2's does, but curly quotes and apostrophes, dashes, non-breaking spaces and other scripts'
+// punctuation can split differently (a piece boundary moves; the text still round-trips through decode).
 #pragma once
 #include <ember/ember.h>
 

@@ -59,8 +59,12 @@ Tensor GPT2Attention::forward(const Tensor& x) {
 Tensor GPT2Attention::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   const std::vector<Tensor> qkv = chunk(c_attn_(x), 3, -1);
   const int64_t past = cache.length, t = x.size(1);
+  EMBER_CHECK_VALUE(layer < cache.keys.size() && layer < cache.values.size(), "models::GPT2: the cache has ",
+                    cache.keys.size(), " layers, the model more");
   Tensor& kc = cache.keys[layer];
   Tensor& vc = cache.values[layer];
+  EMBER_CHECK_VALUE(past + t <= kc.size(2) && past + t <= vc.size(2), "models::GPT2: ", t, " new positions after ",
+                    past, " cached ones do not fit the cache's ", kc.size(2));
   {
     NoGradGuard g;
     kc.slice(2, past, past + t).copy_(split_heads(qkv[1], heads_));

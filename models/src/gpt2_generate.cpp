@@ -82,7 +82,9 @@ Tensor GPT2::generate(const Tensor& ids, const GenerateOptions& o) const {
   auto& model = const_cast<GPT2Model&>(transformer_);  // a handle: generation changes no module state
   const Tensor weight = transformer_.wte().weight();
   KVCache cache = make_cache(config_, b, total, {.dtype = weight.dtype(), .device = weight.device()});
+  // Every draw — the sampling, and dropout when the model is left in training mode — from the seed's own stream.
   Generator gen(o.seed);
+  GeneratorScope use_gen(gen);
   const Tensor prompt = ids.to(kInt64).to(weight.device());
   std::vector<Tensor> pieces = {prompt};
   std::vector<bool> done(static_cast<size_t>(b), false);
@@ -91,10 +93,7 @@ Tensor GPT2::generate(const Tensor& ids, const GenerateOptions& o) const {
     const Tensor h = model.forward_cached(next_input, cache);  // [B, t or 1, D]
     const Tensor last = linear(h.select(1, h.size(1) - 1), weight).to(kFloat64);  // [B, V]
     std::vector<float> u(static_cast<size_t>(b), 0.f);
-    if (o.temperature > 0) {
-      GeneratorScope use(gen);
-      u = rand({b}).to_vector<float>();
-    }
+    if (o.temperature > 0) u = rand({b}).to_vector<float>();
     std::vector<int64_t> tokens = pick(last.to_vector<double>(), b, config_.vocab_size, o, u);
     for (int64_t r = 0; r < b; ++r) {
       auto& tok = tokens[static_cast<size_t>(r)];

@@ -75,16 +75,18 @@ struct Entry {
 // whatever the JSON library's formatting.
 uint32_t header_crc(std::vector<const Entry*> entries, const std::map<std::string, std::string>& metadata) {
   std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->name < b->name; });
+  // Every text field with its length in front, so that no two different headers make the same string.
   std::string c;
+  auto field = [&c](const std::string& f) { c.append(std::to_string(f.size())).append(":").append(f); };
   for (const auto& [k, v] : metadata)
-    if (!is_checksum_key(k)) c.append(k).push_back('\0'), c.append(v).push_back('\0');
-  c.push_back('\1');
+    if (!is_checksum_key(k)) field(k), field(v);
+  c.append("|tensors|");
   for (const Entry* e : entries) {
-    c.append(e->name).push_back('\0');
-    c.append(st_dtype(e->dtype)).push_back('\0');
+    field(e->name);
+    field(st_dtype(e->dtype));
     for (int64_t d : e->shape) c.append(std::to_string(d)).push_back(',');
     c.append(std::to_string(e->begin)).push_back(':');
-    c.append(std::to_string(e->end)).push_back('\0');
+    c.append(std::to_string(e->end)).push_back(';');
   }
   return crc32c(c.data(), c.size());
 }
@@ -241,13 +243,17 @@ Entry parse_entry(uint64_t data_size, const std::string& path, const std::string
   return e;
 }
 
-// No two tensors may share bytes (a damaged offset would make one tensor read another's data).
+// No two tensors may share bytes (a damaged offset would make one tensor read another's data); empty tensors take
+// none.
 void check_disjoint(std::vector<const Entry*> entries, const std::string& path) {
+  std::erase_if(entries, [](const Entry* e) { return e->begin == e->end; });
   std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < entries.size(); ++i)
-    EMBER_CHECK(entries[i]->begin >= entries[i - 1]->end || entries[i]->begin == entries[i]->end, IOError, "load: ",
-                path, ": tensors \"", entries[i - 1]->name, "\" and \"", entries[i]->name,
-                "\" have overlapping data offsets (a damaged header)");
+  const Entry* reach = nullptr;  // the entry that ends last among those before
+  for (const Entry* e : entries) {
+    EMBER_CHECK(!reach || e->begin >= reach->end, IOError, "load: ", path, ": tensors \"", reach ? reach->name : "",
+                "\" and \"", e->name, "\" have overlapping data offsets (a damaged header)");
+    if (!reach || e->end > reach->end) reach = e;
+  }
 }
 
 // The stored checksums, when the file has them, against what the file holds now.
@@ -352,25 +358,38 @@ LoadPlan plan_load(const NamedTensors& into, const NamedTensors& from, const std
   std::map<std::string, Tensor> src = renamed(from, opts, what);
   LoadPlan plan;
   std::set<std::string> expected;
-  // A tied tensor (one TensorImpl under several names) is read from its first name; a file written by save()
-  // holds only that one, an older file may hold the others too (they are then checked and ignored).
-  std::set<const TensorImpl*> seen;
+  // A tied tensor (one TensorImpl under several names) is read from the first of its names the file has: a file
+  // written by save() holds only its first name, Hugging Face's GPT-2 files only the embedding's, others only the
+  // head's; a file with several is checked for each and read from the first. It is missing only when none is there.
+  std::vector<std::pair<const TensorImpl*, std::vector<std::string>>> groups;  // in state_dict order
+  std::map<const TensorImpl*, size_t> group_of;
+  std::map<std::string, Tensor> by_name;
   for (const auto& [name, t] : into) {
     expected.insert(name);
-    const bool alias = !seen.insert(t.impl()).second;
-    auto it = src.find(name);
-    if (it == src.end()) {
-      if (alias) continue;
-      plan.result.missing.push_back(name);
-      plan.missing_described.push_back(describe(name, t));
-      continue;
+    by_name.emplace(name, t);
+    auto [it, fresh] = group_of.emplace(t.impl(), groups.size());
+    if (fresh) groups.push_back({t.impl(), {}});
+    groups[it->second].second.push_back(name);
+  }
+  for (const auto& [impl, names] : groups) {
+    const Tensor& t = by_name.at(names[0]);
+    const Tensor* source = nullptr;
+    for (const std::string& name : names) {
+      auto it = src.find(name);
+      if (it == src.end()) continue;
+      EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ",
+                  it->second.shape(), " in the file but ", t.shape(), " in the model");
+      EMBER_CHECK(opts.dtype_cast || it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name,
+                  "\" has dtype ", it->second.dtype(), " in the file but ", t.dtype(),
+                  " in the model (pass .dtype_cast = true to convert)");
+      if (!source) source = &it->second;
     }
-    EMBER_CHECK(it->second.shape() == t.shape(), IOError, what, ": tensor \"", name, "\" has shape ",
-                it->second.shape(), " in the file but ", t.shape(), " in the model");
-    EMBER_CHECK(opts.dtype_cast || it->second.dtype() == t.dtype(), IOError, what, ": tensor \"", name,
-                "\" has dtype ", it->second.dtype(), " in the file but ", t.dtype(),
-                " in the model (pass .dtype_cast = true to convert)");
-    if (!alias) plan.copies.emplace_back(t, it->second);
+    if (source) {
+      plan.copies.emplace_back(t, *source);
+    } else {
+      plan.result.missing.push_back(names[0]);
+      plan.missing_described.push_back(describe(names[0], t));
+    }
   }
   for (const auto& [name, t] : src)
     if (!expected.count(name)) {

@@ -1,12 +1,14 @@
 // Files that cannot hang, lie or pile up (issue 55): readers refuse FIFOs and other non-files before reading;
 // every bit of a checkpoint's header, metadata and data is covered by a checksum; shapes must be whole numbers;
 // names must be JSON text; a killed writer's temporary files are swept by the next save.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -256,39 +258,59 @@ TEST_F(FileSafety, NamesThatTheHeaderCannotHoldAreRefused) {
   EXPECT_EQ(meta["n\xc3\xb6te"], "\xe2\x9c\x93");
 }
 
-// A writer killed during save leaves "<path>.tmp.<pid>.<n>"; the next save to that path removes the ones whose
-// process is gone, and leaves a live writer's (another process saving now) alone.
+// A writer killed during save leaves "<path>.tmp.<pid>.<n>"; the next save to that path removes the ones no live
+// writer holds (writers hold an open-file-description lock, which dies with them) once they are a minute old, and
+// leaves a live writer's, other files' and recent ones alone.
 TEST_F(FileSafety, TheNextSaveSweepsAKilledWritersTemporaryFiles) {
   const std::string p = path("ckpt.safetensors");
-  // A process that exits at once gives a pid that no longer runs.
-  const pid_t dead = ::fork();
-  ASSERT_GE(dead, 0);
-  if (dead == 0) _exit(0);
-  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
-  // A live process: a child that sleeps until killed.
-  const pid_t live = ::fork();
-  ASSERT_GE(live, 0);
-  if (live == 0) {
+  auto make_old = [](const std::string& f) {
+    fs::last_write_time(f, fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  };
+  for (int i = 0; i < 3; ++i) {
+    write_bytes(p + ".tmp.4000001." + std::to_string(i), "partial");  // what killed writers left
+    make_old(p + ".tmp.4000001." + std::to_string(i));
+  }
+  write_bytes(p + ".tmp.4000002.0", "just created");  // too recent to judge: its writer may not have locked it yet
+  const std::string live = p + ".tmp.4000003.0";
+  write_bytes(live, "in progress");
+  make_old(live);
+  write_bytes(path("other.safetensors.tmp.4000001.0"), "someone else's file");
+  make_old(path("other.safetensors.tmp.4000001.0"));
+  write_bytes(p + ".tmp.notapid.0", "not ours");
+  make_old(p + ".tmp.notapid.0");
+  // A live writer in another process holds its file's lock while it writes.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    const int fd = ::open(live.c_str(), O_RDWR);
+    struct flock l {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    const char ok = fd >= 0 && ::fcntl(fd, F_OFD_SETLK, &l) == 0 ? 1 : 0;
+    (void)!::write(ready[1], &ok, 1);
     ::pause();
     _exit(0);
   }
-  for (int i = 0; i < 3; ++i) write_bytes(p + ".tmp." + std::to_string(dead) + "." + std::to_string(i), "partial");
-  write_bytes(p + ".tmp." + std::to_string(live) + ".0", "in progress");
-  write_bytes(path("other.safetensors.tmp.") + std::to_string(dead) + ".0", "someone else's file");
-  write_bytes(p + ".tmp.notapid.0", "not ours");
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1);
   nn::Chain model{nn::Dense(2, 2)};
   Optim opt;
   nn::save_checkpoint(p, model, opt, 1);
-  ::kill(live, SIGKILL);
-  ::waitpid(live, nullptr, 0);
-  EXPECT_EQ(files(), (std::vector<std::string>{"ckpt.safetensors", "ckpt.safetensors.tmp." + std::to_string(live) + ".0",
-                                               "ckpt.safetensors.tmp.notapid.0",
-                                               "other.safetensors.tmp." + std::to_string(dead) + ".0"}));
-  EXPECT_EQ(remove_stale_temp_files(p), 1);  // the writer is gone now
+  EXPECT_EQ(files(), (std::vector<std::string>{"ckpt.safetensors", "ckpt.safetensors.tmp.4000002.0",
+                                               "ckpt.safetensors.tmp.4000003.0", "ckpt.safetensors.tmp.notapid.0",
+                                               "other.safetensors.tmp.4000001.0"}));
+  ::kill(writer, SIGKILL);
+  ::waitpid(writer, nullptr, 0);
+  EXPECT_EQ(remove_stale_temp_files(p), 1);  // the writer is gone now: its lock with it
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 // A real kill: a child saving a large checkpoint in a loop is killed at a random moment; the file under the final
-// name is always a whole checkpoint, and the next save leaves no temporary file behind.
+// name is always a whole checkpoint, and a later save leaves no temporary file behind.
 TEST_F(FileSafety, KilledWritersLeaveWholeFilesAndNoLeftovers) {
   const std::string p = path("big.safetensors");
   nn::Chain model{nn::Dense(512, 512)};
@@ -305,6 +327,10 @@ TEST_F(FileSafety, KilledWritersLeaveWholeFilesAndNoLeftovers) {
     ::waitpid(pid, nullptr, 0);
     EXPECT_NO_THROW((void)nn::load_checkpoint(p, model, opt)) << "round " << round;
   }
+  // The killed writers' temporary files, once a minute old, are gone after the next save.
+  for (const std::string& f : files())
+    if (f != "big.safetensors")
+      fs::last_write_time(dir_ / f, fs::file_time_type::clock::now() - std::chrono::minutes(2));
   nn::save_checkpoint(p, model, opt, 99);
   EXPECT_EQ(files(), std::vector<std::string>{"big.safetensors"});
   EXPECT_EQ(nn::load_checkpoint(p, model, opt), 99);

@@ -3,9 +3,10 @@
 //   - open_for_reading: a regular file or an IOError — a FIFO, a socket, a directory or a device is refused before
 //     anything is read from it (opening a FIFO for reading would otherwise wait forever for a writer);
 //   - write_atomically: a temporary file beside the target, fsync'ed and renamed over it, the folder fsync'ed; a
-//     crash leaves the old file or the new one, never a part. Temporary files are named "<path>.tmp.<pid>.<n>"; the
-//     ones a killed writer left (their pid no longer runs on this machine) are removed by the next save to the
-//     same path;
+//     crash leaves the old file or the new one, never a part. Temporary files are named "<path>.tmp.<pid>.<n>" and
+//     locked by their writer (an open-file-description lock, which the kernel drops when the writer dies, and
+//     which NFS honours across hosts); the next save to the same path removes the ones no writer holds that are
+//     over a minute old (what a killed writer left);
 //   - crc32c: CRC-32C (Castagnoli), the checksum of the checkpoint, npz and TensorBoard event files;
 //   - valid_utf8: what a JSON header may hold.
 #pragma once
@@ -32,8 +33,8 @@ void write_atomically(const std::string& path, const char* who,
                       const std::function<void(int fd, const std::string& tmp_path)>& write);
 // Writes n bytes to fd (retrying short writes and EINTR), or throws IOError "<who>: writing <path> failed (...)".
 void write_all(int fd, const void* data, size_t n, const std::string& path, const char* who);
-// Removes the temporary files of write_atomically(path) whose writer process is gone (on this machine); returns
-// how many. write_atomically calls it; exposed for tests and tools.
+// Removes the temporary files of write_atomically(path) that no live writer holds and that are over a minute old;
+// returns how many. write_atomically calls it; exposed for tests and tools.
 int remove_stale_temp_files(const std::string& path);
 
 // CRC-32C of n bytes, continuing from `crc` (the CRC of the bytes before them; 0 to start).

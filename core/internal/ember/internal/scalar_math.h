@@ -309,7 +309,8 @@ EMBER_HD C gelu_tanh_grad(C v) {
   if constexpr (std::is_same<C, float>::value) e = exp_f32(-w);
   else e = m_exp(-w);
   const C s = C(1) / (C(1) + e);
-  return s + v * (static_cast<C>(k2) * (C(1) + static_cast<C>(3 * c) * x2)) * (s * (C(1) - s));
+  // s (1 - s) before w': for |x| past ~1e13 in float, x w' alone overflows while s (1 - s) is 0
+  return s + v * (s * (C(1) - s)) * (static_cast<C>(k2) * (C(1) + static_cast<C>(3 * c) * x2));
 }
 
 // exp in the compute type: exp_f32 for float, the math library's for double.
