@@ -113,6 +113,17 @@ TEST(GPT2, SaveAndFromPretrainedRoundTrip) {
   gpt.eval();
   EXPECT_TENSOR_NEAR(back(ids), Shape({1, 6, 61}), test::values(gpt(ids)), 0.0);
 
+  // A file holding the tied weight under the head's name only loads it into the embedding (it once stayed random
+  // while the load reported success).
+  nn::NamedTensors head_only;
+  for (const auto& [n, t] : nn::load_tensors((dir / "model.safetensors").string()))
+    head_only.emplace_back(n == "transformer.wte.weight" ? "lm_head.weight" : n, t);
+  nn::save_tensors((dir / "head_only.safetensors").string(), head_only);
+  models::GPT2 fresh(tiny());
+  EXPECT_TRUE(models::load_pretrained(fresh, (dir / "head_only.safetensors").string()).complete());
+  fresh.eval();
+  EXPECT_TENSOR_NEAR(fresh(ids), Shape({1, 6, 61}), test::values(gpt(ids)), 0.0);
+
   const auto empty = test::tmpdir("gpt2_empty");
   EXPECT_THROW_MSG(models::GPT2::from_pretrained(empty.string()), IOError, "has no config.json");
   EXPECT_THROW_MSG(models::GPT2::from_pretrained((empty / "absent").string()), IOError, "is not a folder");
