@@ -27,7 +27,10 @@ run() {  # name, command...
     failed+=("$name")
   fi
 }
-for s in "${suites[@]}"; do run "$s" "$build/tests/$s"; done
+# MmapDataset's resident-set bound does not hold under ThreadSanitizer (its shadow memory of the 4 GiB mapping counts
+# in the resident set): that one test is left to the other builds.
+filter_of() { [ "$1" = test_data_mmap_dataset ] && echo "--gtest_filter=-*BoundedResidentSet" || true; }
+for s in "${suites[@]}"; do run "$s" "$build/tests/$s" $(filter_of "$s"); done
 # dist as a world of one (no MPI), as an MPI singleton and as two ranks when Open MPI is there.
 run dist_world_of_one env EMBER_DIST_MPI_PLUGIN=/nonexistent/libember_dist_mpi.so EMBER_EXPECT_BACKEND=self \
     "$build/tests/test_dist"

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "file_test_util.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -19,46 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh temporary directory per test, removed afterwards.
-class Serialize : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("ember_nn_serialize_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  fs::path dir_;
-};
-
-std::string read_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-void write_bytes(const std::string& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-// A safetensors file from a header text and a data section.
-std::string st_file(const std::string& header, const std::string& data = "") {
-  std::string out(8, '\0');
-  const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + header + data;
-}
+class Serialize : public test::TempDirTest {};
+using test::read_bytes;
+using test::st_file;
+using test::write_bytes;
 
 nn::Chain make_model() { return nn::Chain{nn::Dense(4, 8, nn::relu), nn::BatchNorm1d(8), nn::Dense(8, 3)}; }
 // Runs a few training-mode batches so the BatchNorm buffers hold something other than their initial values.
