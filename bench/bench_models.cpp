@@ -100,7 +100,7 @@ int main(int argc, char** argv) try {
     gpt->eval();
     const Tensor prompt = x.slice(1, 0, std::min<int64_t>(a.seq, 16));
     items = static_cast<double>(a.batch * a.new_tokens);
-    step = [&] { (void)gpt->generate(prompt, {.max_new_tokens = a.new_tokens, .temperature = 0}); };
+    step = [&, prompt] { (void)gpt->generate(prompt, {.max_new_tokens = a.new_tokens, .temperature = 0}); };
   } else {
     std::fprintf(stderr, "ember_bench_models: bad --mode %s for %s\n", a.mode.c_str(), a.model.c_str());
     return 2;

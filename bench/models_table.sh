@@ -14,7 +14,7 @@ steps=${3:-2}
 venv=${VENV:-$HOME/.cache/ember/models-ref}
 bin=$build/bench/ember_bench_models
 py=bench/torch_models.py
-doc=docs/benchmarks.md
+doc=${DOC:-docs/benchmarks.md}
 [ -x "$bin" ] || { echo "models_table: build $bin first (cmake --build $build --target ember_bench_models)" >&2; exit 1; }
 have_py=0; "$venv/bin/python" -c 'import torch, timm, transformers' 2>/dev/null && have_py=1
 source "$(dirname "$0")/table_lib.sh"  # median, pin, machine_vars, put_table
