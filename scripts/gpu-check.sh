@@ -7,7 +7,9 @@
 #   gate       one small CUDA test with EMBER_REQUIRE_CUDA=1; stops the run with the reason when CUDA is unusable
 #   suites     the must-pass CUDA suites, each binary run directly under its own timeout
 #   example    ember_mnist --device cuda --epochs 1 on the carried Fashion-MNIST slice
-#   bench      ember_bench_gpu and PyTorch's torch_reference.py on the same configs, the ratio table
+#   bench      the op benchmark (ember_bench_gpu_ops against bench/torch_gpu_ops.py), ember_bench_gpu and
+#              PyTorch's torch_reference.py on the same configs, then the full-size models while the budget allows
+#              (ember_bench_gpu_models against torch_gpu_ops.py --group models); ratio tables
 #   extras     if time remains: compute-sanitizer memcheck on a kernels filter; on AVX-512 / AVX512-BF16 / AMX
 #              hosts the CPU ISA and bf16 GEMM suites under each path
 # --dry-run (a machine without a GPU): the same script against a fake pip layout of this machine's CUDA libraries;
@@ -184,6 +186,16 @@ say "example: rc $example_rc: $(grep -iE 'accuracy' "$ex" | tail -1) ($(elapsed)
 
 # ---------------------------------------------------------------- bench
 bl=$out/bench.log
+# The op benchmark first (issue 57: the gaps at full-size shapes), both sides; report only (a case's error is a
+# row of the table, not a failed run).
+timeout -k 5 150 "$root/bench/ember_bench_gpu_ops" > "$logs/ember_ops.jsonl" 2> "$logs/ember_ops.err"
+orc=$?
+timeout -k 5 120 python3 "$root/bench/torch_gpu_ops.py" --group ops --json "$logs/torch_ops.jsonl" \
+  > "$logs/torch_ops.log" 2>&1
+otrc=$?
+say "bench ops: ember rc $orc, pytorch rc $otrc ($(elapsed)s)"
+python3 scripts/gpu_ops_ratio.py "$logs/ember_ops.jsonl" "$logs/torch_ops.jsonl" 2>&1 | tee -a "$summary"
+[ $orc -ne 0 ] && tail -3 "$logs/ember_ops.err" | tee -a "$summary"
 timeout -k 5 150 "$root/bench/ember_bench_gpu" > "$logs/ember.jsonl" 2> "$logs/ember.err"
 erc=$?
 timeout -k 5 150 python3 "$root/torch_reference.py" --json "$logs/torch.jsonl" > "$logs/torch.log" 2>&1
@@ -196,6 +208,24 @@ trc=$?
 say "bench: ember rc $erc, pytorch rc $trc ($(elapsed)s)"
 python3 scripts/gpu_ratio.py "$logs/ember.jsonl" "$logs/torch.jsonl" 2>&1 | tee -a "$summary"
 [ $erc -ne 0 ] && tail -3 "$logs/ember.err" | tee -a "$summary"
+# The library's models at full size (issue 57, item 8), while the budget allows: report only.
+if [ $(( budget - $(elapsed) )) -gt 150 ]; then
+  timeout -k 5 200 "$root/bench/ember_bench_gpu_models" > "$logs/ember_models.jsonl" 2> "$logs/ember_models.err"
+  mrc=$?
+  timeout -k 5 150 python3 "$root/bench/torch_gpu_ops.py" --group models --json "$logs/torch_models.jsonl" \
+    > "$logs/torch_models.log" 2>&1
+  mtrc=$?
+  say "bench models: ember rc $mrc, pytorch rc $mtrc ($(elapsed)s)"
+  python3 scripts/gpu_ops_ratio.py "$logs/ember_models.jsonl" "$logs/torch_models.jsonl" 2>&1 | tee -a "$summary"
+  [ $mrc -ne 0 ] && tail -3 "$logs/ember_models.err" | tee -a "$summary"
+else
+  say "bench models: skipped, $(( budget - $(elapsed) ))s of the budget left"
+fi
+{
+  for f in ember_ops.jsonl ember_ops.err torch_ops.log ember_models.jsonl ember_models.err torch_models.log; do
+    [ -f "$logs/$f" ] && { echo "-- $f"; cat "$logs/$f"; }
+  done
+} >> "$bl" 2>&1
 
 # ---------------------------------------------------------------- extras, while time remains
 xl=$out/extras.log

@@ -19,9 +19,11 @@ EMBER_CPU_ISA_SUITES="test_core_cpu_variants test_core_gemm test_core_elementwis
   test_core_linalg_conv test_autograd_gradcheck_ops test_nn_layers"
 EMBER_BF16_SUITES="test_core_bf16_gemm test_autograd_amp test_core_linalg_conv"
 
-# Programs: the example, the GPU benchmark (its PyTorch side is torch_reference.py), the op benchmarks (bf16 GEMM),
+# Programs: the example, the GPU benchmarks (their PyTorch sides are torch_reference.py and bench/torch_gpu_ops.py),
+# the CPU op benchmarks (bf16 GEMM),
 # the CPU training benchmark (its PyTorch side is bench/torch_train.py), run on the host's CPU as an extra.
-EMBER_GPU_PROGRAMS="examples/ember_mnist bench/ember_bench_gpu bench/ember_bench bench/ember_bench_train"
+EMBER_GPU_PROGRAMS="examples/ember_mnist bench/ember_bench_gpu bench/ember_bench_gpu_ops bench/ember_bench_gpu_models
+  bench/ember_bench bench/ember_bench_train"
 
 # The CPU training configs and thread counts the extras time on the GPU host (Ember against the host's PyTorch).
 EMBER_HOST_TRAIN_CONFIGS="mlp-b64 mlp-big cnn-b64"

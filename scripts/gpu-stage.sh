@@ -66,6 +66,7 @@ if [ -z "$quick" ]; then
   python3 scripts/mnist_slice.py /usr/share/datasets/fashion-mnist "$s/data" 10240
   cp "$root/../shared/device/torch_reference.py" "$s/"  # the PyTorch side of the GPU comparison
   cp "$root/bench/torch_train.py" "$s/bench/"           # the PyTorch side of the CPU training benchmark
+  cp "$root/bench/torch_gpu_ops.py" "$s/bench/"         # the PyTorch side of the GPU op and model benchmarks
 fi
 
 # --- the folder to carry: one archive, the commit, the sources' checksums, a manifest.
