@@ -57,8 +57,10 @@ Tensor to_lower(const Tensor& t) {
   return c;
 }
 
+bool casts_to_fp32(const Tensor& t) { return on_for(t) && is_reduced_float(t.dtype()); }
+
 Tensor to_fp32(const Tensor& t) {
-  if (!on_for(t) || !is_reduced_float(t.dtype())) return t;
+  if (!casts_to_fp32(t)) return t;
   return t.to(kFloat32);
 }
 

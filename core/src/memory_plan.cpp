@@ -113,6 +113,16 @@ void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
   }
 }
 
+// What a CUDA row norm's backward takes besides its outputs: the weight and bias gradients' per-chunk column sums
+// (cuda/src/norm.cpp), held for the kernel's length. The CPU keeps its partial sums outside the caching allocator.
+void MetaBackend::row_norm_backward(const RowNormGradArgs& a) {
+  if (type_ != DeviceType::CUDA || !(a.dw.defined() || a.db.defined())) return;
+  const int64_t bytes = row_norm_grad_workspace_bytes(a.norm.rows, a.norm.cols);
+  if (bytes == 0) return;
+  Tensor ws = empty({bytes}, {.dtype = kUInt8, .device = a.x.device()});
+  tag(ws, Category::kWorkspace);
+}
+
 namespace {
 thread_local PlanState* t_plan = nullptr;
 }  // namespace

@@ -152,4 +152,53 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
 
+namespace {
+constexpr const char* kClassCe = "class_cross_entropy";
+
+// logits [N, C] floating and targets [N] integer on its device; the targets as the kernels take them (int64,
+// contiguous) and the compute dtype.
+Tensor checked_targets(const Tensor& logits, const Tensor& targets) {
+  detail::check_defined(kClassCe, logits, "logits");
+  detail::check_defined(kClassCe, targets, "targets");
+  detail::check_floating(kClassCe, logits);
+  EMBER_CHECK_SHAPE(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0), kClassCe,
+                    ": expected logits [N, C] and targets [N], got ", describe(logits), " and ", describe(targets));
+  EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32, kClassCe,
+                    ": targets must be int64 or int32 class indices, got ", describe(targets));
+  EMBER_CHECK_DEVICE(targets.device() == logits.device(), kClassCe, ": logits and targets on different devices: ",
+                     describe(logits), " and ", describe(targets));
+  return contiguous(cast(targets, kInt64));
+}
+DType stats_dtype(const Tensor& logits) { return logits.dtype() == kFloat64 ? kFloat64 : kFloat32; }
+}  // namespace
+
+ClassCrossEntropy class_cross_entropy(const Tensor& logits_in, const Tensor& targets_in) {
+  const Tensor targets = checked_targets(logits_in, targets_in);
+  const Tensor logits = contiguous(logits_in);
+  const int64_t n = logits.size(0);
+  ClassCrossEntropy r{detail::new_tensor(Shape{n}, stats_dtype(logits), logits.device()),
+                      detail::new_tensor(Shape{n, 2}, stats_dtype(logits), logits.device())};
+  if (n > 0) {
+    EMBER_CHECK_SHAPE(logits.size(1) > 0, kClassCe, ": logits ", describe(logits), " have no classes");
+    backend_for(logits.device()).class_cross_entropy(r.loss, r.stats, logits, targets);
+  }
+  return r;
+}
+
+Tensor class_cross_entropy_backward(const Tensor& logits_in, const Tensor& targets_in, const Tensor& stats,
+                                    const Tensor& scale_in) {
+  const Tensor targets = checked_targets(logits_in, targets_in);
+  const Tensor logits = contiguous(logits_in);
+  const int64_t n = logits.size(0);
+  EMBER_CHECK_SHAPE(stats.defined() && stats.shape() == Shape({n, 2}) && stats.dtype() == stats_dtype(logits), kClassCe,
+                    ": backward expects the forward's statistics [", n, ", 2], got ", describe(stats));
+  EMBER_CHECK_SHAPE(scale_in.defined() && (scale_in.numel() == 1 || scale_in.shape() == Shape({n})), kClassCe,
+                    ": backward expects one scale or [", n, "], got ", describe(scale_in));
+  const Tensor scale = contiguous(cast(scale_in, stats_dtype(logits)));
+  Tensor d = detail::new_tensor(logits.shape(), logits.dtype(), logits.device());
+  if (d.numel() > 0)
+    backend_for(logits.device()).class_cross_entropy_backward(d, logits, targets, contiguous(stats), scale);
+  return d;
+}
+
 }  // namespace ember::raw

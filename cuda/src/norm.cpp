@@ -4,6 +4,7 @@
 #include "cuda_backend.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
+#include "ember/core/memory_plan.h"
 
 namespace ember::cuda {
 namespace {
@@ -60,8 +61,17 @@ void CudaBackend::row_norm(const RowNormArgs& a) {
 void CudaBackend::row_norm_backward(const RowNormGradArgs& a) {
   OnDevice on(a.x);
   auto out = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+  // the weight and bias gradients' per-chunk column sums (kernels/layer_norm.cu; memory::plan allocates the same)
+  const int64_t ws_bytes =
+      a.dw.defined() || a.db.defined() ? row_norm_grad_workspace_bytes(a.norm.rows, a.norm.cols) : 0;
+  Tensor ws;
+  if (ws_bytes > 0) {
+    ws = empty({ws_bytes}, {.dtype = kUInt8, .device = a.x.device()});
+    memory::tag(ws, memory::Category::kWorkspace);
+  }
   kernels::launch_row_norm_backward(a.x.dtype(), a.norm, out(a.dx), out(a.dw), out(a.db), a.dy.data_ptr(),
-                                    a.x.data_ptr(), a.mean.data_ptr(), a.rstd.data_ptr(), ptr(a.w), on.stream);
+                                    a.x.data_ptr(), a.mean.data_ptr(), a.rstd.data_ptr(), ptr(a.w),
+                                    ws_bytes > 0 ? ws.data_ptr() : nullptr, on.stream);
 }
 
 }  // namespace ember::cuda

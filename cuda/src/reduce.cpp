@@ -1,5 +1,5 @@
-// defines: CudaBackend's reductions, softmax and cumsum, on kernels/reduce.cu, kernels/softmax.cu and
-// kernels/cumsum.cu
+// defines: CudaBackend's reductions, softmax, cross_entropy from class indices and cumsum, on kernels/reduce.cu,
+// kernels/softmax.cu, kernels/cross_entropy.cu and kernels/cumsum.cu
 // (contracts in core/include/ember/core/backend.h; each checks nothing raw_ops has checked and runs on the
 // current stream of its tensors' device).
 #include "cuda_backend.h"
@@ -58,6 +58,25 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& x_in, int64_t dim, bo
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   kernels::launch_softmax(x.dtype(), out.data_ptr(), x.data_ptr(), outer, x.size(dim), inner, log, on.stream);
+}
+
+void CudaBackend::class_cross_entropy(const Tensor& loss, const Tensor& stats, const Tensor& logits,
+                                      const Tensor& targets) {
+  if (logits.numel() == 0) return;
+  OnDevice on(logits);
+  kernels::launch_class_cross_entropy(logits.dtype(), loss.data_ptr(), stats.data_ptr(), logits.data_ptr(),
+                                      static_cast<const int64_t*>(targets.data_ptr()), logits.size(0), logits.size(1),
+                                      on.stream);
+}
+
+void CudaBackend::class_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                               const Tensor& stats, const Tensor& scale) {
+  if (logits.numel() == 0) return;
+  OnDevice on(logits);
+  kernels::launch_class_cross_entropy_backward(logits.dtype(), dlogits.data_ptr(), logits.data_ptr(),
+                                               static_cast<const int64_t*>(targets.data_ptr()), stats.data_ptr(),
+                                               scale.data_ptr(), scale.numel() == 1 ? 0 : 1, logits.size(0),
+                                               logits.size(1), on.stream);
 }
 
 void CudaBackend::cumsum(const Tensor& out, const Tensor& x, int64_t dim, bool reverse) {

@@ -82,36 +82,37 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
 }  // namespace
 
 namespace {
-// cross_entropy with class indices (checked) on the CPU: -mean_i log_softmax(z)[i, t_i], the picked entries read at
-// their flat positions i C + t_i; the gradient (softmax(z) - onehot(t)) g / N is a softmax scaled in place and one
-// subtraction per row. (The one-hot form of soft_cross_entropy made and read N x C one-hot values in both passes:
-// charlm's [4096, 96] logits spent ~3 ms a step there on one core, the model 167.)
-Tensor class_cross_entropy(const OpEntry& op, const Tensor& logits, const Tensor& targets) {
-  const int64_t N = logits.size(0), C = logits.size(1);
-  const double n = static_cast<double>(N);  // an empty batch: 0 / 0 = nan, as PyTorch
-  const Tensor rows = arange(N, {.dtype = kInt64, .device = logits.device()});
-  const Tensor pos =
-      raw::binary(BinaryOp::Add, raw::binary(BinaryOp::Mul, rows, Scalar(C)), raw::cast(targets, kInt64));
-  const Tensor logp = raw::log_softmax(logits, 1);
-  const Tensor picked = raw::index_select(raw::reshape(logp, {-1}), 0, pos);
-  Tensor loss = raw::binary(BinaryOp::Div, raw::unary(UnaryOp::Neg, raw::sum(picked)), Scalar(n));
+// cross_entropy with class indices (checked), on every device: the fused kernels (raw::class_cross_entropy) give each
+// row's -log_softmax(z)[i, t_i] and the row statistics, the gradient (softmax(z) - onehot(t)) g / N comes from the
+// logits and those statistics in one pass. Nothing of N x C is made besides the gradient itself: 16-bit logits are
+// read as they are (computed in float32), no one-hot, no log-softmax. (The one-hot form made and read N x C
+// one-hot values in both passes: charlm's [4096, 96] logits spent ~3 ms a step there on one core, the model 167;
+// on a GPU, GPT-2's [16384, 50257] float32 one-hot was 3.3 GB.) fp32_out: the loss in float32 (autocast), else in
+// the logits' dtype as PyTorch's.
+Tensor class_cross_entropy(const OpEntry& op, const Tensor& logits, const Tensor& targets, bool fp32_out) {
+  const double n = static_cast<double>(logits.size(0));  // an empty batch: 0 / 0 = nan, as PyTorch
+  const raw::ClassCrossEntropy ce = raw::class_cross_entropy(logits, targets);
+  const DType compute = ce.loss.dtype();
+  Tensor loss = raw::binary(BinaryOp::Div, raw::sum(ce.loss), Scalar(n));
+  if (!fp32_out) loss = raw::cast(loss, logits.dtype());
   if (!op.needs_grad({&logits})) return loss;
-  op.record({logits}, {loss}).backward([n, N, pos, sz = autograd::save(logits)](const Grads& g) -> Grads {
-    const Tensor z = sz.get();
-    if (autograd::create_graph_enabled())  // differentiable again: through the composite
-      return autograd::grads_by_recompute(
-          {z},
-          [&](const std::vector<Tensor>& v) {
-            return -sum(log_softmax(v[0], 1).reshape({-1}).index_select(0, pos)) / n;
-          },
-          g[0]);
-    const Tensor scale = raw::binary(BinaryOp::Div, g[0], Scalar(n));
-    Tensor d = raw::softmax(z, 1);  // new and contiguous
-    raw::binary_(BinaryOp::Mul, d, scale);
-    Tensor flat = raw::reshape(d, {-1});
-    raw::index_add_(flat, 0, pos, raw::expand(raw::unary(UnaryOp::Neg, scale), {N}));
-    return {d};
-  });
+  op.record({logits}, {loss})
+      .backward([n, compute, targets, stats = ce.stats, sz = autograd::save(logits)](const Grads& g) -> Grads {
+        const Tensor z = sz.get();
+        if (autograd::create_graph_enabled()) {  // differentiable again: through the composite, in `compute`
+          const int64_t N = z.size(0), C = z.size(1);
+          const Tensor pos =
+              arange(N, {.dtype = kInt64, .device = z.device()}) * C + targets.to(kInt64);
+          return autograd::grads_by_recompute(
+              {z},
+              [&](const std::vector<Tensor>& v) {
+                return -sum(log_softmax(v[0].to(compute), 1).reshape({-1}).index_select(0, pos)) / n;
+              },
+              g[0]);
+        }
+        const Tensor scale = raw::binary(BinaryOp::Div, raw::cast(g[0], compute), Scalar(n));
+        return {raw::class_cross_entropy_backward(z, targets, stats, scale)};
+      });
   return loss;
 }
 }  // namespace
@@ -130,8 +131,10 @@ Tensor onehotbatch(const Tensor& labels, int64_t num_classes) {
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
   OpEntry op(opdef::cross_entropy);
-  // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32.
-  const Tensor& logits = op.in(logits_in);
+  // Autocast: every loss is a "float32" op (amp.h), 16-bit inputs computed in float32 — which the fused kernels do
+  // reading them as they are, so they are not cast here (the loss is float32 all the same).
+  const bool fp32_out = op.computes_in_fp32(logits_in);
+  const Tensor& logits = logits_in;
   check_logits(opdef::cross_entropy.name, logits);
   EMBER_CHECK(targets.defined(), Error, opdef::cross_entropy.name, ": targets are undefined");
   EMBER_CHECK_DTYPE(targets.dtype() == kInt64 || targets.dtype() == kInt32, opdef::cross_entropy.name,
@@ -148,11 +151,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets) {
                            return detail::str(opdef::cross_entropy.name, ": targets must be class indices in [0, ", c,
                                               ") for logits ", shape, ", got values from ", lo, " to ", hi);
                          });
-  // On a GPU the one-hot form: arange(N) there is a running sum on the device, ~60 ns a row on an H200 (4096 rows:
-  // 0.26 ms), which costs more than the one-hot values save (arange(C) is short).
-  if (!logits.device().is_cpu())
-    return soft_cross_entropy(op, logits, Tensor(), raw::cast(one_hot(targets, logits.size(1)), logits.dtype()));
-  return class_cross_entropy(op, logits, targets);
+  return class_cross_entropy(op, logits, targets, fp32_out);
 }
 
 Tensor logitcrossentropy(const Tensor& logits_in, const Tensor& targets_in) {

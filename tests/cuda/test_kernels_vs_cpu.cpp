@@ -206,6 +206,59 @@ KERNEL_TEST(SoftmaxRowAndColumnKernels) {
           [](const std::vector<Tensor>& in) { return softmax(in[0], 1); });
 }
 
+// cross_entropy's fused kernels (class indices): the loss per row, the row statistics and the gradient, every
+// floating dtype (16-bit read as they are), rows of 1 to 4099 classes (the block's stride loop and its tail), a row
+// of large logits and one with -inf entries, one scale and a scale per row.
+KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
+  for (DType dt : kFloats) {
+    for (const Shape& s : {Shape{5, 7}, Shape{3, 1}, Shape{2, 4099}, Shape{70, 300}}) {
+      Tensor x = make(dt, s, 32);
+      if (s[1] > 2) {
+        x = x.clone();
+        x.select(0, 0).fill_(0.0);
+        x.select(0, 0).slice(0, 1, 2).fill_(-INFINITY);  // a -inf entry away from the target
+        x.select(0, 1).mul_(300.0);                      // large logits
+      }
+      manual_seed(33);
+      const Tensor t = randint(0, s[1], {s[0]}, {.dtype = kInt64});
+      t.select(0, 0).fill_(0);
+      const std::string w = detail::str("class_cross_entropy ", tag(dt), " ", s);
+      compare(w + " loss", {x, t}, [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).loss; });
+      compare(w + " stats", {x, t}, [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).stats; });
+      const Tensor per_row = make(kFloat32, {s[0]}, 34);
+      for (const Tensor& scale : {full(Shape{}, 0.25), per_row})
+        compare(w + " gradient", {x, t, scale}, [](const std::vector<Tensor>& in) {
+          const Tensor stats = raw::class_cross_entropy(in[0], in[1]).stats;
+          return raw::class_cross_entropy_backward(in[0], in[1], stats, in[2]);
+        });
+    }
+  }
+}
+
+// LayerNorm's and RMSNorm's gradients with rows enough for several chunks of the weight and bias gradients' two
+// passes (64 rows a chunk: 1 to 40 chunks, the last one partial), columns below, at and past a 32-column tile.
+KERNEL_TEST(RowNormGradientsOverManyRowChunks) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Shape& s : {Shape{1, 5}, Shape{130, 32}, Shape{1000, 50}, Shape{2531, 77}}) {
+      const Tensor x = make(dt, s, 40), w = make(dt, {s[1]}, 41), b = make(dt, {s[1]}, 42), g = make(dt, s, 43);
+      for (bool rms : {false, true}) {
+        compare(detail::str(rms ? "rms_norm" : "layer_norm", " gradients ", tag(dt), " ", s), {x, w, b, g},
+                [rms](const std::vector<Tensor>& in) {
+                  const Tensor xi = in[0].detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
+                               bi = in[2].detach().requires_grad_();
+                  const int64_t d = xi.size(1);
+                  const Tensor y = rms ? rms_norm(xi, {d}, wi) : layer_norm(xi, {d}, wi, bi);
+                  const auto gr = autograd::grad({y}, {xi, wi, bi}, {in[3]}, /*retain_graph=*/false,
+                                                 /*allow_unused=*/true);
+                  std::vector<Tensor> parts = {gr[0].reshape({-1}), gr[1]};
+                  if (!rms) parts.push_back(gr[2]);
+                  return cat(parts);
+                });
+      }
+    }
+  }
+}
+
 // cumsum along every dim, both directions (the reverse one is its gradient), every dtype (integers give int64).
 KERNEL_TEST(CumsumEveryDtypeAndDirection) {
   for (DType dt : kAll) {

@@ -318,3 +318,115 @@ TEST(Losses, AnEmptyBatchGivesNan) {
   EXPECT_TRUE(std::isnan(nn::cross_entropy(zeros({0, 5}), y, nn::CrossEntropyOptions{}).item<float>()));
   EXPECT_EQ(nn::cross_entropy(zeros({0, 5}), y, {.reduction = nn::Reduction::Sum}).item<float>(), 0.0f);
 }
+
+// ------------------------------------------------------------------ cross_entropy's fused kernels (class indices)
+
+namespace {
+// Logits [n, c] (float64) with a -inf entry away from the target in row 0 and large values in row 1, and targets.
+std::pair<Tensor, Tensor> awkward_logits(int64_t n, int64_t c, uint64_t seed) {
+  manual_seed(seed);
+  Tensor z = randn({n, c}, f64) * 3.0;
+  z.select(0, 0).slice(0, 1, 2).fill_(-INFINITY);
+  z.select(0, 1).mul_(400.0);
+  Tensor y = randint(0, c, {n}, {.dtype = kInt64});
+  y.select(0, 0).fill_(0);
+  return {z, y};
+}
+// mean over rows of lse(z[i]) - z[i][t_i] in float64 (the soft form's 0 * -inf would be NaN for a -inf logit).
+double class_ce_ref(const std::vector<double>& z, const std::vector<int64_t>& labels, int64_t c) {
+  const int64_t n = static_cast<int64_t>(labels.size());
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double m = -INFINITY, s = 0;
+    for (int64_t k = 0; k < c; ++k) m = std::max(m, z[i * c + k]);
+    for (int64_t k = 0; k < c; ++k) s += std::exp(z[i * c + k] - m);
+    total += m + std::log(s) - z[i * c + labels[i]];
+  }
+  return total / static_cast<double>(n);
+}
+std::vector<int64_t> labels_of(const Tensor& y) {
+  std::vector<int64_t> v;
+  for (double d : test::values(y)) v.push_back(static_cast<int64_t>(d));
+  return v;
+}
+}  // namespace
+
+// The fused forward and backward against the float64 references above, with 1,001 classes (vector loops and their
+// tails), a -inf entry and logits in the thousands.
+TEST(Losses, CrossEntropyFusedMatchesTheReferenceInFloat64) {
+  const int64_t n = 37, c = 1001;
+  auto [z0, y] = awkward_logits(n, c, 11);
+  const std::vector<double> zv = test::values(z0), t = onehot_ref(labels_of(y), c);
+  Tensor z = z0.clone().requires_grad_();
+  Tensor loss = nn::cross_entropy(z, y);
+  EXPECT_EQ(loss.dtype(), kFloat64);
+  const double ref = class_ce_ref(zv, labels_of(y), c);
+  EXPECT_NEAR(loss.item(), ref, 1e-12 * std::fabs(ref));
+  (loss * 3.0).backward();
+  std::vector<double> g = soft_ce_grad_ref(zv, t, n, c);
+  for (double& v : g) v *= 3.0;
+  EXPECT_TENSOR_NEAR(z.grad(), z.shape(), g, 1e-15, 1e-11);
+}
+
+// 16-bit logits are read as they are: the loss is float32 under autocast (PyTorch's rule for losses) and of the
+// logits' dtype without it, the gradient of the logits' dtype; each equals the float64 reference of the same values
+// to float32's precision (the loss) or one rounding to the 16-bit type (the gradient).
+TEST(Losses, CrossEntropyOf16BitLogits) {
+  const int64_t n = 19, c = 517;
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (bool autocast : {false, true}) {
+      auto [z0, y] = awkward_logits(n, c, 12);
+      Tensor z = z0.to(dt).requires_grad_();
+      const std::vector<double> zv = test::values(z), t = onehot_ref(labels_of(y), c);
+      Tensor loss;
+      {
+        amp::AutocastGuard ac(dt, autocast);
+        loss = nn::cross_entropy(z, y);
+      }
+      const double ref = class_ce_ref(zv, labels_of(y), c);
+      EXPECT_EQ(loss.dtype(), autocast ? kFloat32 : dt) << dt;
+      EXPECT_NEAR(loss.to(kFloat64).item(), ref, (autocast ? 1e-6 : 1e-2) * std::fabs(ref)) << dt << autocast;
+      loss.backward();
+      ASSERT_EQ(z.grad().dtype(), dt);
+      const std::vector<double> g = soft_ce_grad_ref(zv, t, n, c);
+      const std::vector<double> got = test::values(z.grad());
+      // one unit in the last place, relative; float16's subnormals below 2^-14 are 2^-24 apart
+      const double eps = dt == kBFloat16 ? 1.0 / 128 : 1.0 / 1024, floor = dt == kFloat16 ? 0x1p-24 : 1e-30;
+      for (size_t i = 0; i < g.size(); ++i)
+        ASSERT_NEAR(got[i], g[i], eps * std::fabs(g[i]) + floor) << dt << " autocast " << autocast << " at " << i;
+    }
+  }
+}
+
+// No copy of the logits in float32 and no N x C temporaries: under bf16 autocast a training step's loss over
+// [N, C] bf16 logits plans at the logits, their gradient and O(N) more — a float32 copy alone would add 4 N C bytes.
+TEST(Losses, CrossEntropyUnderAutocastMakesNoFloat32Copy) {
+  const int64_t n = 256, c = 4000;
+  const memory::Plan p = memory::plan(Device::cpu(), [&] {
+    Tensor z = randn({n, c}, {.dtype = kBFloat16}).requires_grad_();
+    const Tensor y = randint(0, c, {n}, {.dtype = kInt64});
+    Tensor loss;
+    {
+      amp::AutocastGuard ac(kBFloat16);
+      loss = nn::cross_entropy(z, y);
+    }
+    loss.backward();
+  });
+  const size_t logits = memory::allocated_size(Device::cpu(), static_cast<size_t>(n * c) * 2);  // its size class
+  EXPECT_LE(p.peak_bytes, 2 * logits + (size_t{64} << 10)) << p.to_string();
+  EXPECT_GE(p.peak_bytes, 2 * logits) << p.to_string();
+}
+
+// A NaN logit makes its row's loss NaN (softmax's rule), and so the mean; an all -inf row too.
+TEST(Losses, CrossEntropyNanAndAllMinusInfRows) {
+  Tensor z = randn({3, 4});
+  z.select(0, 1).select(0, 2).fill_(NAN);
+  EXPECT_TRUE(std::isnan(nn::cross_entropy(z, tensor<int64_t>({0, 0, 0}, {3})).item<float>()));
+  Tensor w = randn({2, 3});
+  w.select(0, 0).fill_(-INFINITY);
+  EXPECT_TRUE(std::isnan(nn::cross_entropy(w, tensor<int64_t>({1, 1}, {2})).item<float>()));
+  // a target whose logit is -inf among finite ones: an infinite loss, as PyTorch's
+  Tensor v = zeros({1, 3});
+  v.select(0, 0).select(0, 2).fill_(-INFINITY);
+  EXPECT_EQ(nn::cross_entropy(v, tensor<int64_t>({2}, {1})).item<float>(), INFINITY);
+}

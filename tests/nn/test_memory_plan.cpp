@@ -2,6 +2,8 @@
 // peak a real run measures, its categories and modules add up, the CUDA simulation follows the caching
 // allocator's segment rules (no GPU needed), planned tensors can never be read, and the planned batch size is the
 // largest that runs under a limit.
+#include <ember/core/kernel_params.h>
+
 #include <cmath>
 
 #include <sstream>
@@ -156,6 +158,27 @@ TEST(MemoryPlan, SimulatesTheCudaCachingAllocatorWithoutAGpu) {
     const size_t real = cuda::max_memory_allocated() - before;
     EXPECT_LE(std::abs(static_cast<double>(t.peak_bytes) - static_cast<double>(real)) / real, 0.05);
   }
+}
+
+// What a CUDA kernel takes besides its outputs is planned: LayerNorm's weight and bias gradients keep two doubles per
+// column per chunk of 64 rows (kernel_params.h) while the kernel runs; without them wanted, nothing; on the CPU,
+// nothing (its partial sums are outside the caching allocator).
+TEST(MemoryPlan, PlansTheLayerNormGradientWorkspaceOnCuda) {
+  const int64_t n = 1000, d = 300;
+  auto step = [&](Device dev, bool affine) {
+    return memory::plan(dev, [&] {
+      const TensorOptions on = {.device = dev};
+      Tensor x = randn({n, d}, on).requires_grad_();
+      Tensor w = ones({d}, on).requires_grad_(affine), b = zeros({d}, on).requires_grad_(affine);
+      layer_norm(x, {d}, w, b).sum().backward();
+    });
+  };
+  const size_t ws = memory::allocated_size(Device::cuda(), static_cast<size_t>(row_norm_grad_workspace_bytes(n, d)));
+  EXPECT_EQ(ws, memory::allocated_size(Device::cuda(), 16 * 300 * 16));  // 16 chunks x 300 columns x 2 doubles
+  const memory::Plan with = step(Device::cuda(), true), without = step(Device::cuda(), false);
+  EXPECT_EQ(with.bytes(memory::Category::kWorkspace), ws) << with.to_string();
+  EXPECT_EQ(without.bytes(memory::Category::kWorkspace), 0u) << without.to_string();
+  EXPECT_EQ(step(Device::cpu(), true).bytes(memory::Category::kWorkspace), 0u);
 }
 
 TEST(MemoryPlan, ALimitIsSimulatedNotThrown) {

@@ -121,6 +121,21 @@ __device__ inline T store_c(compute_t<T> v) {
   else return v;
 }
 
+// op over every thread of the block (blockDim.x a multiple of 32, at most 32 warps) by warp shuffles and one value
+// per warp in `shared` (32 of them); every thread gets the result, combined in the same order in each (a
+// deterministic sum). The first barrier keeps a previous call's readers from seeing this call's writes.
+template <class V, class Op>
+__device__ V block_reduce(V v, V* shared, Op op) {
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = static_cast<int>(threadIdx.x) / 32, warps = static_cast<int>(blockDim.x) / 32;
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) shared[warp] = v;
+  __syncthreads();
+  V r = shared[0];
+  for (int w = 1; w < warps; ++w) r = op(r, shared[w]);
+  return r;
+}
+
 // Grid-stride loop over [0, n).
 #define EMBER_KERNEL_LOOP(i, n) \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \

@@ -72,6 +72,15 @@ void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk
 void launch_softmax(DType type, void* out, const void* x, int64_t outer, int64_t D, int64_t inner, bool log,
                     CUstream_st* stream);
 
+// --- cross_entropy.cu: cross_entropy from class indices (backend.h's class_cross_entropy): logits and dlogits
+// contiguous [rows, cols] of `type` (floating); targets contiguous int64 [rows]; loss [rows], stats [rows, 2], scale
+// (one value, scale_stride 0, or [rows], scale_stride 1) in the compute type (float, double for Float64).
+void launch_class_cross_entropy(DType type, void* loss, void* stats, const void* logits, const int64_t* targets,
+                                int64_t rows, int64_t cols, CUstream_st* stream);
+void launch_class_cross_entropy_backward(DType type, void* dlogits, const void* logits, const int64_t* targets,
+                                         const void* stats, const void* scale, int64_t scale_stride, int64_t rows,
+                                         int64_t cols, CUstream_st* stream);
+
 // --- cumsum.cu: x and out contiguous [outer, n, inner], of one type (a floating one or Int64); out = the running
 // sum over n, from the end when reverse. Floating sums accumulate in double, Int64 ones wrap (as the CPU's).
 void launch_cumsum(DType type, void* out, const void* x, int64_t outer, int64_t n, int64_t inner, bool reverse,
@@ -135,8 +144,10 @@ void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, cons
 // may each be null.
 void launch_row_norm(DType type, const RowNorm& norm, void* y, void* mean, void* rstd, const void* x, const void* w,
                      const void* b, CUstream_st* stream);
+// workspace: row_norm_grad_workspace_bytes(rows, cols) bytes (kernel_params.h) when dw or db is wanted.
 void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* dw, void* db, const void* dy,
-                              const void* x, const void* mean, const void* rstd, const void* w, CUstream_st* stream);
+                              const void* x, const void* mean, const void* rstd, const void* w, void* workspace,
+                              CUstream_st* stream);
 
 // --- random.cu: out contiguous, n elements; element i from Philox4x32-10 block (offset + i / 4), lane i % 4,
 // keyed by seed (as the CPU backend; ember/internal/philox.h).

@@ -1,8 +1,11 @@
 // defines: the row-norm kernels (layer and RMS norm) and their launchers (launch.h: launch_row_norm*), the CUDA side of
 // core/cpu/layer_norm.cpp: sums in double, the variance as a second pass over the deviations.
 //   - forward and dx: one block per row (grid-stride over rows); its threads stride over the row's D values
-//     (coalesced), and a shared-memory tree adds their partial sums;
-//   - dw, db: one thread per column walks the N rows (adjacent threads read adjacent columns).
+//     (coalesced), and warp shuffles add their partial sums (block_reduce);
+//   - dw, db in two passes, as the field computes them (PyTorch's and apex's LayerNorm backward): a grid of column
+//     tiles by row chunks, each block summing 32 columns over its chunk into one double per column (the chunks and
+//     their workspace: row_norm_grad_chunks in kernel_params.h), then a thread per column adding the chunks in order.
+//     (One thread per column walking all N rows left most SMs idle: 768 columns are 3 blocks.)
 #include <cstdint>
 
 #include "common.cuh"
@@ -10,23 +13,12 @@
 namespace ember::cuda::kernels {
 namespace {
 
-// Sums a and b over the block (blockDim.x == kBlockSize, a power of two); every thread gets the totals.
+// Sums a and b over the block (blockDim.x == kBlockSize); every thread gets the totals.
 __device__ void block_sum2(double& a, double& b) {
-  __shared__ double sa[kBlockSize], sb[kBlockSize];
-  const int t = static_cast<int>(threadIdx.x);
-  sa[t] = a;
-  sb[t] = b;
-  __syncthreads();
-  for (int h = kBlockSize / 2; h > 0; h /= 2) {
-    if (t < h) {
-      sa[t] += sa[t + h];
-      sb[t] += sb[t + h];
-    }
-    __syncthreads();
-  }
-  a = sa[0];
-  b = sb[0];
-  __syncthreads();  // every thread has read the totals before the arrays are written again
+  __shared__ double pa[32], pb[32];
+  auto add = [](double u, double v) { return u + v; };
+  a = block_reduce(a, pa, add);
+  b = block_reduce(b, pb, add);
 }
 
 template <class T>
@@ -81,16 +73,49 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
   }
 }
 
-// dw = sum over rows of dy * xhat, db = sum of dy; either may be null
+// dw, db pass 1: block (tile, chunk) of kTileCols x kTileRows threads sums columns [tile * 32, +32) over its chunk's
+// rows (thread row y takes every kTileRows-th row: a warp reads 32 adjacent columns of one row), then its kTileRows
+// partial sums per column in shared memory; part_w / part_b [chunks, D].
+constexpr int kTileCols = 32, kTileRows = 8;
 template <class T>
-__global__ void layer_norm_dwdb_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t N,
-                                       int64_t D) {
+__global__ void layer_norm_dwdb_partial_kernel(double* part_w, double* part_b, const T* dy, const T* x,
+                                               const T* mean, const T* rstd, int64_t N, int64_t D,
+                                               int64_t rows_per_chunk) {
+  __shared__ double sw[kTileRows][kTileCols + 1], sb[kTileRows][kTileCols + 1];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kTileCols + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  double aw = 0, ab = 0;
+  if (j < D) {
+    for (int64_t n = r0 + ty; n < r1; n += kTileRows) {
+      const double g = static_cast<double>(dy[n * D + j]);
+      aw += g * (static_cast<double>(x[n * D + j]) - static_cast<double>(mean[n])) * static_cast<double>(rstd[n]);
+      ab += g;
+    }
+  }
+  sw[ty][tx] = aw;
+  sb[ty][tx] = ab;
+  __syncthreads();
+  if (ty == 0 && j < D) {
+    for (int k = 1; k < kTileRows; ++k) {
+      aw += sw[k][tx];
+      ab += sb[k][tx];
+    }
+    part_w[blockIdx.y * D + j] = aw;
+    part_b[blockIdx.y * D + j] = ab;
+  }
+}
+
+// dw, db pass 2: each column's chunk sums added in chunk order (deterministic); either output may be null.
+template <class T>
+__global__ void layer_norm_dwdb_finish_kernel(T* dw, T* db, const double* part_w, const double* part_b,
+                                              int64_t chunks, int64_t D) {
   EMBER_KERNEL_LOOP(j, D) {
     double sw = 0, sb = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const double g = static_cast<double>(dy[n * D + j]);
-      sw += g * (static_cast<double>(x[n * D + j]) - static_cast<double>(mean[n])) * static_cast<double>(rstd[n]);
-      sb += g;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += part_w[c * D + j];
+      sb += part_b[c * D + j];
     }
     if (dw) dw[j] = static_cast<T>(sw);
     if (db) db[j] = static_cast<T>(sb);
@@ -116,7 +141,8 @@ void launch_row_norm(DType type, const RowNorm& norm, void* y, void* mean, void*
 }
 
 void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* dw, void* db, const void* dy,
-                              const void* x, const void* mean, const void* rstd, const void* w, CUstream_st* stream) {
+                              const void* x, const void* mean, const void* rstd, const void* w, void* workspace,
+                              CUstream_st* stream) {
   const int64_t n = norm.rows, d = norm.cols;
   dispatch_float(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -124,10 +150,19 @@ void launch_row_norm_backward(DType type, const RowNorm& norm, void* dx, void* d
       layer_norm_dx_kernel<T><<<row_grid(n), kBlockSize, 0, stream>>>(
           static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean),
           static_cast<const T*>(rstd), static_cast<const T*>(w), n, d, norm.kind == RowNormKind::LayerNorm);
-    if ((dw || db) && d > 0)
-      layer_norm_dwdb_kernel<T><<<grid_size(d), kBlockSize, 0, stream>>>(
-          static_cast<T*>(dw), static_cast<T*>(db), static_cast<const T*>(dy), static_cast<const T*>(x),
-          static_cast<const T*>(mean), static_cast<const T*>(rstd), n, d);
+    if ((dw || db) && d > 0) {
+      const int64_t chunks = row_norm_grad_chunks(n);
+      double* part_w = static_cast<double*>(workspace);
+      double* part_b = part_w ? part_w + chunks * d : nullptr;
+      if (chunks > 0) {
+        const dim3 grid(static_cast<unsigned>(CEIL_DIV(d, int64_t{kTileCols})), static_cast<unsigned>(chunks));
+        layer_norm_dwdb_partial_kernel<T><<<grid, dim3(kTileCols, kTileRows), 0, stream>>>(
+            part_w, part_b, static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean),
+            static_cast<const T*>(rstd), n, d, CEIL_DIV(n, chunks));
+      }
+      layer_norm_dwdb_finish_kernel<T><<<grid_size(d), kBlockSize, 0, stream>>>(
+          static_cast<T*>(dw), static_cast<T*>(db), part_w, part_b, chunks, d);
+    }
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -84,6 +84,7 @@ namespace detail {
 extern thread_local bool any_enabled;  // a cheap test for the common case: no autocast anywhere
 Tensor to_lower(const Tensor& t);      // float32 on an autocast device -> its low dtype (cached for parameters)
 Tensor to_fp32(const Tensor& t);       // float16 / bfloat16 on an autocast device -> float32
+bool casts_to_fp32(const Tensor& t);   // whether to_fp32 would cast t
 }  // namespace detail
 
 // The matrix-product ops: an input in the low dtype.

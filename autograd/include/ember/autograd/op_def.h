@@ -186,6 +186,11 @@ class OpEntry {
     EMBER_INTERNAL_ASSERT(n_casts_ < kMaxCasts, "an op cast more than ", kMaxCasts, " inputs");
     return casts_[n_casts_++] = std::move(c);
   }
+  // Whether in(t) would make t float32 (a float32-rule op under autocast, t 16-bit): for a kernel that reads 16-bit
+  // inputs as they are and computes in float32 itself, so that nothing is cast and the output is still float32.
+  bool computes_in_fp32(const Tensor& t) const {
+    return def_.autocast == Autocast::kFp32 && amp::detail::any_enabled && amp::detail::casts_to_fp32(t);
+  }
   // The inputs of a promoting op, together (kPromote); the others one by one.
   std::vector<Tensor> in(const std::vector<Tensor>& ts) {
     if (def_.autocast == Autocast::kPromote) return amp::promote(ts);

@@ -148,6 +148,17 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* Its gradients gq, gk, gv (contiguous [BH, T, d], every element written) from gout (contiguous) and the          \
      forward's out and lse; the scores are recomputed block by block, never stored whole. */                          \
   X(attention_backward, (const AttentionGradArgs& a), skip)                                                           \
+  /* cross_entropy from class indices, fused: for each row i of logits [N, C] (contiguous, C >= 1, any floating     \
+     dtype; 16-bit read as they are, computed in float32), with m = the row's max (0 for an all -inf row) and         \
+     ls = log(sum_j exp(x[i, j] - m)) (the sum in double): stats[i] = (m, ls) and loss[i] = ls - (x[i, t_i] - m).      \
+     targets [N] kInt64, contiguous, checked in range (CUDA: an out-of-range target gives a NaN loss, nothing read    \
+     outside the row); loss [N] and stats [N, 2] float32 (float64 for float64 logits). */                            \
+  X(class_cross_entropy, (const Tensor& loss, const Tensor& stats, const Tensor& logits, const Tensor& targets),       \
+    skip)                                                                                                             \
+  /* Its gradient: dlogits[i, j] = (exp((x[i, j] - m) - ls) - [j == t_i]) * scale[i], of the logits' dtype and       \
+     shape (contiguous); scale float32 (float64 for float64 logits), contiguous, one value or [N]. */                 \
+  X(class_cross_entropy_backward, (const Tensor& dlogits, const Tensor& logits, const Tensor& targets,               \
+                                   const Tensor& stats, const Tensor& scale), skip)                                  \
   /* Index values in range: minmax is [2], kInt64, contiguous (the min and the max of some index values); throws     \
      IndexError(message(min, max)) unless lo <= min and max < hi. The CPU checks at once. CUDA queues the check on    \
      the current stream and returns without waiting (no host synchronisation in a training step): a failure is      \
@@ -175,8 +186,9 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads. */                  \
   X(row_norm, (const RowNormArgs& a), skip)                                                                           \
   /* Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:               \
-     dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy. */       \
-  X(row_norm_backward, (const RowNormGradArgs& a), skip)                                                              \
+     dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy.        \
+     The plan: CUDA's workspace for dw and db (row_norm_grad_workspace_bytes, kernel_params.h). */                    \
+  X(row_norm_backward, (const RowNormGradArgs& a), own)                                                              \
   /* Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std), Int     \
      uniform in [lo, hi). */                                                                                          \
   X(random, (RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state), skip)                      \

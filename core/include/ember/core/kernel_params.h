@@ -35,6 +35,15 @@ struct RowNorm {
   int64_t rows = 0, cols = 0;
   double eps = 1e-5;
 };
+// The weight and bias gradients of a row norm on CUDA (cuda/src/kernels/layer_norm.cu): the rows in chunks of at
+// least 64 (at most 512 chunks), each chunk's column sums kept as two doubles per column in a workspace, then added.
+// memory::plan allocates the same workspace.
+constexpr int64_t row_norm_grad_chunks(int64_t rows) {
+  return rows <= 0 ? 0 : ((rows + 63) / 64 < 512 ? (rows + 63) / 64 : 512);
+}
+constexpr int64_t row_norm_grad_workspace_bytes(int64_t rows, int64_t cols) {
+  return row_norm_grad_chunks(rows) * cols * 2 * static_cast<int64_t>(sizeof(double));
+}
 // The public op a kind is, and its backward (their messages' names).
 constexpr const char* name(RowNormKind kind, bool backward = false) {
   switch (kind) {

@@ -47,6 +47,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);  // x[..., in]
 // --- nn kernels
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// cross_entropy from class indices, fused (backend.h: class_cross_entropy; nn::cross_entropy's forward): per row i
+// of logits [N, C] (floating; 16-bit read as they are and computed in float32, never copied whole) the loss
+// -log_softmax(logits)[i, t_i], and the row statistics its gradient reads. targets [N], int64 or int32, with values
+// the caller has checked in [0, C) (raw::check_index_range).
+struct ClassCrossEntropy {
+  Tensor loss;   // [N], float32 (float64 for float64 logits)
+  Tensor stats;  // [N, 2], loss's dtype: each row's max and the log of its sum of exp(x - max)
+};
+ClassCrossEntropy class_cross_entropy(const Tensor& logits, const Tensor& targets);
+// Its gradient (softmax(logits) - onehot(targets)) * scale, of the logits' dtype and shape; scale is a 0-dim or
+// [N] floating tensor on the logits' device (no host synchronisation: the loss's gradient / N stays there).
+Tensor class_cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& stats,
+                                    const Tensor& scale);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int64_t> stride = {1, 1},
               std::vector<int64_t> padding = {0, 0});
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
