@@ -8,6 +8,8 @@
 #include "ember/core/backend.h"
 #include "isa.h"
 
+#include "ember/internal/conv_split.h"
+
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 
 struct ConvGeom {
@@ -24,12 +26,10 @@ struct ConvGeom {
 // How the batch is split (Note [Conv work split]): `parts` threads, images [part * per, (part + 1) * per).
 struct ConvSplit {
   int64_t parts, per;
-  ConvSplit(const ConvGeom& g, int threads) {
-    const int64_t flops = 2 * g.N * g.OC * g.ckk() * g.ohw();
-    // below ~2 MFLOP per thread the fork costs more than it saves
-    parts = std::clamp<int64_t>(std::min<int64_t>(threads, flops >> 21), 1, std::max<int64_t>(g.N, 1));
-    per = std::max<int64_t>(1, (g.N + parts - 1) / parts);
-    parts = std::max<int64_t>(1, (g.N + per - 1) / per);  // none left empty (N = 5 on 4 threads: 2, 2, 1)
+  ConvSplit(const ConvGeom& g, int threads) {  // (ember/internal/conv_split.h: memory::plan sizes by it too)
+    const detail::ConvParts s = detail::conv_parts(g.N, 2 * g.N * g.OC * g.ckk() * g.ohw(), threads);
+    parts = s.parts;
+    per = s.per;
   }
 };
 

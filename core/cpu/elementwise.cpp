@@ -130,6 +130,56 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   throw InternalError(detail::str("cpu unary: ", name(op), " not implemented for ", x.dtype()));
 }
 
+// float16 / bfloat16 (T: Half or BFloat16): each element widened to float, computed by the float op and rounded once
+// — the float32 kernel's value — in one pass, with no float32 copies of the operands or the result (they once were
+// made whole: 2-3x the 16-bit tensor's bytes at the peak of every activation, which memory::plan did not see).
+template <class T>
+void unary_reduced(UnaryOp op, const Tensor& out, const Tensor& x) {
+  switch (op) {
+#define EMBER_X(Name, ...) \
+  case UnaryOp::Name: \
+    if constexpr (scalar::kUnaryDefined<UnaryOp::Name, float>) { \
+      return unary_loop<T, T>( \
+          out, x, [](T v) { return convert<T>(scalar::unary<UnaryOp::Name>(static_cast<float>(v))); }, \
+          is_transcendental(UnaryOp::Name) ? kTranscendentalGrain : kElementwiseGrain); \
+    } \
+    break;
+    EMBER_UNARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  throw InternalError(detail::str("cpu unary: ", name(op), " not implemented for ", x.dtype()));
+}
+
+template <class T>
+void binary_reduced(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (op) {
+#define EMBER_X(Name, str, kind, ...) \
+  case BinaryOp::Name: \
+    if constexpr (scalar::kBinaryDefined<BinaryOp::Name, float>) { \
+      if constexpr (is_comparison(BinaryOp::Name)) { \
+        return binary_loop<bool, T>(out, a, b, [](T x, T y) -> bool { \
+          return scalar::binary<BinaryOp::Name>(static_cast<float>(x), static_cast<float>(y)); \
+        }); \
+      } else { \
+        return binary_loop<T, T>(out, a, b, [](T x, T y) -> T { \
+          return convert<T>(scalar::binary<BinaryOp::Name>(static_cast<float>(x), static_cast<float>(y))); \
+        }); \
+      } \
+    } \
+    break;
+    EMBER_BINARY_OPS(EMBER_X)
+#undef EMBER_X
+  }
+  throw InternalError(detail::str("cpu binary: ", name(op), " not implemented for ", a.dtype()));
+}
+
+// Calls f.template operator()<T>() with T the CPU type of a 16-bit float dtype.
+template <class F>
+void visit_reduced(DType d, F&& f) {
+  if (d == kBFloat16) f.template operator()<BFloat16>();
+  else f.template operator()<Half>();
+}
+
 // R: T for arithmetic, bool for comparisons.
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -176,8 +226,18 @@ void CpuBackend::fill(const Tensor& dst, double v) {
   });
 }
 
+void CpuBackend::arange(const Tensor& out, double start, double step) {
+  visit_dtype(out.dtype(), [&]<class T>() {
+    T* o = static_cast<T*>(out.data_ptr());
+    parallel_for(0, out.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = convert<T>(std::fma(static_cast<double>(i), step, start));
+    });
+  });
+}
+
 void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x) {
-  if (through_float32(out, [&](const Tensor& tmp) { unary(op, tmp, upcast(x)); })) return;
+  if (is_reduced_float(out.dtype()))
+    return visit_reduced(out.dtype(), [&]<class T>() { unary_reduced<T>(op, out, x); });
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
     else unary_typed<T>(op, out, x);
@@ -185,7 +245,12 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& x) {
 }
 
 void CpuBackend::clamp(const Tensor& out, const Tensor& x, double lo, double hi) {
-  if (through_float32(out, [&](const Tensor& tmp) { clamp(tmp, upcast(x), lo, hi); })) return;
+  if (is_reduced_float(out.dtype())) {  // in float, rounded once (unary_reduced's way)
+    const float l = convert<float>(lo), h = convert<float>(hi);
+    return visit_reduced(out.dtype(), [&]<class T>() {
+      unary_loop<T, T>(out, x, [l, h](T v) { return convert<T>(scalar::clamp(static_cast<float>(v), l, h)); });
+    });
+  }
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (is_reduced_v<T> || std::is_same_v<T, bool>) {
       throw InternalError("unreachable");
@@ -198,12 +263,8 @@ void CpuBackend::clamp(const Tensor& out, const Tensor& x, double lo, double hi)
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (is_reduced_float(a.dtype())) {
-    Tensor tmp = is_comparison(op) ? out : float_buffer_like(out);
-    binary(op, tmp, upcast(a), upcast(b));
-    if (!is_comparison(op)) copy(out, tmp);
-    return;
-  }
+  if (is_reduced_float(a.dtype()))
+    return visit_reduced(a.dtype(), [&]<class T>() { binary_reduced<T>(op, out, a, b); });
   visit_dtype(a.dtype(), [&]<class T>() {
     if constexpr (is_reduced_v<T>) throw InternalError("unreachable");
     else binary_typed<T>(op, out, a, b);

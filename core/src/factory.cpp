@@ -65,45 +65,16 @@ Tensor ones_like(const Tensor& x) { return ones(x.shape(), {.dtype = x.dtype(), 
 Tensor empty_like(const Tensor& x) { return empty(x.shape(), {.dtype = x.dtype(), .device = x.device()}); }
 Tensor full_like(const Tensor& x, Scalar v) { return full(x.shape(), v, {.dtype = x.dtype(), .device = x.device()}); }
 
-namespace {
-// 0, 1, ..., count - 1 in float64 on `dev`, exactly and without a host copy. The device's cumsum walks a row on one
-// thread (~60 ns an element on an H200: arange(65,536) took 4 ms), so only short runs are summed: a longer count is
-// laid out as rows of b = ceil(sqrt(count)) and built as row * b + column from two shorter runs (exact: every value
-// is an integer below 2^53).
-Tensor device_iota(int64_t count, Device dev) {
-  constexpr int64_t kSummed = 256;  // the longest run made by a running sum
-  if (count <= kSummed) {
-    const Tensor ones_on_device = full({count}, 1.0, {.dtype = kFloat64, .device = dev});
-    return raw::binary(BinaryOp::Sub, raw::cumsum(ones_on_device, 0), 1.0);
-  }
-  const int64_t b = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(count))));
-  const int64_t rows = (count + b - 1) / b;
-  const Tensor row_start = raw::binary(BinaryOp::Mul, device_iota(rows, dev), static_cast<double>(b));
-  const Tensor grid = raw::binary(BinaryOp::Add, raw::unsqueeze(row_start, 1), raw::unsqueeze(device_iota(b, dev), 0));
-  return raw::slice(raw::reshape(grid, {-1}), 0, 0, count);
-}
-}  // namespace
-
 Tensor arange(double start, double end, double step, const TensorOptions& opts) {
   EMBER_CHECK_VALUE(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
                     "arange: step must be non-zero and bounds finite, got (", start, ", ", end, ", ", step, ")");
   const double n = std::ceil((end - start) / step);
   const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
-  if (opts.device.is_cuda() && !memory::is_planning() && count > 0) {
-    // Computed on the GPU, with no host copy (a blocking copy makes the host wait, and arange runs inside
-    // cross_entropy and the index ops every step): the exact index i in float64 (device_iota), then
-    // start + i * step in two kernels, rounded as the host's loop below rounds it.
-    const Tensor i = device_iota(count, opts.device);
-    return raw::cast(raw::binary(BinaryOp::Add, raw::binary(BinaryOp::Mul, i, step), start), opts.dtype);
-  }
-  Tensor host;
-  {
-    memory::PlanningSuspend real;  // a host buffer filled here, even inside memory::plan
-    host = empty({count}, {.dtype = kFloat64});
-  }
-  double* p = host.data<double>();
-  for (int64_t i = 0; i < count; ++i) p[i] = start + static_cast<double>(i) * step;
-  return planned_if_planning(raw::to_device(raw::cast(host, opts.dtype), opts.device));
+  // One kernel on the tensor's device (no host copy: a blocking copy would make the host wait, and arange runs inside
+  // the index ops every step), each element fma(i, step, start) in double, so every device gives the same values.
+  Tensor out = empty({count}, opts);
+  if (count > 0) backend_for(opts.device).arange(out, start, step);
+  return out;
 }
 Tensor arange(int64_t n, const TensorOptions& opts) { return arange(0, static_cast<double>(n), 1, opts); }
 

@@ -20,6 +20,8 @@
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/allocator_sizes.h"
+#include "ember/internal/conv_split.h"
+#include "../cpu/bf16_gemm.h"
 #include "memory_plan_internal.h"
 #include "memory_simulation.h"
 
@@ -95,7 +97,74 @@ Allocator& MetaBackend::allocator(int index) { return state_.allocator_for(Devic
 // What a CUDA matmul takes besides its output (cuda/src/cublas.cpp): a contiguous copy of an operand cuBLAS cannot
 // read as it is, and the cuBLAS workspace, taken at the device's first matmul and kept (as the real one is, per
 // stream; a plan runs on one). The CPU backend takes scratch outside the caching allocator.
-void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor&) {
+// --- the CPU's float32 buffers for 16-bit tensors. A CPU kernel that computes float16 / bfloat16 in float32 makes
+// them through the caching allocator (core/cpu: through_float32, the bf16 GEMM's product), so a plan makes the same
+// ones, alive together for the kernel's length: what the kernel writes in float32, then a float32 copy of each
+// 16-bit input, in the kernel's order. (The elementwise kernels compute 16-bit elements in place and make none.)
+namespace {
+struct FloatBuffers {
+  std::vector<Tensor> held;
+  FloatBuffers& of(const Tensor& t) {  // a buffer of t's shape when t is a 16-bit float
+    if (t.defined() && is_reduced_float(t.dtype()))
+      held.push_back(empty(t.shape(), {.dtype = kFloat32, .device = t.device()}));
+    return *this;
+  }
+};
+bool cpu_bf16_products(std::initializer_list<const Tensor*> ts) {  // core/cpu's bf16 GEMM path takes these
+  if (cpu::bf16_gemm_path() == cpu::Bf16Path::None) return false;
+  for (const Tensor* t : ts)
+    if (t->defined() && t->dtype() != kBFloat16) return false;
+  return true;
+}
+}  // namespace
+
+void MetaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>&) {
+  if (type_ != DeviceType::CPU || !is_reduced_float(x.dtype())) return;
+  FloatBuffers f;
+  f.of(x);
+  if (op != ReduceOp::ArgMax && op != ReduceOp::ArgMin) f.held.push_back(empty(out.shape(), {.device = out.device()}));
+}
+void MetaBackend::cumsum(const Tensor& out, const Tensor& x, int64_t, bool) {
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
+}
+void MetaBackend::argsort(const Tensor&, const Tensor& x, bool) {
+  if (type_ == DeviceType::CPU) FloatBuffers().of(x);
+}
+void MetaBackend::softmax(const Tensor& out, const Tensor& x, int64_t, bool) {
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
+}
+void MetaBackend::conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams&) {
+  if (type_ != DeviceType::CPU || !is_reduced_float(out.dtype()) || cpu_bf16_products({&out, &x, &w, &b})) return;
+  FloatBuffers().of(out).of(x).of(w).of(b);
+}
+// ... and the weight gradient's per-part sums of the float path (core/cpu/conv.cpp: one weight for each part of the
+// batch after the first, the parts as ConvSplit cuts them).
+void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
+  if (type_ != DeviceType::CPU || cpu_bf16_products({&a.gy, &a.x, &a.w, &a.gx, &a.gw, &a.gb})) return;
+  FloatBuffers f;
+  if (is_reduced_float(a.x.dtype())) f.of(a.gx).of(a.gw).of(a.gb).of(a.gy).of(a.x).of(a.w);
+  if (!a.gw.defined()) return;
+  const int64_t n = a.x.size(0), oc = a.w.size(0), ckk = a.w.numel() / std::max<int64_t>(oc, 1);
+  const int64_t parts = ember::detail::conv_parts(n, 2 * n * oc * ckk * a.gy.size(2) * a.gy.size(3), get_num_threads()).parts;
+  if (parts > 1)
+    f.held.push_back(empty({parts - 1, a.w.numel()}, {.dtype = is_reduced_float(a.x.dtype()) ? kFloat32 : a.x.dtype()}));
+}
+void MetaBackend::pool2d(PoolKind, const Tensor& out, const Tensor& x, const Pool2dParams&) {
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
+}
+void MetaBackend::pool2d_backward(PoolKind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams&) {
+  if (type_ == DeviceType::CPU && is_reduced_float(gx.dtype())) FloatBuffers().of(gx).of(gy).of(x);
+}
+void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Tensor& src) {
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(src);
+}
+
+void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) {  // core/cpu/linalg.cpp's two 16-bit paths
+    if (cpu_bf16_products({&out, &a, &b})) FloatBuffers().of(out).of(bias);  // the float32 product, the bias
+    else FloatBuffers().of(out).of(a).of(b).of(bias);
+    return;
+  }
   if (type_ != DeviceType::CUDA || out.numel() == 0) return;
   const int64_t M = out.size(1), N = out.size(2), K = a.size(2);
   // cuBLAS reads a row-major rows x cols operand directly when one of its strides is 1 and the other spans a row.

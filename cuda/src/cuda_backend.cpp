@@ -183,6 +183,13 @@ void CudaBackend::fill(const Tensor& dst, double v) {
   kernels::launch_fill(k.operands[0], v, k.layout, detail::current_stream_handle(device));
 }
 
+void CudaBackend::arange(const Tensor& out, double start, double step) {
+  if (out.numel() == 0) return;
+  const int device = out.device().index();
+  detail::DeviceGuard guard(device);
+  kernels::launch_arange(out.dtype(), out.data_ptr(), out.numel(), start, step, detail::current_stream_handle(device));
+}
+
 namespace detail {
 // Declared in cuda_backend.h. requires: t is a CPU tensor and CUDA is usable (pin_memory checks).
 Tensor pin(const Tensor& t) {

@@ -104,6 +104,12 @@ TEST(Factory, CreationFunctions) {
   EXPECT_TENSOR_NEAR(a, Shape({5}), std::vector<double>({0, 1, 2, 3, 4}));
   EXPECT_TENSOR_NEAR(arange(1, 2, 0.25, {.dtype = kFloat32}), Shape({4}), std::vector<double>({1, 1.25, 1.5, 1.75}));
   EXPECT_EQ(arange(0).numel(), 0);
+  {  // each value is fma(i, step, start) rounded once (backend.h's arange; the CUDA kernel gives the same bits)
+    const Tensor f = arange(0.1, 7000, 1.1, {.dtype = kFloat64});
+    const std::vector<double> got = test::values(f);
+    ASSERT_EQ(got.size(), 6364u);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], std::fma(static_cast<double>(i), 1.1, 0.1)) << i;
+  }
   Tensor t = tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_TENSOR_NEAR(t, Shape({2, 3}), std::vector<double>({1, 2, 3, 4, 5, 6}));
   Tensor tb = tensor<bool>({true, false});

@@ -41,6 +41,8 @@ void launch_copy_cast(const Operand& dst, const Operand& src, const Layout& layo
 
 // dst[i] = value converted to dst's type, for every index i of `layout`.
 void launch_fill(const Operand& dst, double value, const Layout& layout, CUstream_st* stream);
+// out (contiguous, n elements of `type`) [i] = fma(i, step, start) in double, converted (backend.h's arange).
+void launch_arange(DType type, void* out, int64_t n, double start, double step, CUstream_st* stream);
 
 // --- elementwise.cu. float16/bfloat16 compute in float; the per-element math is scalar_math.h's, the CPU's.
 

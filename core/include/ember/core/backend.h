@@ -95,7 +95,8 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
 // The kernels, one row each: X(name, (parameters), plan). Backend declares each one pure virtual; CpuBackend,
 // CudaBackend and memory::plan's MetaBackend declare their overrides from the same rows, so a new kernel is one row
 // here and one definition per device. `plan` says what a planning (meta) run does: `skip` (nothing: the outputs are
-// already allocated) or `own` (MetaBackend defines it: the kernel takes device memory besides its outputs).
+// already allocated) or `own` (MetaBackend defines it: the kernel takes device memory besides its outputs — on the
+// CPU, the float32 buffers of a 16-bit input that a kernel computes in float32; core/src/memory_plan.cpp).
 // requires (all rows): tensors on this backend's device; `out` is freshly allocated and contiguous unless stated;
 // inputs may be strided or broadcast (stride 0); inputs never alias `out` unless stated.
 #define EMBER_BACKEND_KERNELS(X)                                                                                      \
@@ -106,6 +107,9 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   X(copy, (const Tensor& dst, const Tensor& src, bool non_blocking), skip)                                            \
   /* dst (any view) = v converted to dst's dtype. */                                                                  \
   X(fill, (const Tensor& dst, double v), skip)                                                                        \
+  /* out (1-D, contiguous) [i] = start + i * step, as one fused multiply-add in double (fma(i, step, start)),        \
+     converted to out's dtype as a copy from float64 converts. */                                                     \
+  X(arange, (const Tensor& out, double start, double step), skip)                                                     \
   /* out = op(x); x has out's shape and dtype; out may alias x exactly (in-place). */                                 \
   X(unary, (UnaryOp op, const Tensor& out, const Tensor& x), skip)                                                    \
   X(clamp, (const Tensor& out, const Tensor& x, double lo, double hi), skip)                                          \
@@ -115,29 +119,29 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* out = cond ? a : b; cond kBool, a/b of out's dtype, all with out's shape (broadcast views). */                   \
   X(where, (const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b), skip)                            \
   /* out has x's rank with the reduced dims of size 1; ArgMax/ArgMin take one dim and give kInt64. */                 \
-  X(reduce, (ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims), skip)                \
+  X(reduce, (ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims), own)                 \
   /* out = the running sum of x along dim (reverse: from the end, out[i] = x[i] + ... + x[n - 1]); x is contiguous,  \
      of out's shape and dtype, a floating one or kInt64; floating sums accumulate in double, int64 ones wrap. */      \
-  X(cumsum, (const Tensor& out, const Tensor& x, int64_t dim, bool reverse), skip)                                    \
+  X(cumsum, (const Tensor& out, const Tensor& x, int64_t dim, bool reverse), own)                                     \
   /* out (kInt64) = the indices that sort each row of x along its last dim: ascending (descending: largest first),   \
      stable (equal elements keep their order), NaN after every number (first when descending), as PyTorch's          \
      sort(stable=True). x is contiguous, of any dtype, with at least one element; out has x's shape. */               \
-  X(argsort, (const Tensor& out, const Tensor& x, bool descending), skip)                                             \
+  X(argsort, (const Tensor& out, const Tensor& x, bool descending), own)                                              \
   /* out[B, M, N] = a[B, M, K] @ b[B, K, N], + bias[N] in every row when bias is defined (contiguous, of out's        \
      dtype: a linear layer's, which the CPU adds as its GEMM stores the product); a and b may be strided (e.g.        \
      transposed views). The plan: CUDA's cuBLAS workspace and contiguous copies. */                                   \
   X(matmul, (const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias), own)                           \
   /* softmax or log-softmax of x along dim. */                                                                        \
-  X(softmax, (const Tensor& out, const Tensor& x, int64_t dim, bool log), skip)                                       \
+  X(softmax, (const Tensor& out, const Tensor& x, int64_t dim, bool log), own)                                        \
   /* NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined). */               \
-  X(conv2d, (const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p), skip)      \
-  X(conv2d_backward, (const Conv2dGradArgs& a), skip)                                                                 \
+  X(conv2d, (const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p), own)       \
+  X(conv2d_backward, (const Conv2dGradArgs& a), own)                                                                  \
   /* NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default). */                         \
-  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), skip)                         \
+  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), own)                          \
   /* gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each gy to \
      the first maximum of its window. */                                                                              \
   X(pool2d_backward, (PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p),     \
-    skip)                                                                                                             \
+    own)                                                                                                              \
   /* Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with an   \
      online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's log-sum-exp of   \
      its scores (-inf, and an output row of 0, when every key of the row is masked out). q, k, v: one floating       \
@@ -169,7 +173,7 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* out = x gathered along dim by index (kInt64, 1-D, values already checked in range). */                          \
   X(index_select, (const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index), skip)                        \
   /* out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up). */        \
-  X(index_add, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), skip)                        \
+  X(index_add, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), own)                         \
   /* Batch normalisation over dim 1 of x [N, C, S...] (contiguous, float32 or float64; per-channel tensors [C] of    \
      x's dtype, contiguous), in four passes (PyTorch's batch_norm_stats / _elemt / _backward_reduce /                \
      _backward_elemt); sums accumulate in double. mean[c], var[c] (biased) over every element of channel c, in one   \
@@ -188,7 +192,7 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* Its gradients from dy and the forward's mean, rstd, with xhat = (x - mean) * rstd and g = dy * w:               \
      dx = rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)); dw = sum_rows dy * xhat; db = sum_rows dy.        \
      The plan: CUDA's workspace for dw and db (row_norm_grad_workspace_bytes, kernel_params.h). */                    \
-  X(row_norm_backward, (const RowNormGradArgs& a), own)                                                              \
+  X(row_norm_backward, (const RowNormGradArgs& a), own)                                                               \
   /* Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std), Int     \
      uniform in [lo, hi). */                                                                                          \
   X(random, (RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state), skip)                      \
