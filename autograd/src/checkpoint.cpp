@@ -53,6 +53,7 @@ Tensor checkpoint(const TensorFn& fn, const std::vector<Tensor>& inputs) {
       replay.set_state(rng);
       GeneratorScope use(replay);
       amp::AutocastRestore same_autocast(autocast);
+      memory::CheckpointRerunScope rerun;  // memory::plan counts these FLOPs as recomputed
       y = fn(xs);
     }
     // backward() rather than grad(): tensors fn captured instead of taking as inputs (a module's parameters)

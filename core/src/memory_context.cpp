@@ -11,6 +11,7 @@ namespace memory {
 namespace {
 thread_local Phase t_phase = Phase::kForward;
 thread_local int t_recompute_depth = 0;  // open CheckpointRecomputeScopes
+thread_local int t_rerun_depth = 0;      // open CheckpointRerunScopes
 thread_local std::vector<std::pair<const std::string*, const std::string*>> t_modules;  // (name, type)
 }  // namespace
 thread_local const char* t_current_op = nullptr;
@@ -35,9 +36,12 @@ ModuleScope::ModuleScope(const std::string* name, const std::string* type_name) 
 ModuleScope::~ModuleScope() { t_modules.pop_back(); }
 CheckpointRecomputeScope::CheckpointRecomputeScope() { ++t_recompute_depth; }
 CheckpointRecomputeScope::~CheckpointRecomputeScope() { --t_recompute_depth; }
+CheckpointRerunScope::CheckpointRerunScope() { ++t_rerun_depth; }
+CheckpointRerunScope::~CheckpointRerunScope() { --t_rerun_depth; }
 
 Context current_context() {
-  Context c{.phase = t_phase, .module_path = {}, .op = t_current_op, .checkpoint_recompute = t_recompute_depth > 0};
+  Context c{.phase = t_phase, .module_path = {}, .op = t_current_op, .checkpoint_recompute = t_recompute_depth > 0,
+            .checkpoint_rerun = t_rerun_depth > 0};
   for (const auto& [n, type] : t_modules) {
     if (!n || n->empty()) continue;
     if (!c.module_path.empty()) c.module_path += '.';

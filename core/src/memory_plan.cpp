@@ -75,6 +75,14 @@ struct PlanState {
   MetaBackend cpu{DeviceType::CPU, *this}, cuda{DeviceType::CUDA, *this};
   std::unordered_map<Device, PlannedAllocator*> allocators;
   std::unordered_map<Device, Tensor> gemm_workspaces;  // one per device, from its first matmul on (cublas.cpp)
+  std::map<std::string, double> forward_flops;         // Plan::forward_flops_by_module
+  double recompute_flops = 0;                          // Plan::recompute_flops
+
+  void count_flops(double flops) {
+    const Context c = current_context();
+    if (c.checkpoint_rerun) recompute_flops += flops;
+    else if (!c.checkpoint_recompute && c.phase == Phase::kForward) forward_flops[c.module_path] += flops;
+  }
 
   PlanState(Device t, size_t l) : target(t), limit(l) {}
   ~PlanState() {
@@ -134,11 +142,18 @@ void MetaBackend::softmax(const Tensor& out, const Tensor& x, int64_t, bool) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
 }
 void MetaBackend::conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams&) {
+  const int64_t per_output = w.numel() / std::max<int64_t>(1, w.size(0));  // C KH KW multiply-adds
+  state_.count_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(per_output));
   if (type_ != DeviceType::CPU || !is_reduced_float(out.dtype()) || cpu_bf16_products({&out, &x, &w, &b})) return;
   FloatBuffers().of(out).of(x).of(w).of(b);
 }
 // ... and the weight gradient's per-part sums of the float path (core/cpu/conv.cpp: one weight for each part of the
 // batch after the first, the parts as ConvSplit cuts them).
+void MetaBackend::attention(const AttentionArgs& a) {
+  const AttentionParams& p = a.p;
+  const double pairs = static_cast<double>(p.batch_heads) * static_cast<double>(p.tq) * static_cast<double>(p.tk);
+  state_.count_flops(2.0 * pairs * static_cast<double>(p.d + p.dv) * (p.causal ? 0.5 : 1.0));
+}
 void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
   if (type_ != DeviceType::CPU || cpu_bf16_products({&a.gy, &a.x, &a.w, &a.gx, &a.gw, &a.gb})) return;
   FloatBuffers f;
@@ -160,6 +175,7 @@ void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Ten
 }
 
 void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  state_.count_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(2)));
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) {  // core/cpu/linalg.cpp's two 16-bit paths
     if (cpu_bf16_products({&out, &a, &b})) FloatBuffers().of(out).of(bias);  // the float32 product, the bias
     else FloatBuffers().of(out).of(a).of(b).of(bias);
@@ -250,6 +266,8 @@ Plan plan(Device target, const std::function<void()>& fn, const PlanOptions& opt
   Plan out;
   out.device = target;
   state.allocators.at(target)->report(out);
+  out.forward_flops_by_module = std::move(state.forward_flops);
+  out.recompute_flops = state.recompute_flops;
   return out;
 }
 

@@ -55,6 +55,7 @@
 #include "ember/nn/init.h"
 #include "ember/nn/layers.h"
 #include "ember/nn/losses.h"
+#include "ember/nn/memory_fit.h"
 #include "ember/nn/module.h"
 #include "ember/nn/serialize.h"
 #include "ember/nn/summary.h"

@@ -3,7 +3,9 @@
 // one on the outputs (it sees grad_output first, the tape runs it before anything inside the module) and one on the
 // inputs (it sees grad_input last and calls the hooks) — so the engine needs no knowledge of modules.
 #include <algorithm>
+#include <optional>
 
+#include "ember/autograd/checkpoint.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/node.h"
 #include "ember/core/memory_context.h"
@@ -96,24 +98,59 @@ const std::string* root_type_name(const Module& m) {
 // With no hook registered (the common case) each form is one test and a virtual call.
 Tensor Module::operator()(const Tensor& x) const {
   memory::ModuleScope where(&state_->name, root_type_name(*this));
+  if (state_->checkpointing && GradMode::is_enabled()) return call_checkpointed({x});
   if (!has_hooks()) [[likely]]
     return const_cast<Module*>(this)->forward(x);
   return call_with_hooks({x}, false)[0];
 }
 Tensor Module::operator()(const Tensor& a, const Tensor& b) const {
   memory::ModuleScope where(&state_->name, root_type_name(*this));
+  if (state_->checkpointing && GradMode::is_enabled()) return call_checkpointed({a, b});
   if (!has_hooks()) return const_cast<Module*>(this)->forward(a, b);
   return call_with_hooks({a, b}, false)[0];
 }
 Tensor Module::operator()(const Tensor& a, const Tensor& b, const Tensor& c) const {
   memory::ModuleScope where(&state_->name, root_type_name(*this));
+  if (state_->checkpointing && GradMode::is_enabled()) return call_checkpointed({a, b, c});
   if (!has_hooks()) return const_cast<Module*>(this)->forward(a, b, c);
   return call_with_hooks({a, b, c}, false)[0];
 }
 Tensor Module::operator()(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) const {
   memory::ModuleScope where(&state_->name, root_type_name(*this));
+  if (state_->checkpointing && GradMode::is_enabled()) return call_checkpointed({a, b, c, d});
   if (!has_hooks()) return const_cast<Module*>(this)->forward(a, b, c, d);
   return call_with_hooks({a, b, c, d}, false)[0];
+}
+
+Module& Module::set_checkpointing(bool enable) {
+  state_->checkpointing = enable;
+  return *this;
+}
+bool Module::checkpointing() const { return state_->checkpointing; }
+
+// The forward (and its hooks) inside autograd::checkpoint. The segment holds a handle on this module; its recompute
+// in backward names the module again (an OOM or a plan attributes the bytes to it: by its own name, the parents'
+// scopes being gone by then), while in the forward operator()'s scope already does.
+Tensor Module::call_checkpointed(const std::vector<Tensor>& inputs) const {
+  // kept alive by the graph when a shared_ptr owns it; a module on the stack must outlive its backward (as it must
+  // for its parameters' gradients anyway)
+  std::shared_ptr<const Module> owner = weak_from_this().lock();
+  Module* self = const_cast<Module*>(this);
+  return autograd::checkpoint(
+      [owner, self](const std::vector<Tensor>& in) {
+        std::optional<memory::ModuleScope> where;
+        if (memory::current_context().checkpoint_recompute)
+          where.emplace(&ModuleAccess::state(*self).name, root_type_name(*self));
+        Module& m = *self;
+        if (m.has_hooks()) return m.call_with_hooks(in, false)[0];
+        switch (in.size()) {
+          case 1: return m.forward(in[0]);
+          case 2: return m.forward(in[0], in[1]);
+          case 3: return m.forward(in[0], in[1], in[2]);
+          default: return m.forward(in[0], in[1], in[2], in[3]);
+        }
+      },
+      inputs);
 }
 std::vector<Tensor> Module::call(const std::vector<Tensor>& inputs) const {
   memory::ModuleScope where(&state_->name, root_type_name(*this));

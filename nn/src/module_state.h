@@ -34,6 +34,7 @@ struct Module::State {
   NamedTensors params, buffers;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children;
   bool training = true;
+  bool checkpointing = false;  // set_checkpointing: operator() runs forward through autograd::checkpoint
   std::string name;  // its name in the parent it was last registered in ("" for a root); memory::ModuleScope
   std::shared_ptr<internal::ModuleHooks> hooks;  // null until the first hook is registered
   std::once_flag type_once;  // type_name is set once, at the first call of an unnamed (root) module

@@ -148,7 +148,7 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
      dtype, rows where p.q_stride/k_stride/v_stride say (each row contiguous); out contiguous; lse contiguous,        \
      float32 (float64 for float64 inputs); mask undefined (p.mask None) or kBool / q's dtype, read through           \
      p.mask_stride. */                                                                                                \
-  X(attention, (const AttentionArgs& a), skip)                                                                        \
+  X(attention, (const AttentionArgs& a), own)                                                                         \
   /* Its gradients gq, gk, gv (contiguous [BH, T, d], every element written) from gout (contiguous) and the          \
      forward's out and lse; the scores are recomputed block by block, never stored whole. */                          \
   X(attention_backward, (const AttentionGradArgs& a), skip)                                                           \

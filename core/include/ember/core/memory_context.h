@@ -74,11 +74,22 @@ class CheckpointRecomputeScope {
   CheckpointRecomputeScope& operator=(const CheckpointRecomputeScope&) = delete;
 };
 
+// Open while such a segment's forward runs again (inside a CheckpointRecomputeScope, before its backward): what
+// memory::plan counts as recomputed FLOPs (Plan::recompute_flops).
+class CheckpointRerunScope {
+ public:
+  CheckpointRerunScope();
+  ~CheckpointRerunScope();
+  CheckpointRerunScope(const CheckpointRerunScope&) = delete;
+  CheckpointRerunScope& operator=(const CheckpointRerunScope&) = delete;
+};
+
 struct Context {
   Phase phase = Phase::kForward;
   std::string module_path;   // "" outside any named module
   const char* op = nullptr;  // the op running (forward: the outermost public op; backward: the engine's node)
   bool checkpoint_recompute = false;  // inside a checkpointed segment's backward (CheckpointRecomputeScope)
+  bool checkpoint_rerun = false;      // in it, the forward's re-run (CheckpointRerunScope)
 };
 Context current_context();
 // " during the backward of linear in module '1.fc'" (empty pieces left out), for error messages.

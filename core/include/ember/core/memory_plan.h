@@ -61,6 +61,11 @@ struct Plan {
   std::map<std::string, size_t> by_module;    // bytes live at the peak by module path ("(no module)" outside any)
   Phase peak_phase = Phase::kForward;                     // where the peak was reached
   std::string peak_where;                                 // " during the backward of conv2d in module '1'" style
+  // The forward's multiply-add FLOPs (matmul, conv2d, attention: 2 per multiply-add) by module path, as the ops
+  // ran (a module's own ops under its path, its children's under theirs); checkpoint recomputes not counted.
+  // What memory::fit weighs a checkpoint's recomputation by.
+  std::map<std::string, double> forward_flops_by_module;
+  double recompute_flops = 0;  // the same FLOPs run again by checkpoints' recomputes in backward
 
   size_t bytes(Category c) const {
     auto it = by_category.find(category_name(c));

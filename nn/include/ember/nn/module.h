@@ -90,6 +90,11 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) const;
   // The same for forward_many: m.call({ids, mask}) returns every output.
   std::vector<Tensor> call(const std::vector<Tensor>& inputs) const;
+  // Activation checkpointing of this module (memory::apply turns it on for the modules memory::fit chose): while
+  // on, a call that records a graph (grad mode on) runs forward through autograd::checkpoint — nothing inside is
+  // kept for backward but the inputs, and backward runs the forward again. For modules of one output (operator()).
+  Module& set_checkpointing(bool enable = true);
+  bool checkpointing() const;
   // How the module prints, e.g. "Dense(784 => 128, relu)". Not overridden (a user module, ModuleList,
   // ModuleDict): the type name with the registered parameters, buffers and children, one per line, as
   // "Net(\n  (fc1): Dense(784 => 128, relu)\n  (fc2): Dense(128 => 10)\n)".
@@ -221,6 +226,7 @@ class Module : public std::enable_shared_from_this<Module> {
   HookHandle add_backward_hook(BackwardHook fn);
   // The forward form for `inputs` (forward_many when `many`) between the hooks.
   std::vector<Tensor> call_with_hooks(const std::vector<Tensor>& inputs, bool many) const;
+  Tensor call_checkpointed(const std::vector<Tensor>& inputs) const;
 
   struct State;
   std::shared_ptr<State> state_;
