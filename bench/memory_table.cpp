@@ -79,16 +79,16 @@ int main(int argc, char** argv) try {
                   static_cast<long long>(largest_batch(m, *model, bf16, budget)));
       std::fflush(stdout);
     }
-    // bf16 autocast with memory::fit: the cheapest checkpoints that let one more than autocast's largest batch
-    // fit, then the largest batch with them.
-    const int64_t beyond = largest_batch(m, *model, true, budget) + 1;
+    // bf16 autocast with memory::fit: the cheapest checkpoints that let a batch a quarter larger than autocast's
+    // largest fit, then the largest batch with them.
+    const int64_t fits = largest_batch(m, *model, true, budget), beyond = fits + fits / 4;
     const memory::FitPlan p = memory::fit([&](int64_t b) { step(m, *model, b, true); }, budget,
                                           {.model = model.get(), .batch = beyond, .max_batch = 1 << 14,
                                            .device = Device::cuda()});
     memory::apply(*model, p);
     const size_t at_batch = peak(m, *model, m.batch, true);
-    std::printf("| %s | %lld | bf16 autocast + memory::fit | %s | %lld | %zu modules (%.0f GFLOP recomputed a step "
-                "at batch %lld) |\n",
+    std::printf("| %s | %lld | bf16 autocast + memory::fit | %s | %lld | %zu of the blocks (%.0f GFLOP recomputed a "
+                "step at batch %lld) |\n",
                 m.name.c_str(), static_cast<long long>(m.batch), gib(at_batch).c_str(),
                 static_cast<long long>(p.batch), p.checkpointed.size(), p.recompute_flops / 1e9,
                 static_cast<long long>(p.batch));
