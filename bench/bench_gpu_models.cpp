@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_util.h"
+
 namespace {
 using namespace ember;
 
@@ -176,23 +178,7 @@ Result run(const Case& c, Device dev, int steps, bool with_plan) {
   return {ms, dev.is_cuda() ? cuda::max_memory_allocated(dev) : 0, planned};
 }
 
-bool selected(const std::string& only, const std::string& name) {
-  if (only.empty()) return true;
-  for (size_t start = 0; start <= only.size();) {
-    const size_t end = std::min(only.find(',', start), only.size());
-    const std::string prefix = only.substr(start, end - start);
-    if (!prefix.empty() && name.rfind(prefix, 0) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
 
-std::string json_text(std::string s) {
-  std::replace(s.begin(), s.end(), '"', '\'');
-  std::replace(s.begin(), s.end(), '\\', '/');
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
 
 }  // namespace
 
@@ -223,7 +209,7 @@ int main(int argc, char** argv) {
   const std::string device_name = dev.is_cuda() ? cuda::get_device_name(dev.index()) : "cpu";
   int failed = 0;
   for (const Case& c : cases(small)) {
-    if (!selected(only, c.name)) continue;
+    if (!bench::selected(only, c.name)) continue;
     if (!c.skipped.empty()) {
       std::printf("{\"impl\": \"ember\", \"case\": \"%s\", \"skipped\": \"%s\"}\n", c.name.c_str(), c.skipped.c_str());
       continue;
@@ -240,7 +226,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {  // an out-of-memory or a missing kernel is that case's row
       ++failed;
       std::printf("{\"impl\": \"ember\", \"case\": \"%s\", \"error\": \"%s\"}\n", c.name.c_str(),
-                  json_text(e.what()).c_str());
+                  bench::json_text(e.what()).c_str());
     }
     std::fflush(stdout);
     if (dev.is_cuda()) cuda::empty_cache();

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_util.h"
+
 namespace {
 using namespace ember;
 
@@ -168,17 +170,6 @@ double time_ms(const std::function<void()>& f, Device dev, int reps, int iters) 
   return per[per.size() / 2];
 }
 
-bool selected(const std::string& only, const std::string& name) {
-  if (only.empty()) return true;
-  size_t start = 0;
-  while (start <= only.size()) {
-    const size_t end = std::min(only.find(',', start), only.size());
-    const std::string prefix = only.substr(start, end - start);
-    if (!prefix.empty() && name.rfind(prefix, 0) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -212,7 +203,7 @@ int main(int argc, char** argv) {
     for (Case& c : other_cases(sizes, dev)) cases.push_back(std::move(c));
     int failed = 0;
     for (const Case& c : cases) {
-      if (!selected(only, c.name)) continue;
+      if (!bench::selected(only, c.name)) continue;
       if (!c.skipped.empty()) {
         std::printf("{\"impl\": \"ember\", \"case\": \"%s\", \"skipped\": \"%s\"}\n", c.name.c_str(), c.skipped.c_str());
         continue;
@@ -226,11 +217,8 @@ int main(int argc, char** argv) {
                     device_name.c_str(), c.name.c_str(), ms, c.work, c.unit.c_str(), rate);
       } catch (const std::exception& e) {  // one case's failure (an OOM, a dtype not served) is that case's row
         ++failed;
-        std::string what = e.what();
-        std::replace(what.begin(), what.end(), '"', '\'');
-        std::replace(what.begin(), what.end(), '\n', ' ');
-        std::replace(what.begin(), what.end(), '\\', '/');
-        std::printf("{\"impl\": \"ember\", \"case\": \"%s\", \"error\": \"%s\"}\n", c.name.c_str(), what.c_str());
+        std::printf("{\"impl\": \"ember\", \"case\": \"%s\", \"error\": \"%s\"}\n", c.name.c_str(),
+                    bench::json_text(e.what()).c_str());
       }
       std::fflush(stdout);
       if (dev.is_cuda()) cuda::empty_cache();
