@@ -86,7 +86,8 @@ std::vector<Case> other_cases(const Sizes& s, Device dev) {
                      return [=] { backward(layer_norm(x, {dm}, w, b), {x, w, b}, g); };
                    },
                    5.0 * n * dm * 4, "GB/s", ""});
-  // BatchNorm + ReLU on a bf16 convolution's output under bf16 autocast (ResNet-50's first stage), training mode.
+  // BatchNorm + ReLU (fused, as ResNet's blocks) on a bf16 convolution's output under bf16 autocast (ResNet-50's
+  // first stage), training mode.
   const int64_t cn = s.conv_n, cc = s.conv_c, hw = s.conv_hw;
   const double act = static_cast<double>(cn) * cc * hw * hw;
   cases.push_back({"batchnorm-relu-bf16-" + std::to_string(cn) + "x" + std::to_string(cc) + "x" + std::to_string(hw),
@@ -98,7 +99,7 @@ std::vector<Case> other_cases(const Sizes& s, Device dev) {
                        Tensor y;
                        {
                          amp::AutocastGuard ac(kBFloat16);
-                         y = relu(batch_norm(x, rm, rv, w, b, /*training=*/true));
+                         y = batch_norm_relu(x, rm, rv, w, b, /*training=*/true);  // as ResNet's blocks
                        }
                        backward(y, {x, w, b}, g.to(y.dtype()));
                      };

@@ -196,6 +196,11 @@ otrc=$?
 say "bench ops: ember rc $orc, pytorch rc $otrc ($(elapsed)s)"
 python3 scripts/gpu_ops_ratio.py "$logs/ember_ops.jsonl" "$logs/torch_ops.jsonl" 2>&1 | tee -a "$summary"
 [ $orc -ne 0 ] && tail -3 "$logs/ember_ops.err" | tee -a "$summary"
+# Attention again on Ember's own kernels (EMBER_CUDNN_ATTENTION=0): cuDNN's fused path against them.
+EMBER_CUDNN_ATTENTION=0 timeout -k 5 60 "$root/bench/ember_bench_gpu_ops" --only attn \
+  > "$logs/ember_ops_own_attn.jsonl" 2> "$logs/ember_ops_own_attn.err"
+say "bench ops, attention on Ember's own kernels: rc $? ($(elapsed)s); below, the Ember column is the own kernels, the PyTorch column the default (cuDNN) run"
+python3 scripts/gpu_ops_ratio.py "$logs/ember_ops_own_attn.jsonl" "$logs/ember_ops.jsonl" 2>&1 | tee -a "$summary"
 timeout -k 5 150 "$root/bench/ember_bench_gpu" > "$logs/ember.jsonl" 2> "$logs/ember.err"
 erc=$?
 timeout -k 5 150 python3 "$root/torch_reference.py" --json "$logs/torch.jsonl" > "$logs/torch.log" 2>&1

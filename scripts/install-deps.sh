@@ -24,3 +24,11 @@ if ! /usr/bin/python3 -c 'import safetensors' 2>/dev/null; then
   $SUDO /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors 2>/dev/null ||
     echo "install-deps: could not install Python safetensors; the Python interop test will be skipped"
 fi
+# NVIDIA's cuDNN frontend (header-only C++, MIT; PyPI's nvidia-cudnn-frontend wheel carries the headers) for the
+# CUDA backend's fused attention through cuDNN's graph API; optional: without it attention runs on Ember's own
+# CUDA kernels. Only the headers are used, from ~/.cache/ember/cudnn-frontend/include (cmake/FindCudnnFrontend.cmake).
+fe_dir="${XDG_CACHE_HOME:-$HOME/.cache}/ember/cudnn-frontend"
+if [ ! -f "$fe_dir/include/cudnn_frontend.h" ]; then
+  /usr/bin/python3 -m pip install --quiet --no-deps --target "$fe_dir" "nvidia-cudnn-frontend==1.32.0" 2>/dev/null ||
+    echo "install-deps: could not install the cuDNN frontend headers; CUDA attention will use Ember's own kernels"
+fi

@@ -46,31 +46,47 @@ Tensor layer_norm_composite(const Tensor& x, int64_t k, const Tensor& w, const T
 }
 }  // namespace
 
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
-  OpEntry op(opdef::batch_norm);
-  const Tensor& x = op.in(x_in);  // autocast: normalisation in float32
-  raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
+namespace {
+// batch_norm, and batch_norm_relu when relu: one fused raw op forward; backward, relu's mask applied to the
+// gradient first (ReluBackward against the saved output), then the batch-norm gradient passes.
+Tensor batch_norm_op(const OpDef& def, const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu) {
+  OpEntry op(def);
+  const Tensor& x = op.in(x_in);  // autocast keeps x's dtype: 16-bit in and out, float32 statistics
+  raw::BatchNormResult r = raw::batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, relu);
   if (!op.needs_grad({&x, &weight, &bias})) return r.y;
   const bool x_wants = x.requires_grad(), w_wants = weight.defined() && weight.requires_grad(),
              b_wants = bias.defined() && bias.requires_grad();
   const DType wdt = weight.defined() ? weight.dtype() : x.dtype(), bdt = bias.defined() ? bias.dtype() : x.dtype();
   op.record({x, weight, bias}, {r.y})
-      .backward([=, sx = save(x), sw = save(weight), sb = save(bias), mean = r.mean,
-                 invstd = r.invstd](const Grads& g) -> Grads {
+      .backward([=, sx = save(x), sw = save(weight), sb = save(bias), sy = relu ? save(r.y) : autograd::SavedTensor(),
+                 mean = r.mean, invstd = r.invstd](const Grads& g) -> Grads {
         const Tensor xv = sx.get(), wv = sw.get();
         if (autograd::create_graph_enabled())  // differentiable again: through the composite
           return autograd::grads_by_recompute(
               {xv, wv, sb.get()},
               [&](const std::vector<Tensor>& in) {
-                return batch_norm_composite(in[0], in[1], in[2], training, mean, invstd, eps);
+                const Tensor y = batch_norm_composite(in[0], in[1], in[2], training, mean, invstd, eps);
+                return relu ? ember::relu(y) : y;
               },
               g[0]);
+        const Tensor gy = relu ? raw::binary(BinaryOp::ReluBackward, g[0], sy.get()) : g[0];
         raw::BatchNormGrads gr =
-            raw::batch_norm_backward(g[0], xv, mean, invstd, wv, training, x_wants, w_wants, b_wants);
+            raw::batch_norm_backward(gy, xv, mean, invstd, wv, training, x_wants, w_wants, b_wants);
         return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
       });
   return r.y;
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm_op(opdef::batch_norm, x, running_mean, running_var, weight, bias, training, momentum, eps, false);
+}
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm_op(opdef::batch_norm_relu, x, running_mean, running_var, weight, bias, training, momentum, eps,
+                       true);
 }
 
 namespace {

@@ -1,9 +1,11 @@
 // defines: the CPU batch-norm passes (backend.h: batch_norm_stats / _elemt / _backward_reduce / _backward_elemt).
 // x is viewed as [N, C, S] (S = the spatial size, 1 for [N, C]). With S > 1 a channel is N contiguous runs of S
 // values, and a thread takes whole channels; with S == 1 a row of x holds one value of every channel, and the
-// per-channel sums are accumulated row by row across channels. Sums are in x's type within a run (vectorised) and
-// in double across runs; the variance is a second pass over the deviations from the mean. Each elementwise pass
-// is one multiply-add per element with per-channel coefficients worked out first, in double.
+// per-channel sums are accumulated row by row across channels. Sums are in the compute type within a run
+// (vectorised) and in double across runs; the variance is a second pass over the deviations from the mean. Each
+// elementwise pass is one multiply-add per element with per-channel coefficients worked out first, in double.
+// E is the element type of x, y, dy, dx; T the compute type of the per-channel tensors: float for 16-bit elements
+// (each widened as it is read and the result rounded once), E itself for float and double.
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
@@ -22,6 +24,23 @@ struct NCS {
   // grain in channels: enough elements per thread to be worth a fork
   int64_t channel_grain() const { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(count(), 1)); }
 };
+
+// Calls f.template operator()<E, T>() for x's element type E and its compute type T.
+template <class F>
+void visit_bn(const char* op, DType dt, F&& f) {
+  switch (dt) {
+    case kFloat32:
+      return f.template operator()<float, float>();
+    case kFloat64:
+      return f.template operator()<double, double>();
+    case kBFloat16:
+      return f.template operator()<BFloat16, float>();
+    case kFloat16:
+      return f.template operator()<Half, float>();
+    default:
+      throw InternalError(detail::str(op, ": takes a floating-point input, got ", dt));
+  }
+}
 
 template <class T>
 const T* ptr(const Tensor& t) {
@@ -93,22 +112,25 @@ void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
   });
 }
 
-// out[i] = k1[c] * u[i] + k2[c] * v[i] + k3[c] over every element (v may be null: k2 unused), c = i's channel.
-template <class T>
-void channel_affine(const NCS& d, T* out, const T* u, const T* v, const T* k1, const T* k2, const T* k3) {
+// out[i] = k1[c] * u[i] + k2[c] * v[i] + k3[c] over every element (v may be null: k2 unused), c = i's channel,
+// then relu of it when Relu; in T, each element of E read widened and the result rounded once.
+template <class E, class T, bool Relu = false>
+void channel_affine(const NCS& d, E* out, const E* u, const E* v, const T* k1, const T* k2, const T* k3) {
+  const auto act = [](T r) { return Relu ? scalar::unary<UnaryOp::Relu>(r) : r; };
   const int64_t rows = d.N * d.C;
   parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.S, 1)),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    const int64_t c = r % d.C, o = r * d.S;
                    const T a = k1[c], b = v ? k2[c] : T(0), e = k3[c];
-                   T* __restrict y = out + o;
-                   const T* __restrict x = u + o;
+                   E* __restrict y = out + o;
+                   const E* __restrict x = u + o;
                    if (v) {
-                     const T* __restrict w = v + o;
-                     for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + b * w[i] + e;
+                     const E* __restrict w = v + o;
+                     for (int64_t i = 0; i < d.S; ++i)
+                       y[i] = convert<E>(act(a * static_cast<T>(x[i]) + b * static_cast<T>(w[i]) + e));
                    } else {
-                     for (int64_t i = 0; i < d.S; ++i) y[i] = a * x[i] + e;
+                     for (int64_t i = 0; i < d.S; ++i) y[i] = convert<E>(act(a * static_cast<T>(x[i]) + e));
                    }
                  }
                });
@@ -119,19 +141,19 @@ void channel_affine(const NCS& d, T* out, const T* u, const T* v, const T* k1, c
 void CpuBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) {
   const NCS d(x);
   if (d.C == 0) return;
-  visit_float("batch_norm_stats", x.dtype(), [&]<class T>() {
+  visit_bn("batch_norm_stats", x.dtype(), [&]<class E, class T>() {
     // two passes, as PyTorch's: the mean, then the sum of squared deviations from it (no cancellation)
-    const T* xp = ptr<T>(x);
+    const E* xp = ptr<E>(x);
     std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C)), unused(static_cast<size_t>(d.C));
     channel_sums<T>(
-        d, s1.data(), unused.data(), [&](int64_t i, int64_t) { return xp[i]; }, nullptr);
+        d, s1.data(), unused.data(), [&](int64_t i, int64_t) { return static_cast<T>(xp[i]); }, nullptr);
     const double m = static_cast<double>(d.count());
     std::vector<T> mu(static_cast<size_t>(d.C));
     for (int64_t c = 0; c < d.C; ++c) mu[static_cast<size_t>(c)] = static_cast<T>(s1[static_cast<size_t>(c)] / m);
     channel_sums<T>(
         d, s2.data(), unused.data(),
         [&](int64_t i, int64_t c) {
-          const T v = xp[i] - mu[static_cast<size_t>(c)];
+          const T v = static_cast<T>(xp[i]) - mu[static_cast<size_t>(c)];
           return v * v;
         },
         nullptr);
@@ -146,7 +168,7 @@ void CpuBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
   const Tensor &y = a.y, &x = a.x, &mean = a.mean, &invstd = a.invstd, &w = a.w, &b = a.b;
   const NCS d(x);
   if (x.numel() == 0) return;
-  visit_float("batch_norm_elemt", x.dtype(), [&]<class T>() {
+  visit_bn("batch_norm_elemt", x.dtype(), [&]<class E, class T>() {
     // y = scale[c] * x + shift[c]: scale = invstd * w, shift = b - mean * scale
     std::vector<T> scale(static_cast<size_t>(d.C)), shift(static_cast<size_t>(d.C));
     for (int64_t c = 0; c < d.C; ++c) {
@@ -155,7 +177,8 @@ void CpuBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
       scale[static_cast<size_t>(c)] = static_cast<T>(k.scale);
       shift[static_cast<size_t>(c)] = static_cast<T>(k.shift);
     }
-    channel_affine<T>(d, mut<T>(y), ptr<T>(x), nullptr, scale.data(), nullptr, shift.data());
+    if (a.relu) channel_affine<E, T, true>(d, mut<E>(y), ptr<E>(x), nullptr, scale.data(), nullptr, shift.data());
+    else channel_affine<E, T>(d, mut<E>(y), ptr<E>(x), nullptr, scale.data(), nullptr, shift.data());
   });
 }
 
@@ -163,12 +186,13 @@ void CpuBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
   const Tensor &sum_dy = a.sum_dy, &sum_dy_xmu = a.sum_dy_xmu, &dy = a.dy, &x = a.x, &mean = a.mean;
   const NCS d(x);
   if (d.C == 0) return;
-  visit_float("batch_norm_backward_reduce", x.dtype(), [&]<class T>() {
-    const T *xp = ptr<T>(x), *gp = ptr<T>(dy), *mp = ptr<T>(mean);
+  visit_bn("batch_norm_backward_reduce", x.dtype(), [&]<class E, class T>() {
+    const E *xp = ptr<E>(x), *gp = ptr<E>(dy);
+    const T* mp = ptr<T>(mean);
     std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
     channel_sums<T>(
-        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return gp[i]; },
-        [&](int64_t i, int64_t c) { return gp[i] * (xp[i] - mp[c]); });
+        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<T>(gp[i]); },
+        [&](int64_t i, int64_t c) { return static_cast<T>(gp[i]) * (static_cast<T>(xp[i]) - mp[c]); });
     for (int64_t c = 0; c < d.C; ++c) {
       mut<T>(sum_dy)[c] = static_cast<T>(s1[static_cast<size_t>(c)]);
       mut<T>(sum_dy_xmu)[c] = static_cast<T>(s2[static_cast<size_t>(c)]);
@@ -182,7 +206,7 @@ void CpuBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
   const int64_t count = a.count;
   const NCS d(x);
   if (x.numel() == 0) return;
-  visit_float("batch_norm_backward_elemt", x.dtype(), [&]<class T>() {
+  visit_bn("batch_norm_backward_elemt", x.dtype(), [&]<class E, class T>() {
     // dx = k1 * dy + k2 * x + k3 per channel (scalar::bn_backward)
     std::vector<T> k1(static_cast<size_t>(d.C)), k2(static_cast<size_t>(d.C)), k3(static_cast<size_t>(d.C));
     const bool batch_stats = sum_dy.defined();
@@ -195,7 +219,8 @@ void CpuBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
       k2[i] = static_cast<T>(k.k2);
       k3[i] = static_cast<T>(k.k3);
     }
-    channel_affine<T>(d, mut<T>(dx), ptr<T>(dy), batch_stats ? ptr<T>(x) : nullptr, k1.data(), k2.data(), k3.data());
+    channel_affine<E, T>(d, mut<E>(dx), ptr<E>(dy), batch_stats ? ptr<E>(x) : nullptr, k1.data(), k2.data(),
+                         k3.data());
   });
 }
 

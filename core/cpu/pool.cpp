@@ -1,7 +1,9 @@
-// defines: the CPU pooling (max / average, NCHW) and its backward. Windows that tile the input (kernel ==
-// stride, no padding) take fast paths; 2x2 max pooling of float rows is vectorised (AVX2, or AVX-512 in that
-// variant).
+// defines: the CPU pooling (max / average, NCHW) and its backward, channel by channel. Windows that tile the
+// input (kernel == stride, no padding) take fast paths; 2x2 max pooling of float rows is vectorised (AVX2, or AVX-512
+// in that variant); 16-bit channels are widened into per-task float buffers and rounded once (for_channels).
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -329,55 +331,97 @@ void pool_general_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int6
     }
 }
 
+// One channel, by the path its windows take.
+template <class T>
+void pool_channel(PoolKind kind, const T* xc, T* oc, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                  const Pool2dParams& p) {
+  if (tiles(p)) pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
+  else pool_general_forward(kind, xc, oc, H, W, OH, OW, p);
+}
+template <class T>
+void pool_channel_backward(PoolKind kind, const T* xc, const T* gc, T* gxc, int64_t H, int64_t W, int64_t OH,
+                           int64_t OW, const Pool2dParams& p) {
+  if (tiles(p)) pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
+  else pool_general_backward(kind, xc, gc, gxc, H, W, OH, OW, p);
+}
+
+// Calls f.template operator()<T>() for the element type of a floating dtype.
+template <class F>
+void visit_pooled(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case kFloat32:
+      return f.template operator()<float>();
+    case kFloat64:
+      return f.template operator()<double>();
+    case kBFloat16:
+      return f.template operator()<BFloat16>();
+    case kFloat16:
+      return f.template operator()<Half>();
+    default:
+      throw InternalError(detail::str("cpu ", op, ": floating dtype expected, got ", dt));
+  }
+}
+
+// An input of for_channels: the tensor and its elements per channel.
+struct ChannelInput {
+  Tensor t;
+  int64_t size;
+};
+
+// Runs body(the inputs' channel c, the output's channel c) for the nc channels in parallel (the output has out_size
+// elements a channel). float and double channels are the tensors' own memory. 16-bit channels are widened into
+// float buffers of the task and the float result rounded once into the output: the float32 kernel's values, with no
+// float32 copy of any tensor (memory::plan counts the caching allocator's bytes; these buffers are a channel each,
+// outside it).
+template <class T, class Body>
+void for_channels(int64_t nc, std::initializer_list<ChannelInput> ins, const Tensor& out, int64_t out_size, Body body) {
+  const std::vector<ChannelInput> in(ins);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, in[0].size));
+  parallel_for(0, nc, grain, [&](int64_t c0, int64_t c1) {
+    if constexpr (std::is_floating_point_v<T>) {
+      std::array<const T*, 2> ptrs{};
+      for (int64_t c = c0; c < c1; ++c) {
+        for (size_t k = 0; k < in.size(); ++k) ptrs[k] = static_cast<const T*>(in[k].t.data_ptr()) + c * in[k].size;
+        body(ptrs, static_cast<T*>(out.data_ptr()) + c * out_size);
+      }
+    } else {
+      std::array<std::vector<float>, 2> wide;
+      std::vector<float> result(static_cast<size_t>(out_size));
+      std::array<const float*, 2> ptrs{};
+      for (size_t k = 0; k < in.size(); ++k) wide[k].resize(static_cast<size_t>(in[k].size));
+      for (int64_t c = c0; c < c1; ++c) {
+        for (size_t k = 0; k < in.size(); ++k) {
+          const T* src = static_cast<const T*>(in[k].t.data_ptr()) + c * in[k].size;
+          for (int64_t i = 0; i < in[k].size; ++i) wide[k][static_cast<size_t>(i)] = static_cast<float>(src[i]);
+          ptrs[k] = wide[k].data();
+        }
+        body(ptrs, result.data());
+        T* dst = static_cast<T*>(out.data_ptr()) + c * out_size;
+        for (int64_t i = 0; i < out_size; ++i) dst[i] = convert<T>(result[static_cast<size_t>(i)]);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
-  if (through_float32(out, [&](const Tensor& tmp) { pool2d(kind, tmp, upcast(x_in), p); })) return;
-  Tensor x = raw::contiguous(x_in);
-  const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
-  visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (!std::is_floating_point_v<T>) {
-      throw InternalError("cpu pool2d: floating dtype expected");
-    } else {
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      T* op = static_cast<T*>(out.data_ptr());
-      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
-                   [&](int64_t c0, int64_t c1) {
-                     for (int64_t c = c0; c < c1; ++c) {
-                       const T* xc = xp + c * H * W;
-                       T* oc = op + c * OH * OW;
-                       if (tiles(p)) pool_tiles_forward(kind, xc, oc, W, OH, OW, p.kernel_h, p.kernel_w);
-                       else pool_general_forward(kind, xc, oc, H, W, OH, OW, p);
-                     }
-                   });
-    }
+  const Tensor x = raw::contiguous(x_in);
+  const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
+  visit_pooled(out.dtype(), "pool2d", [&]<class T>() {
+    for_channels<T>(x.size(0) * x.size(1), {{x, H * W}}, out, OH * OW,
+                    [&](const auto& in, auto* oc) { pool_channel(kind, in[0], oc, H, W, OH, OW, p); });
   });
 }
 
 void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
                                  const Pool2dParams& p) {
-  if (through_float32(gx, [&](const Tensor& tmp) { pool2d_backward(kind, tmp, upcast(gy_in), upcast(x_in), p); }))
-    return;
-  Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
-  const int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), OH = gy.size(2), OW = gy.size(3);
-  visit_dtype(gx.dtype(), [&]<class T>() {
-    if constexpr (!std::is_floating_point_v<T>) {
-      throw InternalError("cpu pool2d_backward: floating dtype expected");
-    } else {
-      const T* xp = static_cast<const T*>(x.data_ptr());
-      const T* gyp = static_cast<const T*>(gy.data_ptr());
-      T* gxp = static_cast<T*>(gx.data_ptr());
-      parallel_for(0, NC, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, H * W)),
-                   [&](int64_t c0, int64_t c1) {
-                     for (int64_t c = c0; c < c1; ++c) {
-                       const T* xc = xp + c * H * W;
-                       const T* gc = gyp + c * OH * OW;
-                       T* gxc = gxp + c * H * W;
-                       if (tiles(p)) pool_tiles_backward(kind, xc, gc, gxc, H, W, OH, OW, p.kernel_h, p.kernel_w);
-                       else pool_general_backward(kind, xc, gc, gxc, H, W, OH, OW, p);
-                     }
-                   });
-    }
+  const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
+  const int64_t H = x.size(2), W = x.size(3), OH = gy.size(2), OW = gy.size(3);
+  visit_pooled(gx.dtype(), "pool2d_backward", [&]<class T>() {
+    for_channels<T>(x.size(0) * x.size(1), {{x, H * W}, {gy, OH * OW}}, gx, H * W, [&](const auto& in, auto* gxc) {
+      pool_channel_backward(kind, in[0], in[1], gxc, H, W, OH, OW, p);
+    });
   });
 }
 

@@ -21,6 +21,7 @@
 #include "ember/cuda/memory.h"
 #include "ember/internal/allocator_sizes.h"
 #include "ember/internal/conv_split.h"
+#include "ember/internal/cuda_scratch.h"
 #include "../cpu/bf16_gemm.h"
 #include "memory_plan_internal.h"
 #include "memory_simulation.h"
@@ -126,8 +127,28 @@ bool cpu_bf16_products(std::initializer_list<const Tensor*> ts) {  // core/cpu's
 }
 }  // namespace
 
-void MetaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>&) {
-  if (type_ != DeviceType::CPU || !is_reduced_float(x.dtype())) return;
+// A CUDA reduction split into chunks keeps the chunks' partials, and an argsort of rows longer than 2048 sorts in a
+// buffer (cuda/src/reduce.cpp, sort.cpp; the sizes from ember/internal/cuda_scratch.h, the kernels' own).
+namespace {
+void plan_cuda_scratch(int64_t bytes, Device dev) {
+  if (bytes <= 0) return;
+  Tensor ws = empty({bytes}, {.dtype = kUInt8, .device = dev});
+  tag(ws, Category::kWorkspace);
+}
+void plan_cuda_reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<bool> is_red(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : dims) is_red[static_cast<size_t>(d)] = true;
+  DimWalk<ember::detail::kCudaReduceMaxDims> kept, red;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!(is_red[static_cast<size_t>(d)] ? red : kept).add(x.size(d), x.stride(d))) return;  // the kernel refuses
+  if (red.numel == 0 || out.numel() == 0) return;
+  plan_cuda_scratch(ember::detail::cuda_reduce_workspace_bytes(op, kept, red), out.device());
+}
+}  // namespace
+
+void MetaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& dims) {
+  if (type_ == DeviceType::CUDA) return plan_cuda_reduce(op, out, x, dims);
+  if (!is_reduced_float(x.dtype())) return;
   FloatBuffers f;
   f.of(x);
   if (op != ReduceOp::ArgMax && op != ReduceOp::ArgMin) f.held.push_back(empty(out.shape(), {.device = out.device()}));
@@ -135,8 +156,11 @@ void MetaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const 
 void MetaBackend::cumsum(const Tensor& out, const Tensor& x, int64_t, bool) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
 }
-void MetaBackend::argsort(const Tensor&, const Tensor& x, bool) {
+void MetaBackend::argsort(const Tensor& out, const Tensor& x, bool) {
   if (type_ == DeviceType::CPU) FloatBuffers().of(x);
+  if (type_ != DeviceType::CUDA || out.numel() == 0) return;
+  const int64_t n = x.size(x.dim() - 1);
+  plan_cuda_scratch(ember::detail::cuda_argsort_workspace_bytes(x.numel() / n, n), out.device());
 }
 void MetaBackend::softmax(const Tensor& out, const Tensor& x, int64_t, bool) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
@@ -163,12 +187,6 @@ void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
   const int64_t parts = ember::detail::conv_parts(n, 2 * n * oc * ckk * a.gy.size(2) * a.gy.size(3), get_num_threads()).parts;
   if (parts > 1)
     f.held.push_back(empty({parts - 1, a.w.numel()}, {.dtype = is_reduced_float(a.x.dtype()) ? kFloat32 : a.x.dtype()}));
-}
-void MetaBackend::pool2d(PoolKind, const Tensor& out, const Tensor& x, const Pool2dParams&) {
-  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
-}
-void MetaBackend::pool2d_backward(PoolKind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams&) {
-  if (type_ == DeviceType::CPU && is_reduced_float(gx.dtype())) FloatBuffers().of(gx).of(gy).of(x);
 }
 void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Tensor& src) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(src);
@@ -206,6 +224,24 @@ void MetaBackend::row_norm_backward(const RowNormGradArgs& a) {
   if (bytes == 0) return;
   Tensor ws = empty({bytes}, {.dtype = kUInt8, .device = a.x.device()});
   tag(ws, Category::kWorkspace);
+}
+
+// A CUDA batch norm's two reductions take their per-part sums (cuda/src/norm.cpp) for the kernels' length.
+namespace {
+void plan_batch_norm_workspace(DeviceType type, const Tensor& x) {
+  if (type != DeviceType::CUDA || x.dim() < 2) return;
+  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0;
+  const int64_t bytes = batch_norm_workspace_bytes(n, c, s);
+  if (bytes == 0) return;
+  Tensor ws = empty({bytes}, {.dtype = kUInt8, .device = x.device()});
+  tag(ws, Category::kWorkspace);
+}
+}  // namespace
+void MetaBackend::batch_norm_stats(const Tensor&, const Tensor&, const Tensor& x) {
+  if (x.size(1) > 0) plan_batch_norm_workspace(type_, x);
+}
+void MetaBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
+  if (a.x.size(1) > 0) plan_batch_norm_workspace(type_, a.x);
 }
 
 namespace {

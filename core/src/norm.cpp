@@ -30,8 +30,8 @@ Tensor invstd_of(const Tensor& var, double eps) {
 }  // namespace
 
 BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                           const Tensor& bias, bool training, double momentum, double eps) {
-  const char* op = "batch_norm";
+                           const Tensor& bias, bool training, double momentum, double eps, bool relu) {
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
   detail::check_defined(op, x, "input");
   detail::check_floating(op, x);
   EMBER_CHECK_SHAPE(x.dim() >= 2, op, ": expected an input of at least 2 dims [N, C, ...], got ", x.shape());
@@ -50,8 +50,10 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
                     x.shape());
 
   Backend& be = backend_for(x.device());
+  // x stays in its dtype (16-bit elements are widened in the kernels: no float32 copy of x); the statistics and
+  // the per-channel tensors are in the compute dtype, float32 for 16-bit x (PyTorch's mixed-dtype batch norm).
   const DType cd = compute_dtype(x);
-  const Tensor xc = contiguous(cast(x, cd));
+  const Tensor xc = contiguous(x);
   Tensor mean, invstd;
   if (training) {
     mean = detail::new_tensor({C}, cd, x.device());
@@ -70,10 +72,15 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
     mean = per_channel(running_mean, cd);
     invstd = contiguous(invstd_of(cast(running_var, cd), eps));
   }
-  Tensor y = detail::new_tensor(x.shape(), cd, x.device());
-  be.batch_norm_elemt(
-      {.y = y, .x = xc, .mean = mean, .invstd = invstd, .w = per_channel(weight, cd), .b = per_channel(bias, cd)});
-  return {cast(y, x.dtype()), mean, invstd};
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x.device());
+  be.batch_norm_elemt({.y = y,
+                       .x = xc,
+                       .mean = mean,
+                       .invstd = invstd,
+                       .w = per_channel(weight, cd),
+                       .b = per_channel(bias, cd),
+                       .relu = relu});
+  return {y, mean, invstd};
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
@@ -84,7 +91,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
                     x.shape());
   Backend& be = backend_for(x.device());
   const DType cd = compute_dtype(x);
-  const Tensor dy = contiguous(cast(grad_out, cd)), xc = contiguous(cast(x, cd)), w = per_channel(weight, cd);
+  const Tensor dy = contiguous(cast(grad_out, x.dtype())), xc = contiguous(x), w = per_channel(weight, cd);
   const int64_t C = x.size(1), count = C ? x.numel() / C : 0;
   BatchNormGrads g;
   Tensor sum_dy, sum_dy_xmu;
@@ -94,7 +101,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
     if (C) be.batch_norm_backward_reduce({.sum_dy = sum_dy, .sum_dy_xmu = sum_dy_xmu, .dy = dy, .x = xc, .mean = mean});
   }
   if (need_x) {
-    Tensor dx = detail::new_tensor(x.shape(), cd, x.device());
+    Tensor dx = detail::new_tensor(x.shape(), x.dtype(), x.device());
     be.batch_norm_backward_elemt({.dx = dx,
                                   .dy = dy,
                                   .x = xc,
@@ -104,7 +111,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
                                   .sum_dy = training ? sum_dy : Tensor(),
                                   .sum_dy_xmu = training ? sum_dy_xmu : Tensor(),
                                   .count = count});
-    g.x = cast(dx, x.dtype());
+    g.x = dx;
   }
   if (need_weight) g.weight = binary(BinaryOp::Mul, sum_dy_xmu, invstd);
   if (need_bias) g.bias = sum_dy;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda_backend.h"
+#include "cudnn_attention.h"
 #include "ember/core/error.h"
 #include "ember/core/raw_ops.h"
 #include "kernel_args.h"
@@ -36,9 +37,12 @@ Tensor packed(const Tensor& t, int64_t* stride, int64_t rows) {
 
 }  // namespace
 
+// float16 / bfloat16 without a mask tensor go to cuDNN's fused flash attention when it serves them
+// (cudnn_attention.h; the rule in docs/attention.md), everything else to the own kernels.
 void CudaBackend::attention(const AttentionArgs& a) {
   const Tensor &out = a.out, &lse = a.lse, &q = a.q, &k = a.k, &v = a.v, &mask = a.mask;
   const AttentionParams& p = a.p;
+  if (detail::cudnn_attention_takes(q, k, v, mask, p) && detail::cudnn_attention_forward(a)) return;
   check_width(p);
   OnDevice on(out);
   AttentionParams pc = p;
@@ -51,6 +55,7 @@ void CudaBackend::attention_backward(const AttentionGradArgs& a) {
   const Tensor &gq = a.gq, &gk = a.gk, &gv = a.gv, &gout = a.gout, &q = a.q, &k = a.k, &v = a.v, &out = a.out,
                &lse = a.lse, &mask = a.mask;
   const AttentionParams& p = a.p;
+  if (detail::cudnn_attention_takes(q, k, v, mask, p) && detail::cudnn_attention_backward(a)) return;
   check_width(p);
   OnDevice on(gq);
   // D[i] = sum(gout[i] * out[i]) in lse's dtype (float32, float64 for float64): the softmax backward's row term

@@ -1,5 +1,5 @@
 // defines: CudaBackend's batch-norm passes and row norms (layer norm), on kernels/norm.cu and kernels/layer_norm.cu
-// (contracts in core/include/ember/core/backend.h; the raw op has made every tensor contiguous and of one float type;
+// (contracts in core/include/ember/core/backend.h; the raw op has made every tensor contiguous;
 // each runs on the current stream of x's device).
 #include "cuda_backend.h"
 #include "kernel_args.h"
@@ -20,27 +20,43 @@ kernels::NcsShape ncs(const Tensor& x) {
 }
 const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// The per-part sums of the batch-norm reductions (kernels/norm.cu), held for the kernels' length; memory::plan
+// allocates the same (MetaBackend::batch_norm_stats).
+Tensor batch_norm_workspace(const Tensor& x, const kernels::NcsShape& d) {
+  const int64_t bytes = batch_norm_workspace_bytes(d.n, d.c, d.s);
+  if (bytes == 0) return {};
+  Tensor ws = empty({bytes}, {.dtype = kUInt8, .device = x.device()});
+  memory::tag(ws, memory::Category::kWorkspace);
+  return ws;
+}
+
 }  // namespace
 
 void CudaBackend::batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x) {
   if (x.size(1) == 0) return;
   OnDevice on(x);
-  kernels::launch_batch_norm_stats(x.dtype(), mean.data_ptr(), var.data_ptr(), x.data_ptr(), ncs(x), on.stream);
+  const kernels::NcsShape d = ncs(x);
+  const Tensor ws = batch_norm_workspace(x, d);
+  kernels::launch_batch_norm_stats(x.dtype(), mean.data_ptr(), var.data_ptr(), x.data_ptr(), d,
+                                   ws.defined() ? ws.data_ptr() : nullptr, on.stream);
 }
 
 void CudaBackend::batch_norm_elemt(const BatchNormElemtArgs& a) {
   if (a.x.numel() == 0) return;
   OnDevice on(a.x);
   kernels::launch_batch_norm_elemt(a.x.dtype(), a.y.data_ptr(), a.x.data_ptr(), a.mean.data_ptr(), a.invstd.data_ptr(),
-                                   ptr(a.w), ptr(a.b), ncs(a.x), on.stream);
+                                   ptr(a.w), ptr(a.b), a.relu, ncs(a.x), on.stream);
 }
 
 void CudaBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
   const Tensor &sum_dy = a.sum_dy, &sum_dy_xmu = a.sum_dy_xmu, &dy = a.dy, &x = a.x, &mean = a.mean;
   if (x.size(1) == 0) return;
   OnDevice on(x);
+  const kernels::NcsShape d = ncs(x);
+  const Tensor ws = batch_norm_workspace(x, d);
   kernels::launch_batch_norm_backward_reduce(x.dtype(), sum_dy.data_ptr(), sum_dy_xmu.data_ptr(), dy.data_ptr(),
-                                             x.data_ptr(), mean.data_ptr(), ncs(x), on.stream);
+                                             x.data_ptr(), mean.data_ptr(), d, ws.defined() ? ws.data_ptr() : nullptr,
+                                             on.stream);
 }
 
 void CudaBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {

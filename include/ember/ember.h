@@ -17,6 +17,7 @@
 #include "ember/autograd/ops.h"
 #include "ember/config.h"
 #include "ember/core/allocator.h"
+#include "ember/core/determinism.h"
 #include "ember/core/device.h"
 #include "ember/core/dtype.h"
 #include "ember/core/error.h"

@@ -29,7 +29,7 @@ nn::Chain shortcut(int64_t in, int64_t out, int64_t stride) {
 BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride)
     : conv1_(conv3x3(in, planes, stride)),
       conv2_(conv3x3(planes, planes, 1)),
-      bn1_(planes),
+      bn1_(planes, {.relu = true}),
       bn2_(planes),
       downsample_(shortcut(in, planes, stride)) {
   register_module("conv1", conv1_);
@@ -41,7 +41,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride)
 
 Tensor BasicBlock::forward(const Tensor& x) {
   const Tensor identity = downsample_.size() > 0 ? downsample_(x) : x;
-  const Tensor h = relu(bn1_(conv1_(x)));
+  const Tensor h = bn1_(conv1_(x));  // BatchNorm+ReLU in one pass
   return relu(bn2_(conv2_(h)) + identity);
 }
 
@@ -49,8 +49,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride)
     : conv1_(conv1x1(in, planes)),
       conv2_(conv3x3(planes, planes, stride)),
       conv3_(conv1x1(planes, planes * kExpansion)),
-      bn1_(planes),
-      bn2_(planes),
+      bn1_(planes, {.relu = true}),
+      bn2_(planes, {.relu = true}),
       bn3_(planes * kExpansion),
       downsample_(shortcut(in, planes * kExpansion, stride)) {
   register_module("conv1", conv1_);
@@ -64,8 +64,7 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride)
 
 Tensor Bottleneck::forward(const Tensor& x) {
   const Tensor identity = downsample_.size() > 0 ? downsample_(x) : x;
-  Tensor h = relu(bn1_(conv1_(x)));
-  h = relu(bn2_(conv2_(h)));
+  const Tensor h = bn2_(conv2_(bn1_(conv1_(x))));  // each BatchNorm+ReLU in one pass
   return relu(bn3_(conv3_(h)) + identity);
 }
 
@@ -105,7 +104,7 @@ std::string arch_name(ResNet::BlockKind kind, const std::array<int64_t, 4>& b) {
 
 ResNet::ResNet(BlockKind kind, std::array<int64_t, 4> blocks, ResNetOptions opts)
     : conv1_(3, 64, 7, {.stride = 2, .padding = 3, .bias = false}),
-      bn1_(64),
+      bn1_(64, {.relu = true}),
       fc_(512 * (kind == BlockKind::Basic ? BasicBlock::kExpansion : Bottleneck::kExpansion), checked_classes(opts)),
       arch_(arch_name(kind, blocks)) {
   for (int64_t b : blocks) EMBER_CHECK_VALUE(b > 0, "models::ResNet: every stage needs a block, got ", b);
@@ -132,8 +131,7 @@ ResNet::ResNet(BlockKind kind, std::array<int64_t, 4> blocks, ResNetOptions opts
 
 Tensor ResNet::forward(const Tensor& x) {
   detail::check_images("models::ResNet", x, 3);
-  Tensor h = relu(bn1_(conv1_(x)));
-  h = max_pool2d(h, {3}, {2}, {1});
+  Tensor h = max_pool2d(bn1_(conv1_(x)), {3}, {2}, {1});  // bn1: BatchNorm+ReLU in one pass
   for (const nn::Chain* stage : {&layer1_, &layer2_, &layer3_, &layer4_})
     h = checkpoint_ ? detail::checkpointed(*stage, h) : (*stage)(h);
   return fc_(adaptive_avg_pool2d(h, {1}).flatten(1));

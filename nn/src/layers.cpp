@@ -195,15 +195,19 @@ Tensor BatchNorm::forward(const Tensor& x) {
                       x.shape());
   // one fused op: statistics in one pass, normalisation in another, and a two-pass backward; the running
   // statistics move (in place, outside the graph) when training
-  Tensor y = batch_norm(x, running_mean_, running_var_, opts_.affine ? weight_ : Tensor(),
-                        opts_.affine ? bias_ : Tensor(), is_training(), opts_.momentum, opts_.eps);
+  const Tensor w = opts_.affine ? weight_ : Tensor(), b = opts_.affine ? bias_ : Tensor();
+  Tensor y = opts_.relu
+                 ? batch_norm_relu(x, running_mean_, running_var_, w, b, is_training(), opts_.momentum, opts_.eps)
+                 : batch_norm(x, running_mean_, running_var_, w, b, is_training(), opts_.momentum, opts_.eps);
   if (is_training()) {
     NoGradGuard g;
     num_batches_.add_(1);
   }
   return y;
 }
-std::string BatchNorm::repr() const { return detail::str(spatial_ ? "BatchNorm2d(" : "BatchNorm1d(", n_, ")"); }
+std::string BatchNorm::repr() const {
+  return detail::str(spatial_ ? "BatchNorm2d(" : "BatchNorm1d(", n_, opts_.relu ? ", relu = true" : "", ")");
+}
 
 // --- LayerNorm
 LayerNorm::LayerNorm(int64_t n, LayerNormOptions opts) : n_(n), opts_(opts) {

@@ -164,11 +164,6 @@ std::vector<Row> rows() {
          return layer_norm(x({4, 5}, 1, d), {5});
        },
        Row::kF32, low},
-      {"batch_norm",
-       [=](DType d) {
-         return batch_norm(x({4, 3}, 1, d), {}, {});
-       },
-       Row::kF32, low},
       {"cross_entropy",
        [=](DType d) {
          return nn::cross_entropy(x({4, 3}, 1, d), labels());
@@ -195,7 +190,12 @@ std::vector<Row> rows() {
       {"l1_loss", [=](DType d) { return nn::l1_loss(x({4}, 1, d), x({4}, 2, d)); }, Row::kF32, low},
       {"huber_loss", [=](DType d) { return nn::huber_loss(x({4}, 1, d), x({4}, 2, d)); }, Row::kF32, low},
       {"smooth_l1_loss", [=](DType d) { return nn::smooth_l1_loss(x({4}, 1, d), x({4}, 2, d)); }, Row::kF32, low},
-      // Not listed: they run in the dtype they are given.
+      // Not listed: they run in the dtype they are given (batch_norm with float32 statistics, as PyTorch's).
+      {"batch_norm",
+       [=](DType d) {
+         return batch_norm(x({4, 3}, 1, d), {}, {});
+       },
+       Row::kSame, low},
       {"relu", [=](DType d) { return relu(x({4}, 1, d)); }, Row::kSame, low},
       {"mean",
        [=](DType d) {
@@ -220,6 +220,41 @@ TEST(Autocast, OpTableOutputDtypes) {
     }
   }
   for (const Row& r : rows()) EXPECT_EQ(r.run(r.input).dtype(), r.input) << r.op << " without autocast";
+}
+
+// BatchNorm of a 16-bit input: the output and input gradient in the input's dtype, the statistics, the running
+// statistics and the weight and bias gradients in float32 — each within the 16-bit rounding of what float32 BatchNorm
+// gives on the same values (the values the 16-bit tensor holds), with and without autocast, for the [N, C] rows and
+// the [N, C, H, W] runs, in training and evaluation.
+TEST(Autocast, BatchNormKeeps16BitInputsWithFloat32Statistics) {
+  for (DType low : {kBFloat16, kFloat16})
+    for (const Shape& shape : {Shape{16, 3}, Shape{4, 3, 6, 5}})
+      for (bool training : {true, false})
+        for (bool autocast : {false, true}) {
+          const std::string what = detail::str(low, " ", shape, training ? " training" : " eval",
+                                               autocast ? " under autocast" : "");
+          const Tensor x_low = (rnd(shape, 11) * 2.0 + 0.5).to(low);
+          const Tensor x32 = x_low.to(kFloat32);  // the same values
+          auto run = [&](const Tensor& x_in) {
+            Tensor x = x_in.detach().requires_grad_(true), w = param({3}, 12), b = param({3}, 13);
+            Tensor rm = rnd({3}, 14), rv = rnd({3}, 15).abs() + 0.5;
+            Tensor y;
+            {
+              amp::AutocastGuard g(low, autocast);
+              y = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
+            }
+            (y.to(kFloat32) * rnd(shape, 16)).sum().backward();
+            return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad(), rm, rv};
+          };
+          const std::vector<Tensor> got = run(x_low), want = run(x32);
+          EXPECT_EQ(got[0].dtype(), low) << what;
+          EXPECT_EQ(got[1].dtype(), low) << what;
+          for (size_t i = 2; i < got.size(); ++i) EXPECT_EQ(got[i].dtype(), kFloat32) << what << " tensor " << i;
+          const double tol = low == kBFloat16 ? 1.6e-2 : 2e-3;  // the output's rounding (and dy's, in backward)
+          const char* names[] = {"y", "grad x", "grad w", "grad b", "running mean", "running var"};
+          for (size_t i = 0; i < got.size(); ++i)
+            EXPECT_LE(max_rel_err(got[i], want[i]), i >= 4 ? 1e-6 : tol) << what << " " << names[i];
+        }
 }
 
 TEST(Autocast, PromoteListTakesTheWidest) {

@@ -235,6 +235,35 @@ KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
   }
 }
 
+// BatchNorm in every float dtype (16-bit in and out, float32 statistics) on each path of the CUDA kernels: [N, C]
+// rows (one thread per channel), runs at least a block wide (threads stride within a run) and narrower runs (an
+// index division per element), each with channels of more than 16384 elements (several parts per channel, added
+// in a second kernel); training and evaluation, forward and every gradient.
+KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
+  for (DType dt : kFloats) {
+    for (const Shape& s : {Shape{37, 5}, Shape{20000, 2}, Shape{4, 2, 80, 80}, Shape{300, 3, 8, 8}, Shape{3, 2, 130}}) {
+      const int64_t c = s[1];
+      const Tensor x = (make(dt, s, 50).to(kFloat64) + 2.0).to(dt), g = make(dt, s, 51);
+      const DType cd = dt == kFloat64 ? kFloat64 : kFloat32;
+      const Tensor w = make(cd, {c}, 52), b = make(cd, {c}, 53), rv = abs(make(cd, {c}, 54)) + 0.5;
+      for (bool training : {true, false}) {
+        const std::string what = detail::str("batch_norm ", tag(dt), " ", s, training ? " training" : " eval");
+        for (int out = 0; out < 5; ++out)
+          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, out](const std::vector<Tensor>& in) {
+            const Tensor xi = in[0].detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
+                         bi = in[2].detach().requires_grad_();
+            Tensor rm = zeros_like(in[4]), rv = in[4].clone();
+            const Tensor y = batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
+            if (out == 0) return y.detach();
+            if (out == 1) return rv;  // the running variance: the batch's variance in training
+            const auto gr = autograd::grad({y}, {xi, wi, bi}, {in[3]});
+            return gr[static_cast<size_t>(out - 2)];
+          });
+      }
+    }
+  }
+}
+
 // LayerNorm's and RMSNorm's gradients with rows enough for several chunks of the weight and bias gradients' two
 // passes (64 rows a chunk: 1 to 40 chunks, the last one partial), columns below, at and past a 32-column tile.
 KERNEL_TEST(RowNormGradientsOverManyRowChunks) {
@@ -406,8 +435,9 @@ KERNEL_TEST(RandomNumbersMatchTheCpuForTheSameSeed) {
   expect_match(g1, c1, "first draw");
 }
 
-// BatchNorm's batch statistics far from zero (|mean| >> std): the variance is a second pass over the deviations, so
-// nothing cancels. Float64 at mean 1e6, std 1e-3 is where a one-pass E[x^2] - mean^2 (even in double) goes negative,
+// BatchNorm's batch statistics far from zero (|mean| >> std): the variance is a second pass over the deviations on the
+// CPU and the sums of squares are shifted by the channel's first element on CUDA, so nothing cancels. Float64 at mean
+// 1e6, std 1e-3 is where an unshifted one-pass E[x^2] - mean^2 (even in double) goes negative,
 // clamps to 0 and gives invstd = 1/sqrt(eps); float32 at mean 1e3, std 1e-2 is the everyday case of it.
 KERNEL_TEST(BatchNormStatisticsFarFromZero) {
   struct Case {
@@ -489,6 +519,63 @@ KERNEL_TEST(AttentionHeadSizesUpTo256) {
       }
     }
   }
+}
+
+// The cases cuDNN's fused attention serves on a GPU (float16 / bfloat16, d = dv in {64, 128}, causal or none;
+// docs/attention.md): self-attention with the heads read in place from a fused [B, T, 3, H, hd] projection, and
+// causal cross-attention (Tq != Tk, top-left), against the CPU — the output, cuDNN's statistics as the lse the
+// backward reads, and the three gradients. With use_deterministic_algorithms the backward twice gives the same bits.
+KERNEL_TEST(AttentionFusedPathCasesMatchTheCpu) {
+  for (DType dt : {kBFloat16, kFloat16})
+    for (int64_t hd : {64, 128})
+      for (bool causal : {false, true}) {
+        const std::string w = detail::str(tag(dt), " hd=", hd, causal ? " causal" : "");
+        const double tol = dt == kBFloat16 ? 2e-2 : 5e-3;
+        const int64_t B = 2, T = 200, H = 3;
+        const Tensor qkv = make(dt, {B, T, 3, H, hd}, 70) * 0.1, gy = make(dt, {B, H, T, hd}, 71);
+        auto run = [&](Device dev) {
+          Tensor x = qkv.to(dev).detach().requires_grad_();
+          const Tensor q = x.select(2, 0).transpose(1, 2), k = x.select(2, 1).transpose(1, 2),
+                       v = x.select(2, 2).transpose(1, 2);  // [B, H, T, hd] views, rows 3 H hd apart
+          Tensor out = scaled_dot_product_attention(q, k, v, {.causal = causal});
+          out.backward(gy.to(dev));
+          const Tensor lse = raw::attention(q.detach(), k.detach(), v.detach(), Tensor(), 0, causal).lse;
+          return std::vector<Tensor>{out, lse, x.grad()};
+        };
+        const std::vector<Tensor> c = run(Device::cpu()), g = run(g_dev);
+        const char* names[] = {"out", "lse", "dqkv"};
+        for (size_t i = 0; i < 3; ++i) expect_rel_near(g[i], c[i], i == 1 ? 1e-3 : tol, w + " " + names[i]);
+        // cross-attention: Tq != Tk, contiguous heads
+        const Tensor q2 = make(dt, {B, H, 70, hd}, 72) * 0.1, k2 = make(dt, {B, H, 90, hd}, 73) * 0.1;
+        const Tensor v2 = make(dt, {B, H, 90, hd}, 74), g2 = make(dt, {B, H, 70, hd}, 75);
+        auto run2 = [&](Device dev) {
+          Tensor qd = q2.to(dev).detach().requires_grad_(), kd = k2.to(dev).detach().requires_grad_();
+          Tensor vd = v2.to(dev).detach().requires_grad_();
+          Tensor out = scaled_dot_product_attention(qd, kd, vd, {.causal = causal});
+          out.backward(g2.to(dev));
+          return std::vector<Tensor>{out, qd.grad(), kd.grad(), vd.grad()};
+        };
+        const std::vector<Tensor> c2 = run2(Device::cpu()), g2v = run2(g_dev);
+        for (size_t i = 0; i < 4; ++i) expect_rel_near(g2v[i], c2[i], tol, detail::str(w, " cross ", i));
+        use_deterministic_algorithms(true);
+        const std::vector<Tensor> r1 = run2(g_dev), r2 = run2(g_dev);
+        use_deterministic_algorithms(false);
+        for (size_t i = 1; i < 4; ++i)
+          EXPECT_EQ(test::values(r1[i]), test::values(r2[i])) << w << " deterministic gradient " << i;
+      }
+}
+
+// cumsum along the last dim of rows longer than 64: the block scan (tiles of 256, a carry between them, a partial
+// last tile), forward and reverse, floating and int64 (exact), against the CPU; a middle dim stays on the column path.
+KERNEL_TEST(CumsumLongRowsScanInBlocks) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kInt64})
+    for (const Shape& s : {Shape{3, 65}, Shape{2, 1000}, Shape{5, 3, 777}, Shape{4, 300, 2}})
+      for (bool reverse : {false, true}) {
+        const Tensor x = make(dt, s, 95);
+        const int64_t dim = s.size() == 3 && s[2] == 2 ? 1 : static_cast<int64_t>(s.size()) - 1;
+        compare(detail::str("cumsum ", tag(dt), " ", s, reverse ? " reverse" : ""), {x},
+                [dim, reverse](const std::vector<Tensor>& in) { return raw::cumsum(in[0], dim, reverse); });
+      }
 }
 
 // More rows than the shared-memory sort's grid (65535 blocks): the blocks take further rows in turn.

@@ -420,6 +420,48 @@ TEST(BatchNorm, ShapeErrors) {
   EXPECT_EQ(plain.buffers().size(), 3u);
 }
 
+// BatchNorm2d(c, {.relu = true}): exactly relu(BatchNorm2d(c)) — output, running statistics and every gradient, in
+// training and evaluation, float32 and bf16 — and a step's plan holds no more (the normalised tensor is never made).
+TEST(BatchNorm, FusedReluEqualsBatchNormThenRelu) {
+  for (DType dt : {kFloat32, kBFloat16})
+    for (bool training : {true, false}) {
+      manual_seed(54);
+      nn::BatchNorm2d fused(3, {.relu = true}), plain(3);
+      for (nn::BatchNorm* bn : {&fused, &plain}) {
+        NoGradGuard g;
+        bn->named_parameters()[0].second.copy_(tensor(std::vector<double>{0.5, 1.5, -1.0}, {3}));
+        bn->named_parameters()[1].second.copy_(tensor(std::vector<double>{0.1, -0.2, 0.3}, {3}));
+        bn->train(training);
+      }
+      const Tensor x0 = randn({4, 3, 5, 5}).to(dt), gy = randn({4, 3, 5, 5}).to(dt);
+      Tensor xa = x0.detach().requires_grad_(), xb = x0.detach().requires_grad_();
+      const Tensor ya = fused(xa), yb = relu(plain(xb));
+      (ya * gy).sum().backward();
+      (yb * gy).sum().backward();
+      const std::string what = detail::str(dt, training ? " training" : " eval");
+      EXPECT_EQ(ya.dtype(), dt) << what;
+      EXPECT_EQ(test::values(ya), test::values(yb)) << what;
+      EXPECT_EQ(test::values(xa.grad()), test::values(xb.grad())) << what;
+      for (size_t i = 0; i < 2; ++i)
+        EXPECT_EQ(test::values(fused.named_parameters()[i].second.grad()),
+                  test::values(plain.named_parameters()[i].second.grad()))
+            << what << " parameter " << i;
+      for (size_t i = 0; i < 2; ++i)
+        EXPECT_EQ(test::values(fused.buffers()[i]), test::values(plain.buffers()[i])) << what << " buffer " << i;
+    }
+  EXPECT_EQ(nn::BatchNorm2d(3, {.relu = true}).repr(), "BatchNorm2d(3, relu = true)");
+  // the forward never makes the normalised [64, 16, 28, 28] float32 tensor: its peak is at least that much lower
+  auto forward = [](bool fuse) {
+    return memory::plan(Device::cpu(), [fuse] {
+      nn::Chain net{nn::Conv2d(1, 16, 3, {.padding = 1}), nn::BatchNorm2d(16, {.relu = fuse})};
+      Tensor y = net(randn({64, 1, 28, 28}));
+      if (!fuse) y = relu(y);
+    });
+  };
+  const size_t fused_peak = forward(true).peak_bytes, plain_peak = forward(false).peak_bytes;
+  EXPECT_LE(fused_peak + 64 * 16 * 28 * 28 * 4, plain_peak) << fused_peak << " vs " << plain_peak;
+}
+
 TEST(BatchNorm, GradcheckInTrainMode) {
   manual_seed(53);
   nn::BatchNorm1d bn(3);

@@ -779,6 +779,19 @@ inline void add_norm(std::vector<OpCase>& cs) {
   cs.push_back(C("batch_norm_no_affine", [=] { return TV{scaled({3, 2, 2, 3}, 939)}; }, BN(true, false)));
   cs.push_back(C("batch_norm_noncontig", [=] { return TV{scaled({4, 3, 5}, 940).transpose(0, 2).transpose(0, 2).slice(2, 0, 5, 2), rn({3}, 941), rn({3}, 942)}; }, BN(true, true)));
   cs.push_back(C("batch_norm_eval", [=] { return TV{scaled({3, 2, 3, 4}, 943), rn({2}, 944), rn({2}, 945)}; }, BN(false, true)));
+  // batch_norm_relu: relu(batch_norm) fused, on the same paths (values away from 0 after normalising: the kink)
+  auto BNR = [](bool training) {
+    return [=](const TV& in) {
+      const int64_t c = in[0].size(1);
+      Tensor rm = training ? Tensor() : on(in[0], full({c}, 0.1, f64));
+      Tensor rv = training ? Tensor() : on(in[0], full({c}, 0.8, f64));
+      return batch_norm_relu(in[0], rm, rv, in[1], in[2], training, 0.1, 1e-3);
+    };
+  };
+  cs.push_back(C("batch_norm_relu_rows", [=] { return TV{scaled({6, 3}, 946), rn({3}, 947), rn({3}, 948)}; }, BNR(true)));
+  cs.push_back(C("batch_norm_relu_2d", [=] { return TV{scaled({3, 2, 3, 4}, 949), rn({2}, 950), rn({2}, 951)}; }, BNR(true)));
+  cs.push_back(C("batch_norm_relu_noncontig", [=] { return TV{scaled({4, 3, 5}, 952).slice(2, 0, 5, 2), rn({3}, 953), rn({3}, 954)}; }, BNR(true)));
+  cs.push_back(C("batch_norm_relu_eval", [=] { return TV{scaled({3, 2, 3, 4}, 955), rn({2}, 956), rn({2}, 957)}; }, BNR(false)));
   // layer_norm over the last dim or the last two, with and without weight / bias, non-contiguous, weight broadcast
   // over the rows (its gradient sums them)
   auto LN = [](std::vector<int64_t> ns, bool w, bool b) {

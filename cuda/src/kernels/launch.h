@@ -125,17 +125,21 @@ struct RangeCheckRecord {
 void launch_check_range(const int64_t* minmax, int64_t lo, int64_t hi, uint32_t check, RangeCheckRecord* record,
                         CUstream_st* stream);
 
-// --- norm.cu: the batch-norm passes of backend.h (batch_norm_*) over x viewed as [N, C, S] (contiguous; float32
-// or float64; per-channel arrays [C] of x's type; w may be null: 1, b null: 0); sums accumulate in double and
-// the per-channel coefficients come from scalar_math.h, as on the CPU.
+// --- norm.cu: the batch-norm passes of backend.h (batch_norm_*) over x viewed as [N, C, S] (contiguous; any float
+// type, y, dy, dx of x's; per-channel arrays [C] of the compute type: float for 16-bit x, else x's type; w may be
+// null: 1, b null: 0); sums accumulate in double and the per-channel coefficients come from scalar_fused.h, as on
+// the CPU. The two sums take `workspace`: batch_norm_workspace_bytes(n, c, s) bytes (kernel_params.h), or null when
+// that is 0.
 struct NcsShape {
   int64_t n = 0, c = 0, s = 0;
 };
-void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, CUstream_st* stream);
+void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, void* workspace,
+                             CUstream_st* stream);
+// relu: y = relu(y) in the same pass.
 void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mean, const void* invstd, const void* w,
-                             const void* b, const NcsShape& d, CUstream_st* stream);
+                             const void* b, bool relu, const NcsShape& d, CUstream_st* stream);
 void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xmu, const void* dy, const void* x,
-                                       const void* mean, const NcsShape& d, CUstream_st* stream);
+                                       const void* mean, const NcsShape& d, void* workspace, CUstream_st* stream);
 // sum_dy and sum_dy_xmu null: fixed running statistics.
 void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,

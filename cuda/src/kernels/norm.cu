@@ -1,204 +1,245 @@
 // defines: the batch-norm kernels and their launchers (launch.h: launch_batch_norm_*), the CUDA side of
-// core/cpu/norm.cpp with the same arithmetic: per-channel sums in double (the variance in a second pass over the
-// deviations from the mean, as the CPU's), elementwise passes as one multiply-add
-// with per-channel coefficients from scalar_fused.h (bn_affine, bn_backward).
-//   - sums, S > 1: one block per channel; its threads walk the channel's N runs of S values in order (reads are
-//     coalesced within a run), then a shared-memory tree adds the threads' partial sums;
-//   - sums, S == 1 ([N, C]): one thread per channel walks the N rows (adjacent threads read adjacent columns);
-//   - elementwise: one thread per element, its channel (i / S) % C.
+// core/cpu/norm.cpp. x, y, dy, dx are read and written in their own dtype (16-bit widened to float in registers,
+// each result rounded once: no float32 copy of an activation); the per-channel tensors are in the compute type C
+// (float for 16-bit, else the element type); sums accumulate in double.
+//   - sums, S > 1: each channel's N * S elements in P parts (batch_norm_parts, kernel_params.h), one block per
+//     (channel, part), so that a [256, 64, 56, 56] batch fills every SM instead of 64 of them. A block walks its
+//     part run by run (no division per element when a run is at least a block wide), adds by warp shuffles and
+//     writes its two sums to the workspace; a second kernel adds each channel's parts in order (deterministic).
+//   - sums, S == 1 ([N, C]): one thread per channel walks the N rows (adjacent threads read adjacent columns).
+//   - the statistics take one pass over x: the sums of (x - k) and (x - k)^2 with k the channel's first element,
+//     in double; the shift keeps E[x^2] - mean^2 from cancelling when |mean| >> std.
+//   - elementwise (with ReLU fused when asked), S >= 128: a block per (n, c) run, the channel's coefficients worked out
+//   once per block;
+//     S < 128: one thread per element, its channel (i / S) % C.
+// The coefficients come from scalar_fused.h (bn_affine, bn_backward), as on the CPU.
 #include <cstdint>
 
 #include "common.cuh"
+#include "ember/core/kernel_params.h"
 #include "ember/internal/scalar_fused.h"
 
 namespace ember::cuda::kernels {
 namespace {
 
-// The two sums of one channel: sa += a(i, c), sb += b(i, c) over the flat indices i of channel c.
 struct Sums {
   double a = 0, b = 0;
 };
 
-// Partial sums of one thread, for channel c, S > 1: elements t, t + blockDim.x, ... of the channel's N * S.
-template <class F>
-__device__ Sums thread_sums(const NcsShape& d, int64_t c, F f) {
-  Sums s;
-  const int64_t m = d.n * d.s;
-  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-    const int64_t n = k / d.s, i = (n * d.c + c) * d.s + (k - n * d.s);
-    f(i, c, s);
-  }
-  return s;
-}
-
-// Adds the block's partial sums (tree in shared memory); thread 0 gets the channel's totals.
-__device__ Sums block_sums(Sums s) {
-  __shared__ double ba[kBlockSize], bb[kBlockSize];
-  ba[threadIdx.x] = s.a;
-  bb[threadIdx.x] = s.b;
-  __syncthreads();
-  for (int h = blockDim.x / 2; h > 0; h /= 2) {
-    if (static_cast<int>(threadIdx.x) < h) {
-      ba[threadIdx.x] += ba[threadIdx.x + h];
-      bb[threadIdx.x] += bb[threadIdx.x + h];
-    }
-    __syncthreads();
-  }
-  return {ba[0], bb[0]};
-}
-
-// Calls f(i, c, sums) for every element of channel c, then done(c, totals) once per channel.
-template <class F, class Done>
-__global__ void channel_block_kernel(NcsShape d, F f, Done done) {
-  for (int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
-    const Sums t = block_sums(thread_sums(d, c, f));
-    if (threadIdx.x == 0) done(c, t);
-    __syncthreads();  // the shared buffers are reused for the next channel
-  }
-}
-template <class F, class Done>
-__global__ void channel_column_kernel(NcsShape d, F f, Done done) {
-  EMBER_KERNEL_LOOP(c, d.c) {
-    Sums s;
-    for (int64_t n = 0; n < d.n; ++n) f(n * d.c + c, c, s);
-    done(c, s);
-  }
-}
-
-template <class F, class Done>
-void channel_sums(const NcsShape& d, F f, Done done, CUstream_st* stream) {
-  if (d.c == 0) return;
-  if (d.s == 1) {
-    channel_column_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, f, done);
-  } else {
-    const unsigned grid = static_cast<unsigned>(d.c < (int64_t{1} << 20) ? d.c : (int64_t{1} << 20));
-    channel_block_kernel<<<grid, kBlockSize, 0, stream>>>(d, f, done);
-  }
-}
-
-// The statistics of x, in two passes as on the CPU: the mean, then the sum of squared deviations from it (a one-pass
-// E[x^2] - mean^2 cancels catastrophically when |mean| >> std). Pass 1 adds x, pass 2 adds (x - mean)^2, into s.a.
 template <class T>
-struct SumTerm {
-  const T* x;
-  __device__ void operator()(int64_t i, int64_t, Sums& s) const { s.a += static_cast<double>(x[i]); }
-};
+__device__ double wide(T v) {
+  return static_cast<double>(load_c(v));
+}
+
+// The sums of (x - k) and (x - k)^2, k = the channel's first element (x[n = 0, c, s = 0]).
 template <class T>
-struct SquaredDeviationTerm {
+struct StatsTerm {
   const T* x;
-  double mean;
-  __device__ void operator()(int64_t i, int64_t, Sums& s) const {
-    const double v = static_cast<double>(x[i]) - mean;
-    s.a += v * v;
+  int64_t s;
+  __device__ double shift(int64_t c) const { return wide(x[c * s]); }
+  __device__ void add(int64_t i, double k, Sums& t) const {
+    const double v = wide(x[i]) - k;
+    t.a += v;
+    t.b += v * v;
   }
 };
-
-template <class T>
-__global__ void stats_block_kernel(NcsShape d, const T* x, T* mean, T* var) {
-  const double count = static_cast<double>(d.n * d.s);
-  for (int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
-    const double mu = block_sums(thread_sums(d, c, SumTerm<T>{x})).a / count;  // every thread reads the total
-    __syncthreads();  // all have read it before the shared buffers are reused
-    const double ss = block_sums(thread_sums(d, c, SquaredDeviationTerm<T>{x, mu})).a;
-    if (threadIdx.x == 0) {
-      mean[c] = static_cast<T>(mu);
-      var[c] = static_cast<T>(ss / count);
-    }
-    __syncthreads();
+// mean = k + sum / count, var = sum_sq / count - (sum / count)^2 (biased), from the shifted sums.
+template <class C>
+struct StatsFinish {
+  C *mean, *var;
+  double count;
+  __device__ void operator()(int64_t c, const Sums& t, double k) const {
+    const double d = t.a / count, v = t.b / count - d * d;
+    mean[c] = static_cast<C>(k + d);
+    var[c] = static_cast<C>(v > 0 ? v : 0.0);
   }
-}
-template <class T>
-__global__ void stats_column_kernel(NcsShape d, const T* x, T* mean, T* var) {
-  const double count = static_cast<double>(d.n);
-  EMBER_KERNEL_LOOP(c, d.c) {
-    Sums s;
-    for (int64_t n = 0; n < d.n; ++n) SumTerm<T>{x}(n * d.c + c, c, s);
-    const double mu = s.a / count;
-    Sums q;
-    for (int64_t n = 0; n < d.n; ++n) SquaredDeviationTerm<T>{x, mu}(n * d.c + c, c, q);
-    mean[c] = static_cast<T>(mu);
-    var[c] = static_cast<T>(q.a / count);
-  }
-}
+};
 
 // The backward's sums: of dy, and of dy * (x - mean[c]).
 template <class T>
 struct GradTerm {
-  const T *dy, *x, *mean;
-  __device__ void operator()(int64_t i, int64_t c, Sums& s) const {
-    const double g = static_cast<double>(dy[i]);
-    s.a += g;
-    s.b += g * (static_cast<double>(x[i]) - static_cast<double>(mean[c]));
+  const T *dy, *x;
+  const compute_t<T>* mean;
+  __device__ double shift(int64_t c) const { return static_cast<double>(mean[c]); }
+  __device__ void add(int64_t i, double m, Sums& t) const {
+    const double g = wide(dy[i]);
+    t.a += g;
+    t.b += g * (wide(x[i]) - m);
   }
 };
-template <class T>
-struct GradDone {
-  T *sum_dy, *sum_dy_xmu;
-  __device__ void operator()(int64_t c, const Sums& t) const {
-    sum_dy[c] = static_cast<T>(t.a);
-    sum_dy_xmu[c] = static_cast<T>(t.b);
+template <class C>
+struct GradFinish {
+  C *sum_dy, *sum_dy_xmu;
+  __device__ void operator()(int64_t c, const Sums& t, double) const {
+    sum_dy[c] = static_cast<C>(t.a);
+    sum_dy_xmu[c] = static_cast<C>(t.b);
   }
 };
 
-template <class T>
-__global__ void elemt_kernel(T* y, const T* x, const T* mean, const T* invstd, const T* w, const T* b, NcsShape d) {
-  EMBER_KERNEL_LOOP(i, d.n * d.c * d.s) {
-    const int64_t c = i / d.s % d.c;
-    const scalar::BnAffine k = scalar::bn_affine(mean[c], invstd[c], w ? w[c] : 1.0, b ? b[c] : 0.0);
-    y[i] = static_cast<T>(k.scale) * x[i] + static_cast<T>(k.shift);
+// The block's threads' sums over the elements k in [k0, k1) of channel c (k = n * S + s).
+template <class Term>
+__device__ Sums part_sums(const NcsShape& d, int64_t c, int64_t k0, int64_t k1, const Term& term, double k) {
+  Sums t;
+  if (d.s >= static_cast<int64_t>(blockDim.x)) {  // whole runs: the threads stride within one (no division)
+    for (int64_t n = k0 / d.s; n < d.n && n * d.s < k1; ++n) {
+      const int64_t run = n * d.s, base = (n * d.c + c) * d.s;
+      const int64_t lo = k0 > run ? k0 - run : 0, hi = k1 - run < d.s ? k1 - run : d.s;
+      for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) term.add(base + j, k, t);
+    }
+  } else {
+    for (int64_t q = k0 + threadIdx.x; q < k1; q += blockDim.x) {
+      const int64_t n = q / d.s;
+      term.add((n * d.c + c) * d.s + (q - n * d.s), k, t);
+    }
+  }
+  return t;
+}
+
+// Block b = (channel c, part p) writes its two sums to ws[2b], ws[2b + 1].
+template <class Term>
+__global__ void part_sums_kernel(NcsShape d, int64_t parts, Term term, double* ws) {
+  __shared__ double shared[32];
+  const auto plus = [](double u, double v) { return u + v; };
+  const int64_t per = d.n * d.s, chunk = CEIL_DIV(per, parts);
+  for (int64_t b = blockIdx.x; b < d.c * parts; b += gridDim.x) {
+    const int64_t c = b / parts, p = b - c * parts, k0 = p * chunk, k1 = k0 + chunk < per ? k0 + chunk : per;
+    const Sums t = part_sums(d, c, k0, k1, term, term.shift(c));
+    const double ta = block_reduce(t.a, shared, plus), tb = block_reduce(t.b, shared, plus);
+    if (threadIdx.x == 0) {
+      ws[2 * b] = ta;
+      ws[2 * b + 1] = tb;
+    }
+  }
+}
+// Each channel's parts added in order, then finish(c, totals, shift).
+template <class Term, class Finish>
+__global__ void finish_kernel(NcsShape d, int64_t parts, const double* ws, Term term, Finish finish) {
+  EMBER_KERNEL_LOOP(c, d.c) {
+    Sums t;
+    for (int64_t p = 0; p < parts; ++p) {
+      t.a += ws[2 * (c * parts + p)];
+      t.b += ws[2 * (c * parts + p) + 1];
+    }
+    finish(c, t, term.shift(c));
+  }
+}
+// [N, C] (S == 1): one thread per channel over the N rows.
+template <class Term, class Finish>
+__global__ void column_kernel(NcsShape d, Term term, Finish finish) {
+  EMBER_KERNEL_LOOP(c, d.c) {
+    Sums t;
+    const double k = term.shift(c);
+    for (int64_t n = 0; n < d.n; ++n) term.add(n * d.c + c, k, t);
+    finish(c, t, k);
   }
 }
 
-template <class T>
-__global__ void backward_elemt_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* invstd, const T* w,
-                                      const T* sum_dy, const T* sum_dy_xmu, double count, NcsShape d) {
-  const bool batch_stats = sum_dy != nullptr;
-  EMBER_KERNEL_LOOP(i, d.n * d.c * d.s) {
-    const int64_t c = i / d.s % d.c;
+template <class Term, class Finish>
+void channel_sums(const NcsShape& d, const Term& term, const Finish& finish, void* workspace, CUstream_st* stream) {
+  if (d.c == 0) return;
+  if (d.s == 1) {
+    column_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, term, finish);
+    return;
+  }
+  const int64_t parts = batch_norm_parts(d.n * d.s), blocks = d.c * parts;
+  double* ws = static_cast<double*>(workspace);
+  part_sums_kernel<<<static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20)), kBlockSize, 0,
+                     stream>>>(d, parts, term, ws);
+  finish_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, parts, ws, term, finish);
+}
+
+// out[i] = k1 * u[i] + k2 * v[i] + k3 with (k1, k2, k3) the coefficients of i's channel (v null: k2 unused).
+template <class C>
+struct Coefs {
+  C k1, k2, k3;
+};
+template <class C>
+struct AffineCoefs {  // y = scale * x + shift
+  const C *mean, *invstd, *w, *b;
+  __device__ Coefs<C> operator()(int64_t c) const {
+    const scalar::BnAffine k = scalar::bn_affine(mean[c], invstd[c], w ? w[c] : 1.0, b ? b[c] : 0.0);
+    return {static_cast<C>(k.scale), C(0), static_cast<C>(k.shift)};
+  }
+};
+template <class C>
+struct BackwardCoefs {  // dx = k1 * dy + k2 * x + k3
+  const C *mean, *invstd, *w, *sum_dy, *sum_dy_xmu;
+  double count;
+  __device__ Coefs<C> operator()(int64_t c) const {
+    const bool batch_stats = sum_dy != nullptr;
     const scalar::BnBackward k = scalar::bn_backward(mean[c], invstd[c], w ? w[c] : 1.0, batch_stats ? sum_dy[c] : 0.0,
                                                      batch_stats ? sum_dy_xmu[c] : 0.0, count, batch_stats);
-    const T v = static_cast<T>(k.k1) * dy[i];
-    dx[i] = batch_stats ? v + static_cast<T>(k.k2) * x[i] + static_cast<T>(k.k3) : v;
+    return {static_cast<C>(k.k1), static_cast<C>(k.k2), static_cast<C>(k.k3)};
   }
+};
+
+// Then relu of it when Relu (BatchNorm+ReLU: the normalised value is never stored).
+template <bool Relu, class T, class C>
+__device__ T affine_at(const Coefs<C>& k, const T* u, const T* v, int64_t i) {
+  const C r = v ? k.k1 * load_c(u[i]) + k.k2 * load_c(v[i]) + k.k3 : k.k1 * load_c(u[i]) + k.k3;
+  return store_c<T>(Relu ? scalar::unary<UnaryOp::Relu>(r) : r);
+}
+
+template <bool Relu, class T, class Coef>
+__global__ void affine_rows_kernel(T* out, const T* u, const T* v, Coef coef, NcsShape d) {
+  for (int64_t r = blockIdx.x; r < d.n * d.c; r += gridDim.x) {
+    const auto k = coef(r % d.c);
+    for (int64_t j = threadIdx.x; j < d.s; j += blockDim.x) out[r * d.s + j] = affine_at<Relu>(k, u, v, r * d.s + j);
+  }
+}
+template <bool Relu, class T, class Coef>
+__global__ void affine_flat_kernel(T* out, const T* u, const T* v, Coef coef, NcsShape d) {
+  EMBER_KERNEL_LOOP(i, d.n * d.c * d.s) { out[i] = affine_at<Relu>(coef(i / d.s % d.c), u, v, i); }
+}
+
+template <bool Relu, class T, class Coef>
+void channel_affine(T* out, const T* u, const T* v, const Coef& coef, const NcsShape& d, CUstream_st* stream) {
+  const int64_t n = d.n * d.c * d.s, rows = d.n * d.c;
+  if (n == 0) return;
+  if (d.s >= 128)
+    affine_rows_kernel<Relu>
+        <<<static_cast<unsigned>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20)), kBlockSize, 0, stream>>>(
+            out, u, v, coef, d);
+  else affine_flat_kernel<Relu><<<grid_size(n), kBlockSize, 0, stream>>>(out, u, v, coef, d);
 }
 
 }  // namespace
 
-void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, CUstream_st* stream) {
+void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, const NcsShape& d, void* workspace,
+                             CUstream_st* stream) {
   if (d.c == 0) return;
-  dispatch_float(type, [&](auto tag) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xs = static_cast<const T*>(x);
-    T *m = static_cast<T*>(mean), *v = static_cast<T*>(var);
-    if (d.s == 1) {
-      stats_column_kernel<T><<<grid_size(d.c), kBlockSize, 0, stream>>>(d, xs, m, v);
-    } else {
-      const unsigned grid = static_cast<unsigned>(d.c < (int64_t{1} << 20) ? d.c : (int64_t{1} << 20));
-      stats_block_kernel<T><<<grid, kBlockSize, 0, stream>>>(d, xs, m, v);
-    }
+    using C = compute_t<T>;
+    channel_sums(d, StatsTerm<T>{static_cast<const T*>(x), d.s},
+                 StatsFinish<C>{static_cast<C*>(mean), static_cast<C*>(var), static_cast<double>(d.n * d.s)}, workspace,
+                 stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mean, const void* invstd, const void* w,
-                             const void* b, const NcsShape& d, CUstream_st* stream) {
-  const int64_t n = d.n * d.c * d.s;
-  if (n == 0) return;
-  dispatch_float(type, [&](auto tag) {
+                             const void* b, bool relu, const NcsShape& d, CUstream_st* stream) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    elemt_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
-                                                             static_cast<const T*>(mean), static_cast<const T*>(invstd),
-                                                             static_cast<const T*>(w), static_cast<const T*>(b), d);
+    using C = compute_t<T>;
+    const AffineCoefs<C> coef{static_cast<const C*>(mean), static_cast<const C*>(invstd), static_cast<const C*>(w),
+                              static_cast<const C*>(b)};
+    T* out = static_cast<T*>(y);
+    const T* in = static_cast<const T*>(x);
+    if (relu) channel_affine<true>(out, in, static_cast<const T*>(nullptr), coef, d, stream);
+    else channel_affine<false>(out, in, static_cast<const T*>(nullptr), coef, d, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xmu, const void* dy, const void* x,
-                                       const void* mean, const NcsShape& d, CUstream_st* stream) {
-  dispatch_float(type, [&](auto tag) {
+                                       const void* mean, const NcsShape& d, void* workspace, CUstream_st* stream) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    channel_sums(d, GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean)},
-                 GradDone<T>{static_cast<T*>(sum_dy), static_cast<T*>(sum_dy_xmu)}, stream);
+    using C = compute_t<T>;
+    channel_sums(d, GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const C*>(mean)},
+                 GradFinish<C>{static_cast<C*>(sum_dy), static_cast<C*>(sum_dy_xmu)}, workspace, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -206,14 +247,14 @@ void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xm
 void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
                                       int64_t count, const NcsShape& d, CUstream_st* stream) {
-  const int64_t n = d.n * d.c * d.s;
-  if (n == 0) return;
-  dispatch_float(type, [&](auto tag) {
+  dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    backward_elemt_kernel<T><<<grid_size(n), kBlockSize, 0, stream>>>(
-        static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(mean),
-        static_cast<const T*>(invstd), static_cast<const T*>(w), static_cast<const T*>(sum_dy),
-        static_cast<const T*>(sum_dy_xmu), static_cast<double>(count), d);
+    using C = compute_t<T>;
+    const BackwardCoefs<C> coef{static_cast<const C*>(mean),       static_cast<const C*>(invstd),
+                                static_cast<const C*>(w),          static_cast<const C*>(sum_dy),
+                                static_cast<const C*>(sum_dy_xmu), static_cast<double>(count)};
+    const T* xs = sum_dy ? static_cast<const T*>(x) : nullptr;  // fixed statistics: dx = k1 * dy
+    channel_affine<false>(static_cast<T*>(dx), static_cast<const T*>(dy), xs, coef, d, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

@@ -10,13 +10,20 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "ember/internal/cuda_scratch.h"
 
 namespace ember::cuda::kernels {
 namespace {
 
-constexpr int64_t kThreadPerOutputMax = 64;  // at most this many elements: one thread per output
-constexpr int64_t kChunk = 4096;             // elements per block before a reduction is split into chunks
-constexpr int64_t kMaxTasks = 1024;          // chunks are added until this many blocks (outputs x chunks)
+// The launch shapes and chunk counts, shared with memory::plan (ember/internal/cuda_scratch.h).
+namespace shared = ::ember::detail;
+constexpr int64_t kThreadPerOutputMax = shared::kCudaReduceThreadPerOutput;
+static_assert(shared::kCudaReduceMaxDims == kMaxDims && shared::kCudaReduceBlock == kBlockSize);
+using Plan = shared::CudaReducePlan;
+inline Plan plan_for(ReduceOp op, const Walk& kept, const Walk& red) { return shared::cuda_reduce_plan(op, kept, red); }
+inline int64_t num_chunks(ReduceOp op, const Walk& kept, const Walk& red) {
+  return shared::cuda_reduce_chunks(op, kept, red);
+}
 
 // The accumulator math is scalar::ReduceMath (scalar_math.h), the CPU's; this adds the output type.
 template <class T, ReduceOp Op>
@@ -162,36 +169,6 @@ __global__ void reduce_column_kernel(typename Reducer<T, Op>::R* out, typename R
   }
 }
 
-// The reduction of x along `red` for each output in `kept` takes one of three shapes of launch.
-enum class Plan { ThreadPerOutput, Column, BlockPerOutput };
-Plan plan_for(ReduceOp op, const Walk& kept, const Walk& red) {
-  if (red.numel <= kThreadPerOutputMax) return Plan::ThreadPerOutput;
-  if (!is_index_reduction(op) && kept.contiguous()) return Plan::Column;
-  return Plan::BlockPerOutput;
-}
-
-// Chunks of the reduced elements, for enough blocks to fill the GPU (kMaxTasks) without chunks below kChunk
-// elements (block per output) or 64 (column: a chunk is one thread's serial loop).
-int64_t num_chunks(ReduceOp op, const Walk& kept, const Walk& red) {
-  const int64_t nout = kept.numel, nred = red.numel;
-  switch (plan_for(op, kept, red)) {
-    case Plan::ThreadPerOutput:
-      return 1;
-    case Plan::Column: {
-      const int64_t blocks_x = CEIL_DIV(nout, static_cast<int64_t>(kBlockSize));
-      const int64_t by_size = CEIL_DIV(nred, int64_t{64}), by_tasks = blocks_x >= kMaxTasks ? 1 : kMaxTasks / blocks_x;
-      const int64_t chunks = by_size < by_tasks ? by_size : by_tasks;
-      return chunks < 65535 ? chunks : 65535;  // gridDim.y
-    }
-    case Plan::BlockPerOutput: {
-      if (is_index_reduction(op) || nout >= kMaxTasks) return 1;
-      const int64_t by_size = CEIL_DIV(nred, kChunk), by_tasks = kMaxTasks / nout;
-      return by_size < by_tasks ? by_size : by_tasks;
-    }
-  }
-  return 1;
-}
-
 unsigned task_grid(int64_t tasks) {
   return static_cast<unsigned>(tasks < (int64_t{1} << 20) ? tasks : (int64_t{1} << 20));
 }
@@ -233,8 +210,7 @@ void arg_typed(const Operand& out, const Operand& x, const Walk& kept, const Wal
 }  // namespace
 
 int64_t reduce_workspace_bytes(ReduceOp op, const Walk& kept, const Walk& red) {
-  const int64_t chunks = num_chunks(op, kept, red);
-  return chunks > 1 ? kept.numel * chunks * 8 : 0;  // every accumulator is at most 8 bytes
+  return shared::cuda_reduce_workspace_bytes(op, kept, red);
 }
 
 void launch_reduce(ReduceOp op, const Operand& out, const Operand& x, const Walk& kept, const Walk& red,

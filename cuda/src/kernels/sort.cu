@@ -8,22 +8,20 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "ember/internal/cuda_scratch.h"
 
 namespace ember::cuda::kernels {
 namespace {
 
-constexpr int64_t kSharedMax = 2048;  // (8-byte value, 4-byte index) pairs: 24 KiB of shared memory
+// (8-byte value, 4-byte index) pairs: 24 KiB of shared memory; shared with memory::plan (cuda_scratch.h)
+constexpr int64_t kSharedMax = ::ember::detail::kCudaSortSharedMax;
 constexpr int kSortThreads = 512;
 
 // Bytes of the shared keys of a row of p slots, rounded up so that the int32 indices after them are aligned (a row
 // of 1 or 2 one-byte keys would leave them misaligned).
 __host__ __device__ inline int64_t keys_bytes(int64_t p, int64_t key_size) { return (p * key_size + 3) / 4 * 4; }
 
-int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
+using ::ember::detail::pow2_at_least;
 
 // Value a (at index ia) comes before value b (at index ib): ascending with NaN last, or descending with NaN first;
 // equal values (and NaNs among themselves) by index, which keeps the sort stable in both directions.
@@ -122,8 +120,7 @@ __global__ void argsort_copy_out_kernel(int64_t* out, const int64_t* ws, int64_t
 }  // namespace
 
 int64_t argsort_workspace_bytes(int64_t rows, int64_t n) {
-  const int64_t p = pow2_at_least(n);
-  return p <= kSharedMax ? 0 : rows * p * static_cast<int64_t>(sizeof(int64_t));
+  return ::ember::detail::cuda_argsort_workspace_bytes(rows, n);
 }
 
 void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64_t n, bool descending, void* workspace,

@@ -69,7 +69,8 @@ struct OpDef {
   X(softmax, Fp32, Twice) \
   X(log_softmax, Fp32, Twice) \
   /* normalisation */ \
-  X(batch_norm, Fp32, Twice) \
+  X(batch_norm, Keep, Twice) /* 16-bit input and output, float32 statistics (PyTorch's autocast too) */ \
+  X(batch_norm_relu, Keep, Twice) \
   X(layer_norm, Fp32, Twice) \
   X(rms_norm, Fp32, Twice) \
   /* products, convolution, pooling, attention */ \

@@ -117,6 +117,12 @@ Tensor softmax(const Tensor& x, int64_t dim);
 // weight, bias, running_mean and running_var may be undefined; differentiable in x, weight and bias.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
                   const Tensor& bias = {}, bool training = true, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) in one pass: the same values and gradients, the normalised tensor never written (the forward
+// writes one activation instead of writing, reading and writing two; backward reads x and the output, which the next
+// layer keeps anyway). nn::BatchNorm2d(c, {.relu = true}) is this op.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight = {}, const Tensor& bias = {}, bool training = true,
+                       double momentum = 0.1, double eps = 1e-5);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // Layer normalisation over the last dims of x (torch.nn.functional.layer_norm): (x - mean) / sqrt(var + eps), with
 // the biased variance, then * weight + bias (each of normalized_shape, optional).

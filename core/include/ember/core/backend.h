@@ -46,11 +46,13 @@ struct RowNormArgs {
   Tensor y, mean, rstd;  // written
   Tensor x, w, b;
 };
-// Batch normalisation's element passes (the per-channel tensors [C] of x's dtype, contiguous).
+// Batch normalisation's element passes (the per-channel tensors [C] in the compute dtype, contiguous: see
+// Backend::batch_norm_stats).
 struct BatchNormElemtArgs {
   Tensor y;  // written, x's shape
   Tensor x, mean, invstd;
-  Tensor w, b;  // each may be undefined (1 and 0)
+  Tensor w, b;        // each may be undefined (1 and 0)
+  bool relu = false;  // y = relu(y) in the same pass (BatchNorm+ReLU; relu's rule: NaN stays)
 };
 struct BatchNormGradElemtArgs {
   Tensor dx;  // written, x's shape
@@ -137,11 +139,11 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   X(conv2d, (const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p), own)       \
   X(conv2d_backward, (const Conv2dGradArgs& a), own)                                                                  \
   /* NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default). */                         \
-  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), own)                          \
+  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), skip)                         \
   /* gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each gy to \
      the first maximum of its window. */                                                                              \
   X(pool2d_backward, (PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p),     \
-    own)                                                                                                              \
+    skip)                                                                                                             \
   /* Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with an   \
      online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's log-sum-exp of   \
      its scores (-inf, and an output row of 0, when every key of the row is masked out). q, k, v: one floating       \
@@ -174,17 +176,18 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   X(index_select, (const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index), skip)                        \
   /* out (contiguous) += src scattered along dim by index (kInt64, 1-D, in range; repeated indices add up). */        \
   X(index_add, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), own)                         \
-  /* Batch normalisation over dim 1 of x [N, C, S...] (contiguous, float32 or float64; per-channel tensors [C] of    \
-     x's dtype, contiguous), in four passes (PyTorch's batch_norm_stats / _elemt / _backward_reduce /                \
-     _backward_elemt); sums accumulate in double. mean[c], var[c] (biased) over every element of channel c, in one   \
-     pass over x. */                                                                                                  \
-  X(batch_norm_stats, (const Tensor& mean, const Tensor& var, const Tensor& x), skip)                                 \
-  /* y = (x - mean[c]) * invstd[c] * w[c] + b[c]. */                                                                  \
+  /* Batch normalisation over dim 1 of x [N, C, S...] (contiguous, any float dtype; y, dy, dx of x's dtype;           \
+     per-channel tensors [C] contiguous in the compute dtype: float32 for 16-bit x, else x's dtype; 16-bit elements   \
+     are widened as read and each result rounded once), in four passes (PyTorch's batch_norm_stats / _elemt /         \
+     _backward_reduce / _backward_elemt); sums accumulate in double. mean[c], var[c] (biased) over every element of   \
+     channel c. The plan: CUDA's per-part sums (batch_norm_workspace_bytes, kernel_params.h). */                      \
+  X(batch_norm_stats, (const Tensor& mean, const Tensor& var, const Tensor& x), own)                                  \
+  /* y = (x - mean[c]) * invstd[c] * w[c] + b[c], then relu(y) when a.relu. */                                       \
   X(batch_norm_elemt, (const BatchNormElemtArgs& a), skip)                                                            \
   /* sum_dy[c] = sum of dy over channel c, sum_dy_xmu[c] = sum of dy * (x - mean[c]); dy has x's shape. */            \
-  X(batch_norm_backward_reduce, (const BatchNormGradReduceArgs& a), skip)                                             \
-  /* dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for     \
-     statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running       \
+  X(batch_norm_backward_reduce, (const BatchNormGradReduceArgs& a), own)                                              \
+  /* dx = w[c] * invstd[c] * (dy - sum_dy[c] / count - (x - mean[c]) * invstd[c]^2 * sum_dy_xmu[c] / count) for       \
+     statistics of the batch (training), or dx = w[c] * invstd[c] * dy when sum_dy is undefined (fixed running        \
      statistics). */                                                                                                  \
   X(batch_norm_backward_elemt, (const BatchNormGradElemtArgs& a), skip)                                               \
   /* A row normalisation (RowNormArgs): y, and the per-row mean and rstd that the backward reads. */                  \

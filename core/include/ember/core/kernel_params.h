@@ -44,6 +44,16 @@ constexpr int64_t row_norm_grad_chunks(int64_t rows) {
 constexpr int64_t row_norm_grad_workspace_bytes(int64_t rows, int64_t cols) {
   return row_norm_grad_chunks(rows) * cols * 2 * static_cast<int64_t>(sizeof(double));
 }
+// BatchNorm's per-channel sums on CUDA (cuda/src/kernels/norm.cu) for x viewed as [n, c, s] with s > 1: each
+// channel's n * s elements in parts of at least 16384 (at most 64 parts), one block per part, whose two sums are
+// kept as doubles in a workspace and then added in order. [n, c] inputs (s == 1) take no workspace. memory::plan
+// allocates the same.
+constexpr int64_t batch_norm_parts(int64_t per_channel) {
+  return per_channel <= 0 ? 1 : ((per_channel + 16383) / 16384 < 64 ? (per_channel + 16383) / 16384 : 64);
+}
+constexpr int64_t batch_norm_workspace_bytes(int64_t n, int64_t c, int64_t s) {
+  return s > 1 && n > 0 ? c * batch_norm_parts(n * s) * 2 * static_cast<int64_t>(sizeof(double)) : 0;
+}
 // The public op a kind is, and its backward (their messages' names).
 constexpr const char* name(RowNormKind kind, bool backward = false) {
   switch (kind) {

@@ -112,8 +112,9 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& q, const
 struct BatchNormResult {
   Tensor y, mean, invstd;
 };
+// relu: y = relu(batch_norm(...)) in the same pass (the normalised values are not stored).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                           const Tensor& bias, bool training, double momentum, double eps);
+                           const Tensor& bias, bool training, double momentum, double eps, bool relu = false);
 struct BatchNormGrads {
   Tensor x, weight, bias;  // each only when asked for; weight and bias in the compute dtype (float32 for 16-bit x)
 };

@@ -170,6 +170,9 @@ class Dropout : public Module {
 struct BatchNormOptions {
   double eps = 1e-5, momentum = 0.1;
   bool affine = true;
+  // relu of the output in the same pass (batch_norm_relu): for a BatchNorm whose output only a ReLU reads, as in
+  // ResNet's blocks; the normalised tensor is never written. The parameters and state dict are the same.
+  bool relu = false;
 };
 // Normalises over the batch (and spatial dims for 2-D) with batch statistics while training, updating
 // running_mean / running_var (unbiased) buffers; uses the running statistics in eval.

@@ -1,0 +1,72 @@
+// defines: the scratch bytes the CUDA kernels take from the caching allocator besides their outputs, written once
+// for the kernels (cuda/src/kernels/reduce.cu, sort.cu) and for memory::plan, which allocates the same on a CUDA
+// plan (core/src/memory_plan.cpp): a split reduction's per-chunk partials and a long row's argsort buffer. Plain
+// C++17, host only; private to core/ and cuda/.
+#pragma once
+#include <cstdint>
+
+#include "ember/core/op_list.h"
+#include "ember/internal/dim_walk.h"
+
+namespace ember::detail {
+
+// --- reductions (reduce.cu): of x along `red` for each output in `kept`
+constexpr int kCudaReduceMaxDims = 16;              // a walk's dims (launch.h's kMaxDims)
+constexpr int64_t kCudaReduceThreadPerOutput = 64;  // at most this many elements: one thread per output
+constexpr int64_t kCudaReduceChunk = 4096;          // elements per block before a reduction is split into chunks
+constexpr int64_t kCudaReduceMaxTasks = 1024;       // chunks are added until this many blocks (outputs x chunks)
+constexpr int64_t kCudaReduceBlock = 256;           // threads per block (common.cuh's kBlockSize)
+
+// The three shapes of launch.
+enum class CudaReducePlan { ThreadPerOutput, Column, BlockPerOutput };
+template <int N>
+CudaReducePlan cuda_reduce_plan(ReduceOp op, const DimWalk<N>& kept, const DimWalk<N>& red) {
+  if (red.numel <= kCudaReduceThreadPerOutput) return CudaReducePlan::ThreadPerOutput;
+  if (!is_index_reduction(op) && kept.contiguous()) return CudaReducePlan::Column;
+  return CudaReducePlan::BlockPerOutput;
+}
+// Chunks of the reduced elements, for enough blocks to fill the GPU (kCudaReduceMaxTasks) without chunks below
+// kCudaReduceChunk elements (block per output) or 64 (column: a chunk is one thread's serial loop). Sizes only, so
+// the summation order is the same on every run.
+template <int N>
+int64_t cuda_reduce_chunks(ReduceOp op, const DimWalk<N>& kept, const DimWalk<N>& red) {
+  const int64_t nout = kept.numel, nred = red.numel;
+  switch (cuda_reduce_plan(op, kept, red)) {
+    case CudaReducePlan::ThreadPerOutput:
+      return 1;
+    case CudaReducePlan::Column: {
+      const int64_t blocks_x = (nout + kCudaReduceBlock - 1) / kCudaReduceBlock;
+      const int64_t by_size = (nred + 63) / 64,
+                    by_tasks = blocks_x >= kCudaReduceMaxTasks ? 1 : kCudaReduceMaxTasks / blocks_x;
+      const int64_t chunks = by_size < by_tasks ? by_size : by_tasks;
+      return chunks < 65535 ? chunks : 65535;  // gridDim.y
+    }
+    case CudaReducePlan::BlockPerOutput: {
+      if (is_index_reduction(op) || nout >= kCudaReduceMaxTasks) return 1;
+      const int64_t by_size = (nred + kCudaReduceChunk - 1) / kCudaReduceChunk, by_tasks = kCudaReduceMaxTasks / nout;
+      return by_size < by_tasks ? by_size : by_tasks;
+    }
+  }
+  return 1;
+}
+// The partials of a split reduction: every accumulator is at most 8 bytes.
+template <int N>
+int64_t cuda_reduce_workspace_bytes(ReduceOp op, const DimWalk<N>& kept, const DimWalk<N>& red) {
+  const int64_t chunks = cuda_reduce_chunks(op, kept, red);
+  return chunks > 1 ? kept.numel * chunks * 8 : 0;
+}
+
+// --- argsort (sort.cu): rows of n elements padded to a power of two p; rows of p <= 2048 sort in shared memory,
+// longer ones sort their int64 indices in a global buffer of rows x p.
+constexpr int64_t kCudaSortSharedMax = 2048;
+constexpr int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+constexpr int64_t cuda_argsort_workspace_bytes(int64_t rows, int64_t n) {
+  const int64_t p = pow2_at_least(n);
+  return p <= kCudaSortSharedMax ? 0 : rows * p * static_cast<int64_t>(sizeof(int64_t));
+}
+
+}  // namespace ember::detail
