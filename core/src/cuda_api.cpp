@@ -77,11 +77,14 @@ void synchronize() { usable("cuda::synchronize").synchronize_current_device(); }
 namespace {
 std::atomic<bool> g_allow_scalar{false};
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_cudnn_benchmark{false};
 }  // namespace
 void set_allow_scalar(bool allow) { g_allow_scalar.store(allow); }
 bool allow_scalar() { return g_allow_scalar.load(); }
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
+void set_cudnn_benchmark(bool enabled) { g_cudnn_benchmark.store(enabled); }
+bool cudnn_benchmark() { return g_cudnn_benchmark.load(); }
 
 // --- memory
 

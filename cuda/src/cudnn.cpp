@@ -6,7 +6,9 @@
 // shape; the first deterministic one that works within the workspace limit is taken (any working one
 // when none is deterministic), and cached per (device, dtype, TF32, shapes, stride, padding, direction).
 // Heuristics instead of cudnnFind* (which times every algorithm): no warm-up cost on a new shape, no
-// large trial allocations, and the same algorithm on every run (reproducible results).
+// large trial allocations, and the same algorithm on every run (reproducible results). cuda::set_cudnn_benchmark(true)
+// times them instead (cudnnFind*, once per shape) and keeps the fastest (the fastest deterministic one under
+// use_deterministic_algorithms); the cache key holds both settings.
 // Batches whose tensors exceed cuDNN's 32-bit element counts run as slices of the batch (images_per_slice).
 #include "compute_internal.h"
 
@@ -24,6 +26,7 @@
 
 #include "check.h"
 #include "device_guard.h"
+#include "ember/core/determinism.h"
 #include "ember/core/factory.h"
 #include "ember/core/memory_plan.h"
 #include "ember/cuda/cuda.h"
@@ -119,7 +122,8 @@ struct Descriptors {
 };
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
-using Key = std::tuple<int, int, bool, int, std::vector<int64_t> >;  // device, dtype, tf32, direction, sizes+params
+// device, dtype, tf32, direction, benchmark, deterministic, sizes+params
+using Key = std::tuple<int, int, bool, int, bool, bool, std::vector<int64_t> >;
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
@@ -132,17 +136,19 @@ Key key_for(Direction d, int device, const Tensor& x, const Tensor& w, const Con
   std::vector<int64_t> v(x.shape().begin(), x.shape().end());
   v.insert(v.end(), w.shape().begin(), w.shape().end());
   v.insert(v.end(), {p.stride_h, p.stride_w, p.pad_h, p.pad_w});
-  return {device, static_cast<int>(x.dtype()), allow_tf32(), static_cast<int>(d), std::move(v)};
+  return {device,          static_cast<int>(x.dtype()),          allow_tf32(), static_cast<int>(d),
+          cudnn_benchmark(), are_deterministic_algorithms_enabled(), std::move(v)};
 }
 
-// The first deterministic usable entry of cuDNN's ranked list, else the first usable one. (The workspace
-// size is then asked of cuDNN for that algorithm, rather than trusting the heuristic's estimate.)
+// The first deterministic usable entry of cuDNN's ranked list, else the first usable one; or, timed
+// (cudnn_benchmark) and not asked for determinism, the first usable one, the fastest. (The workspace size is then
+// asked of cuDNN for that algorithm, rather than trusting the ranking's figure.)
 template <class Perf>
-Choice pick(const char* op, const Perf* perf, int n) {
+Choice pick(const char* op, const Perf* perf, int n, bool fastest = false) {
   const Perf* any = nullptr;
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC)
+    if (perf[i].determinism == CUDNN_DETERMINISTIC || (fastest && !are_deterministic_algorithms_enabled()))
       return {static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType};
     if (!any) any = &perf[i];
   }
@@ -178,6 +184,27 @@ void query_workspace(Direction dir, cudnnHandle_t h, const Descriptors& d, DType
         h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
 }
 
+// cudnn_benchmark: cuDNN runs every algorithm on buffers of its own and returns them by time.
+Choice find_fastest(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d) {
+  int n = 0;
+  if (dir == Direction::Forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    EMBER_CUDNN_CHECK(
+        cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    return pick(op, perf, n, true);
+  }
+  if (dir == Direction::BackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+    return pick(op, perf, n, true);
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+  return pick(op, perf, n, true);
+}
+
 Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors& d, int device, const Tensor& x,
               const Tensor& w, const Conv2dParams& p) {
   const Key key = key_for(dir, device, x, w, p);
@@ -189,7 +216,9 @@ Choice choose(Direction dir, const char* op, cudnnHandle_t h, const Descriptors&
   Choice c;
   int n = 0;
   base_math(d, x.dtype());
-  if (dir == Direction::Forward) {
+  if (cudnn_benchmark()) {
+    c = find_fastest(dir, op, h, d);
+  } else if (dir == Direction::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));

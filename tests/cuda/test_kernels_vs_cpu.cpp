@@ -586,6 +586,33 @@ KERNEL_TEST(ArgsortMoreRowsThanBlocks) {
           [](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, true); });
 }
 
+// cuda::set_cudnn_benchmark(true): the convolution algorithms are timed once per shape and the fastest kept (with
+// use_deterministic_algorithms, the fastest deterministic one); the results still match the CPU's, forward and both
+// gradients, float32 and bfloat16.
+KERNEL_TEST(Conv2dWithCudnnBenchmark) {
+  EXPECT_FALSE(cuda::cudnn_benchmark());
+  for (bool deterministic : {false, true})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      cuda::set_cudnn_benchmark(true);
+      use_deterministic_algorithms(deterministic);
+      const Tensor x = make(dt, {4, 8, 14, 14}, 96) * 0.3, w = make(dt, {16, 8, 3, 3}, 97) * 0.3;
+      const Tensor gy = make(dt, {4, 16, 14, 14}, 98) * 0.3;
+      auto run = [&](Device dev) {
+        Tensor xd = x.to(dev).detach().requires_grad_(), wd = w.to(dev).detach().requires_grad_();
+        Tensor y = conv2d(xd, wd, Tensor(), {1}, {1});
+        y.backward(gy.to(dev));
+        return std::vector<Tensor>{y, xd.grad(), wd.grad()};
+      };
+      const std::vector<Tensor> c = run(Device::cpu()), g = run(g_dev);
+      cuda::set_cudnn_benchmark(false);
+      use_deterministic_algorithms(false);
+      for (size_t i = 0; i < 3; ++i)
+        expect_rel_near(g[i], c[i], dt == kFloat32 ? 1e-5 : 2e-2,
+                        detail::str("conv2d benchmark ", tag(dt), deterministic ? " deterministic " : " ", i));
+    }
+  EXPECT_FALSE(cuda::cudnn_benchmark());
+}
+
 // cuDNN's 32-bit sizes: a batch over the element limit runs as slices of it. EMBER_CUDNN_MAX_ELEMENTS lowers the
 // limit so that the slicing runs here on small tensors (ctest: test_cuda_kernels_vs_cpu_cudnn_slices; the GPU
 // check runs it too): forward, data and filter gradients (the filter's summed over the slices) against the CPU.

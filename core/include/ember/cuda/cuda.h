@@ -31,4 +31,11 @@ bool allow_scalar();
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
+// conv2d's algorithm per shape (torch.backends.cudnn.benchmark): off, cuDNN's heuristics rank the algorithms
+// without running any and the first deterministic one is taken (the same on every run); on, cuDNN times every
+// algorithm once per new shape (cudnnFind*) and the fastest is kept (the fastest deterministic one under
+// use_deterministic_algorithms). Read when a shape is first met; the choice is cached per setting.
+void set_cudnn_benchmark(bool enabled);
+bool cudnn_benchmark();
+
 }  // namespace ember::cuda
