@@ -40,15 +40,17 @@ struct Case {
   std::function<std::pair<Tensor, Tensor>(Device)> make_batch;
   bool sequence_loss = false;  // GPT-2: logits [B, T, V] against tokens [B, T]
   std::string skipped;
+  bool channels_last = false;  // the model and its images in MemoryFormat::ChannelsLast
 };
 
 Built build(const Case& c, Device dev) {
   Built b;
   b.model = c.make_model();
-  b.model->to(dev);
+  b.model->to(dev, c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
   b.model->train();
   b.opt = std::make_unique<optim::AdamW>(b.model->parameters(), optim::AdamWOptions{.lr = 1e-4});
   auto [x, y] = c.make_batch(dev);
+  if (c.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   nn::Module* model = b.model.get();
   optim::AdamW* opt = b.opt.get();
   const bool seq = c.sequence_loss;
@@ -93,8 +95,9 @@ std::vector<Case> cases(bool small) {
   };
   out.push_back({"resnet50-b" + std::to_string(rb) + "-bf16-nchw", rb, double(rb), 3 * resnet_fwd * rb,
                  [] { return std::make_shared<models::ResNet>(models::resnet50()); }, image_batch(rb, res, 1000)});
-  out.push_back({"resnet50-b" + std::to_string(rb) + "-bf16-channels-last", rb, double(rb), 0, nullptr, nullptr, false,
-                 "Ember has no channels-last tensors yet (issue 57, item 6)"});
+  out.push_back({"resnet50-b" + std::to_string(rb) + "-bf16-channels-last", rb, double(rb), 3 * resnet_fwd * rb,
+                 [] { return std::make_shared<models::ResNet>(models::resnet50()); }, image_batch(rb, res, 1000), false,
+                 "", true});
   const models::ViTConfig vit = small ? models::ViTConfig{.image_size = 32, .patch_size = 8, .dim = 64, .depth = 2,
                                                           .heads = 4, .num_classes = 10}
                                       : models::ViTConfig{};

@@ -143,8 +143,15 @@ std::vector<Case> other_cases(const Sizes& s, Device dev) {
                      return [=] { backward(conv2d(x, w, {}, {1}, {1}), {x, w}, g); };
                    },
                    conv_flops, "TFLOP/s", ""});
-  cases.push_back({conv + "-nhwc", nullptr, conv_flops, "TFLOP/s",
-                   "Ember has no channels-last tensors yet (issue 57, item 6)"});
+  cases.push_back({conv + "-nhwc",
+                   [=] {
+                     constexpr MemoryFormat cl = MemoryFormat::ChannelsLast;
+                     Tensor x = leaf(randn({cn, cc, hw, hw}, bf16).contiguous(cl)),
+                            w = leaf((randn({cc, cc, 3, 3}, bf16) * 0.05).contiguous(cl)),
+                            g = randn({cn, cc, hw, hw}, bf16).contiguous(cl);
+                     return [=] { backward(conv2d(x, w, {}, {1}, {1}), {x, w}, g); };
+                   },
+                   conv_flops, "TFLOP/s", ""});
   return cases;
 }
 

@@ -21,7 +21,9 @@ endif()
 if(EMBER_SANITIZE)
   # C++ only: nvcc takes none of these (CUDA sources are not instrumented).
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
-  add_link_options(-fsanitize=address,undefined)
+  # --as-needed again: the sanitizer runtime's link spec turns it off, and the CUDA plugin would then need the driver
+  # stub's libcuda.so.1 (pulled in with NVRTC, no symbol used), which a machine without a GPU driver lacks.
+  add_link_options(-fsanitize=address,undefined -Wl,--as-needed)
 endif()
 
 if(EMBER_TSAN)
@@ -38,5 +40,7 @@ if(EMBER_FUZZ)
   endif()
   # Coverage instrumentation and sanitizers everywhere; the fuzz executables add libFuzzer's main.
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
-  add_link_options(-fsanitize=address,undefined)
+  # --as-needed again: the sanitizer runtime's link spec turns it off, and the CUDA plugin would then need the driver
+  # stub's libcuda.so.1 (pulled in with NVRTC, no symbol used), which a machine without a GPU driver lacks.
+  add_link_options(-fsanitize=address,undefined -Wl,--as-needed)
 endif()

@@ -74,7 +74,9 @@ Grads AccumulateGrad::apply(Grads&& grad_outputs) {
   if (!m->grad.defined()) {
     // Steal the incoming buffer when nothing else holds it; otherwise keep a private copy, because .grad is
     // later updated in place (accumulation, zero_grad) and must not alias another tensor.
-    m->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() ? raw::alias(g) : raw::clone(g);
+    // .grad takes its parameter's layout (contiguous, or channels-last for a channels-last parameter), as in PyTorch.
+    const MemoryFormat f = Tensor(leaf).suggest_memory_format();
+    m->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous(f) ? raw::alias(g) : raw::clone(g, f);
     memory::tag(m->grad, memory::Category::kGradients);
   } else {
     raw::binary_(BinaryOp::Add, m->grad, g);

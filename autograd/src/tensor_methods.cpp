@@ -152,9 +152,15 @@ Tensor Tensor::contiguous() const {
   OpEntry op(opdef::contiguous);
   return copy_op(op, *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
 }
-Tensor Tensor::clone() const {
+Tensor Tensor::contiguous(MemoryFormat f) const {
+  if (f != MemoryFormat::Preserve && is_contiguous(f)) return *this;  // (raw refuses Preserve, naming contiguous)
+  OpEntry op(opdef::contiguous);
+  return copy_op(op, *this, raw::contiguous(*this, f), [](const Tensor& g, const InputInfo&) { return g; });
+}
+Tensor Tensor::clone() const { return clone(MemoryFormat::Preserve); }
+Tensor Tensor::clone(MemoryFormat f) const {
   OpEntry op(opdef::clone);
-  return copy_op(op, *this, raw::clone(*this), [](const Tensor& g, const InputInfo&) { return g; });
+  return copy_op(op, *this, raw::clone(*this, f), [](const Tensor& g, const InputInfo&) { return g; });
 }
 Tensor Tensor::detach() const { return raw::alias(*this); }
 Tensor Tensor::to(DType dt) const {

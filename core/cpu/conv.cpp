@@ -26,6 +26,7 @@
 #include "conv_gather.h"
 #include "conv_geom.h"
 #include "cpu_backend.h"
+#include "ember/internal/conv_channels_last.h"
 #include "gemm.h"
 #include "parallel.h"
 #include "vec_math.h"
@@ -582,6 +583,7 @@ void forward_image_plain(const ConvGeom& g, const T* x, const T* w, const T* b, 
 
 void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                         const Conv2dParams& p) {
+  if (detail::conv2d_channels_last(*this, out, x_in, w_in, bias, p)) return;  // the kernels below are NCHW
   if (conv2d_bf16(out, x_in, w_in, bias, p)) return;  // bf16 on a CPU with bf16 dot products
   if (through_float32(out, [&](const Tensor& tmp) {
         conv2d(tmp, upcast(x_in), upcast(w_in), bias.defined() ? upcast(bias) : bias, p);
@@ -628,6 +630,7 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_i
 void CpuBackend::conv2d_backward(const Conv2dGradArgs& a) {
   const Tensor &gx = a.gx, &gw = a.gw, &gb = a.gb, &gy_in = a.gy, &x_in = a.x, &w_in = a.w;
   const Conv2dParams& p = a.p;
+  if (detail::conv2d_backward_channels_last(*this, a)) return;
   if (conv2d_backward_bf16(gy_in, x_in, w_in, gx, gw, gb, p)) return;
   if (is_reduced_float(x_in.dtype())) {
     Tensor gxf = gx.defined() ? float_buffer_like(gx) : gx, gwf = gw.defined() ? float_buffer_like(gw) : gw;

@@ -1,5 +1,6 @@
-// defines: the convolution-and-pooling raw ops: conv2d and its backward (NCHW), max_pool2d / avg_pool2d and
-// their backward, with their argument checks.
+// defines: the convolution-and-pooling raw ops: conv2d and its backward, max_pool2d / avg_pool2d and their backward,
+// with their argument checks. Shapes are [N, C, H, W]; a channels-last input (or conv weight) gives channels-last
+// outputs and gradients (memory_format.h).
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -12,6 +13,13 @@ std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std
   return v.size() == 1 ? std::pair{v[0], v[0]} : std::pair{v[0], v[1]};
 }
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
+
+// A convolution's layout (PyTorch's rule): channels-last when its input or its weight is, else contiguous (NCHW).
+MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
+  const bool cl = x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                  w.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  return cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
 }  // namespace
 
 Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride,
@@ -47,8 +55,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
   Conv2dParams p = conv_params(x, w, stride, padding);
   const int64_t OH = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
                 OW = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w);
-  Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device());
-  backend_for(x.device()).conv2d(out, x, w, b, p);
+  const MemoryFormat f = conv_format(x, w);
+  Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device(), f);
+  backend_for(x.device()).conv2d(out, contiguous(x, f), contiguous(w, f), b, p);
   return out;
 }
 
@@ -62,19 +71,25 @@ Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, 
                         gy.size(3) == out_size(x.size(3), w.size(3), p.stride_w, p.pad_w),
                     "conv2d_backward: gradient ", gy.shape(), " does not match the output of input ", x.shape(),
                     " and weight ", w.shape());
+  // The gradients take the forward's layout (gx like x, gw like w, both in the convolution's format).
+  const MemoryFormat f = conv_format(x, w);
   Conv2dGrads g;
-  if (need_x) g.x = detail::new_tensor(x.shape(), x.dtype(), x.device());
-  if (need_w) g.w = detail::new_tensor(w.shape(), w.dtype(), w.device());
+  if (need_x) g.x = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
+  if (need_w) g.w = detail::new_tensor(w.shape(), w.dtype(), w.device(), f);
   if (need_b) g.b = detail::new_tensor({w.size(0)}, w.dtype(), w.device());
-  if (g.x.defined() && g.x.numel() == 0) g.x = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (x.numel() == 0 || gy.numel() == 0) {  // nothing flows: zero gradients
-    if (need_w) g.w = zeros(w.shape(), {.dtype = w.dtype(), .device = w.device()});
-    if (need_b) g.b = zeros({w.size(0)}, {.dtype = w.dtype(), .device = w.device()});
-    if (need_x) g.x = zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    for (Tensor* t : {&g.x, &g.w, &g.b})
+      if (t->defined() && t->numel()) backend_for(x.device()).fill(*t, 0);
     return g;
   }
   backend_for(x.device())
-      .conv2d_backward({.gx = g.x, .gw = g.w, .gb = g.b, .gy = cast(gy, x.dtype()), .x = x, .w = w, .p = p});
+      .conv2d_backward({.gx = g.x,
+                        .gw = g.w,
+                        .gb = g.b,
+                        .gy = contiguous(cast(gy, x.dtype()), f),
+                        .x = contiguous(x, f),
+                        .w = contiguous(w, f),
+                        .p = p});
   return g;
 }
 
@@ -114,7 +129,8 @@ Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<
   Pool2dParams p = pool_params(op, x, kernel, stride, padding);
   Tensor out = detail::new_tensor(pool_out_shape(x, p), x.dtype(), x.device());
   if (out.numel()) backend_for(x.device()).pool2d(kind, out, x, p);
-  return out;
+  // The kernels are NCHW: a channels-last input's output is converted back to its layout (one more pass).
+  return contiguous(out, x.suggest_memory_format());
 }
 
 Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Tensor& x,
@@ -127,7 +143,7 @@ Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Te
   Tensor gx = detail::new_tensor(x.shape(), x.dtype(), x.device());  // the backend writes every element
   if (gy.numel()) backend_for(x.device()).pool2d_backward(kind, gx, cast(gy, x.dtype()), x, p);
   else if (gx.numel()) backend_for(x.device()).fill(gx, 0);
-  return gx;
+  return contiguous(gx, x.suggest_memory_format());
 }
 }  // namespace
 

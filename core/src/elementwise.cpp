@@ -13,6 +13,7 @@ void check_writable(const char* op, const Tensor& t) {
 
 namespace raw {
 using detail::describe;
+using detail::kernel_view;
 
 namespace {
 // The dtype a binary op computes in.
@@ -46,8 +47,11 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b, DType dt) {
   check_binary_dtype(op, dt, a);
   dt = compute_dtype(op, dt);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), opn);
-  Tensor out = detail::new_tensor(shape, is_comparison(op) ? kBool : dt, a.device());
-  backend_for(a.device()).binary(op, out, expand(cast(a, dt), shape), expand(cast(b, dt), shape));
+  const MemoryFormat f = detail::output_format(shape, {&a, &b});
+  Tensor out = detail::new_tensor(shape, is_comparison(op) ? kBool : dt, a.device(), f);
+  backend_for(a.device())
+      .binary(op, kernel_view(out, f), kernel_view(expand(cast(a, dt), shape), f),
+              kernel_view(expand(cast(b, dt), shape), f));
   return out;
 }
 }  // namespace
@@ -88,7 +92,9 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other_in) {
   // Reading `other` while writing `self` is safe only if they are the same view or do not share memory.
   Tensor other =
       (detail::shares_storage(self, other_in) && !detail::same_view(self, other_in)) ? clone(other_in) : other_in;
-  backend_for(self.device()).binary(op, self, self, expand(cast(other, self.dtype()), shape));
+  const MemoryFormat f = self.suggest_memory_format();
+  const Tensor target = kernel_view(self, f);
+  backend_for(self.device()).binary(op, target, target, kernel_view(expand(cast(other, self.dtype()), shape), f));
   self.impl()->bump_version();
   return self;
 }
@@ -105,8 +111,9 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   EMBER_CHECK_DTYPE(!(x.dtype() == kBool && op == UnaryOp::Neg), "neg: not supported for bool tensors (got ",
                     describe(x), "); use logical_not");
   DType dt = is_float_op(op) && !is_floating(x.dtype()) ? kFloat32 : x.dtype();
-  Tensor out = detail::new_tensor(x.shape(), dt, x.device());
-  backend_for(x.device()).unary(op, out, cast(x, dt));
+  const MemoryFormat f = x.suggest_memory_format();
+  Tensor out = detail::new_tensor(x.shape(), dt, x.device(), f);
+  backend_for(x.device()).unary(op, kernel_view(out, f), kernel_view(cast(x, dt), f));
   return out;
 }
 
@@ -116,7 +123,8 @@ Tensor& unary_(UnaryOp op, Tensor& self) {
                     "_: needs a floating tensor in place, got ", describe(self));
   EMBER_CHECK_DTYPE(!(self.dtype() == kBool && op == UnaryOp::Neg), "neg_: not supported for bool tensors");
   detail::check_writable(name(op), self);
-  backend_for(self.device()).unary(op, self, self);
+  const Tensor target = kernel_view(self, self.suggest_memory_format());
+  backend_for(self.device()).unary(op, target, target);
   self.impl()->bump_version();
   return self;
 }
@@ -125,8 +133,9 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   detail::check_defined("clamp", x, "x");
   EMBER_CHECK_VALUE(!(lo > hi), "clamp: min ", lo, " is greater than max ", hi);
   EMBER_CHECK_DTYPE(x.dtype() != kBool, "clamp: not supported for bool tensors");
-  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x.device());
-  backend_for(x.device()).clamp(out, x, lo, hi);
+  const MemoryFormat f = x.suggest_memory_format();
+  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
+  backend_for(x.device()).clamp(kernel_view(out, f), kernel_view(x, f), lo, hi);
   return out;
 }
 
@@ -135,7 +144,8 @@ Tensor& clamp_(Tensor& self, double lo, double hi) {
   EMBER_CHECK_VALUE(!(lo > hi), "clamp_: min ", lo, " is greater than max ", hi);
   EMBER_CHECK_DTYPE(self.dtype() != kBool, "clamp_: not supported for bool tensors");
   detail::check_writable("clamp_", self);
-  backend_for(self.device()).clamp(self, self, lo, hi);
+  const Tensor target = kernel_view(self, self.suggest_memory_format());
+  backend_for(self.device()).clamp(target, target, lo, hi);
   self.impl()->bump_version();
   return self;
 }
@@ -149,8 +159,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   EMBER_CHECK_DTYPE(cond.dtype() == kBool, "where: condition must be a bool tensor, got ", describe(cond));
   DType dt = promote_types(a.dtype(), b.dtype());
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = detail::new_tensor(shape, dt, a.device());
-  backend_for(a.device()).where(out, expand(cond, shape), expand(cast(a, dt), shape), expand(cast(b, dt), shape));
+  const MemoryFormat f = detail::output_format(shape, {&a, &b, &cond});
+  Tensor out = detail::new_tensor(shape, dt, a.device(), f);
+  backend_for(a.device())
+      .where(kernel_view(out, f), kernel_view(expand(cond, shape), f), kernel_view(expand(cast(a, dt), shape), f),
+             kernel_view(expand(cast(b, dt), shape), f));
   return out;
 }
 
@@ -183,7 +196,7 @@ Tensor& fill_(Tensor& dst, Scalar v) {
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined("to", x, "x");
   if (x.dtype() == dtype) return x;
-  Tensor out = detail::new_tensor(x.shape(), dtype, x.device());
+  Tensor out = detail::new_tensor(x.shape(), dtype, x.device(), x.suggest_memory_format());  // copy takes any dst
   backend_for(x.device()).copy(out, x);
   return out;
 }
@@ -193,9 +206,23 @@ Tensor contiguous(const Tensor& x) {
   return x.is_contiguous() ? x : clone(x);
 }
 
-Tensor clone(const Tensor& x) {
+Tensor clone(const Tensor& x) { return clone(x, MemoryFormat::Contiguous); }
+
+Tensor contiguous(const Tensor& x, MemoryFormat f) {
+  detail::check_defined("contiguous", x, "x");
+  EMBER_CHECK_VALUE(f != MemoryFormat::Preserve, "contiguous: preserve_format is not a layout to make (as in ",
+                    "PyTorch); ask for Contiguous or ChannelsLast");
+  EMBER_CHECK_SHAPE(f != MemoryFormat::ChannelsLast || x.dim() == 4,
+                    "contiguous: channels_last needs a 4-D [N, C, H, W] tensor, got ", describe(x));
+  return x.is_contiguous(f) ? x : clone(x, f);
+}
+
+Tensor clone(const Tensor& x, MemoryFormat f) {
   detail::check_defined("clone", x, "x");
-  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x.device());
+  if (f == MemoryFormat::Preserve) f = x.suggest_memory_format();
+  EMBER_CHECK_SHAPE(f != MemoryFormat::ChannelsLast || x.dim() == 4,
+                    "clone: channels_last needs a 4-D [N, C, H, W] tensor, got ", describe(x));
+  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
   if (x.numel()) backend_for(x.device()).copy(out, x);
   return out;
 }
@@ -203,8 +230,11 @@ Tensor clone(const Tensor& x) {
 Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
   detail::check_defined("to", x, "x");
   if (x.device() == device) return x;
-  Tensor out = detail::new_tensor(x.shape(), x.dtype(), device);  // throws DeviceError if device is unusable
-  if (x.numel()) backend_for(device.is_cpu() ? x.device() : device).copy(out, x, non_blocking);
+  // A channels-last tensor arrives channels-last (as PyTorch's to(); its NHWC views are contiguous: one transfer).
+  const MemoryFormat f = x.suggest_memory_format();
+  Tensor out = detail::new_tensor(x.shape(), x.dtype(), device, f);  // throws DeviceError if device is unusable
+  if (x.numel())
+    backend_for(device.is_cpu() ? x.device() : device).copy(kernel_view(out, f), kernel_view(x, f), non_blocking);
   return out;
 }
 

@@ -41,14 +41,20 @@ Tensor planned_if_planning(Tensor t) {
 }
 }  // namespace
 
-Tensor empty(const Shape& shape, const TensorOptions& opts) {
+Tensor empty(const Shape& shape, const TensorOptions& opts) { return empty(shape, opts, MemoryFormat::Contiguous); }
+
+Tensor empty(const Shape& shape, const TensorOptions& opts, MemoryFormat format) {
   check_sizes("empty", shape, opts.dtype);
+  EMBER_CHECK_VALUE(format != MemoryFormat::Preserve, "empty: preserve_format needs a tensor to preserve (use empty ",
+                    "with Contiguous or ChannelsLast)");
+  EMBER_CHECK_SHAPE(format != MemoryFormat::ChannelsLast || shape.size() == 4,
+                    "empty: channels_last needs a 4-D [N, C, H, W] shape, got ", shape);
   if (opts.requires_grad)
     EMBER_CHECK_DTYPE(is_floating(opts.dtype), "requires_grad: only floating-point tensors can require gradients, got ",
                       opts.dtype);
   Allocator& alloc = backend_for(opts.device).allocator(opts.device.index());
   auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(shape.numel()) * itemsize(opts.dtype), alloc);
-  Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), opts.dtype));
+  Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, memory_format_strides(shape, format), opts.dtype));
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }

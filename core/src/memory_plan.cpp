@@ -20,6 +20,7 @@
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/memory.h"
 #include "ember/internal/allocator_sizes.h"
+#include "ember/internal/conv_channels_last.h"
 #include "ember/internal/conv_split.h"
 #include "ember/internal/cuda_scratch.h"
 #include "../cpu/bf16_gemm.h"
@@ -165,7 +166,9 @@ void MetaBackend::argsort(const Tensor& out, const Tensor& x, bool) {
 void MetaBackend::softmax(const Tensor& out, const Tensor& x, int64_t, bool) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);
 }
-void MetaBackend::conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams&) {
+void MetaBackend::conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
+  // a channels-last convolution on the CPU: the same steps as core/cpu/conv.cpp's (copies, or a GEMM)
+  if (type_ == DeviceType::CPU && ember::detail::conv2d_channels_last(*this, out, x, w, b, p)) return;
   const int64_t per_output = w.numel() / std::max<int64_t>(1, w.size(0));  // C KH KW multiply-adds
   state_.count_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(per_output));
   if (type_ != DeviceType::CPU || !is_reduced_float(out.dtype()) || cpu_bf16_products({&out, &x, &w, &b})) return;
@@ -179,6 +182,7 @@ void MetaBackend::attention(const AttentionArgs& a) {
   state_.count_flops(2.0 * pairs * static_cast<double>(p.d + p.dv) * (p.causal ? 0.5 : 1.0));
 }
 void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
+  if (type_ == DeviceType::CPU && ember::detail::conv2d_backward_channels_last(*this, a)) return;
   if (type_ != DeviceType::CPU || cpu_bf16_products({&a.gy, &a.x, &a.w, &a.gx, &a.gw, &a.gb})) return;
   FloatBuffers f;
   if (is_reduced_float(a.x.dtype())) f.of(a.gx).of(a.gw).of(a.gb).of(a.gy).of(a.x).of(a.w);

@@ -14,6 +14,14 @@ DType compute_dtype(const Tensor& x) { return is_reduced_float(x.dtype()) ? kFlo
 // An optional per-channel tensor, in the compute dtype and contiguous (undefined stays undefined).
 Tensor per_channel(const Tensor& t, DType cd) { return t.defined() ? contiguous(cast(t, cd)) : t; }
 
+// What the kernels see of a [N, C, S...] tensor in format f: itself, contiguous; or, channels-last, the [N*H*W, C]
+// rows it is in memory (a view; BatchNorm1d's shape: the same per-channel statistics over every row).
+Tensor kernel_layout(const Tensor& t, MemoryFormat f) {
+  if (f != MemoryFormat::ChannelsLast) return contiguous(t);
+  const Tensor nhwc = contiguous(t, f);
+  return reshape(permute(nhwc, {0, 2, 3, 1}), {t.size(0) * t.size(2) * t.size(3), t.size(1)});
+}
+
 void check_channel_tensor(const char* op, const Tensor& x, const Tensor& t, const char* what) {
   if (!t.defined()) return;
   detail::check_same_device(op, x, t);
@@ -53,7 +61,8 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
   // x stays in its dtype (16-bit elements are widened in the kernels: no float32 copy of x); the statistics and
   // the per-channel tensors are in the compute dtype, float32 for 16-bit x (PyTorch's mixed-dtype batch norm).
   const DType cd = compute_dtype(x);
-  const Tensor xc = contiguous(x);
+  const MemoryFormat f = x.suggest_memory_format();  // y keeps x's layout (channels-last stays so)
+  const Tensor xc = kernel_layout(x, f);
   Tensor mean, invstd;
   if (training) {
     mean = detail::new_tensor({C}, cd, x.device());
@@ -72,8 +81,8 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
     mean = per_channel(running_mean, cd);
     invstd = contiguous(invstd_of(cast(running_var, cd), eps));
   }
-  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x.device());
-  be.batch_norm_elemt({.y = y,
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
+  be.batch_norm_elemt({.y = kernel_layout(y, f),
                        .x = xc,
                        .mean = mean,
                        .invstd = invstd,
@@ -91,7 +100,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
                     x.shape());
   Backend& be = backend_for(x.device());
   const DType cd = compute_dtype(x);
-  const Tensor dy = contiguous(cast(grad_out, x.dtype())), xc = contiguous(x), w = per_channel(weight, cd);
+  const MemoryFormat f = x.suggest_memory_format();
+  const Tensor dy = kernel_layout(cast(grad_out, x.dtype()), f), xc = kernel_layout(x, f), w = per_channel(weight, cd);
   const int64_t C = x.size(1), count = C ? x.numel() / C : 0;
   BatchNormGrads g;
   Tensor sum_dy, sum_dy_xmu;
@@ -101,8 +111,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
     if (C) be.batch_norm_backward_reduce({.sum_dy = sum_dy, .sum_dy_xmu = sum_dy_xmu, .dy = dy, .x = xc, .mean = mean});
   }
   if (need_x) {
-    Tensor dx = detail::new_tensor(x.shape(), x.dtype(), x.device());
-    be.batch_norm_backward_elemt({.dx = dx,
+    Tensor dx = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
+    be.batch_norm_backward_elemt({.dx = kernel_layout(dx, f),
                                   .dy = dy,
                                   .x = xc,
                                   .mean = mean,

@@ -1,6 +1,7 @@
 // defines: small helpers shared by the raw op front-ends (argument checks with API.md-style messages).
 // Private to core/.
 #pragma once
+#include <initializer_list>
 #include <string>
 
 #include "ember/core/backend.h"
@@ -34,6 +35,19 @@ inline void check_product_dtypes(const char* op, const Tensor& a, const Tensor& 
 inline Tensor new_tensor(const Shape& shape, DType dtype, Device device) {
   return empty(shape, {.dtype = dtype, .device = device});
 }
+inline Tensor new_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  return empty(shape, {.dtype = dtype, .device = device}, format);
+}
+// The layout of an elementwise op's output of `shape`: channels-last when the first operand of that full shape is a
+// dense channels-last tensor (PyTorch's rule, for the dense layouts), else contiguous.
+inline MemoryFormat output_format(const Shape& shape, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands)
+    if (t->shape() == shape) return t->suggest_memory_format();
+  return MemoryFormat::Contiguous;
+}
+// The view a kernel whose output must be contiguous runs on: a channels-last [N, C, H, W] tensor as its [N, H, W, C]
+// permutation (contiguous), every operand permuted alike; a contiguous format leaves t as it is.
+inline Tensor kernel_view(const Tensor& t, MemoryFormat format) { return raw::layout_view(t, format); }
 // True when a and b may share memory (same storage).
 inline bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.impl()->storage == b.impl()->storage && a.numel() > 0 && b.numel() > 0;

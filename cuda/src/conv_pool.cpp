@@ -27,8 +27,11 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& x_in, const Tensor& w_
     return;
   }
   OnDevice on(out);
-  // one dtype for cuDNN's three descriptors (a no-op when the raw op has promoted them already)
-  const Tensor x = raw::contiguous(raw::cast(x_in, out.dtype())), w = raw::contiguous(raw::cast(w_in, out.dtype()));
+  // one dtype for cuDNN's three descriptors (a no-op when the raw op has promoted them already), and one layout:
+  // the output's, NCHW or channels-last (the raw op allocates all three in one)
+  const MemoryFormat f = out.suggest_memory_format();
+  const Tensor x = raw::contiguous(raw::cast(x_in, out.dtype()), f),
+               w = raw::contiguous(raw::cast(w_in, out.dtype()), f);
   if (x.numel() == 0 || w.numel() == 0) fill(out, 0);  // no input channels: only the bias
   else detail::cudnn_conv2d(out, x, w, p);
   if (b.defined()) binary(BinaryOp::Add, out, out, raw::expand(raw::reshape(b, {1, b.numel(), 1, 1}), out.shape()));
@@ -56,13 +59,24 @@ void CudaBackend::conv2d_backward(const Conv2dGradArgs& a) {
   }
   OnDevice on(gy_in);
   const DType dt = x_in.dtype();
-  const Tensor gy = raw::contiguous(raw::cast(gy_in, dt)), x = raw::contiguous(x_in),
-               w = raw::contiguous(raw::cast(w_in, dt));
+  // x and gx share cuDNN's descriptor, as do w and gw: each pair in one layout (the raw op's, NCHW or channels-last)
+  const MemoryFormat f = x_in.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                                 w_in.suggest_memory_format() == MemoryFormat::ChannelsLast
+                             ? MemoryFormat::ChannelsLast
+                             : MemoryFormat::Contiguous;
+  const Tensor gy = raw::contiguous(raw::cast(gy_in, dt), f), x = raw::contiguous(x_in, f),
+               w = raw::contiguous(raw::cast(w_in, dt), f);
+  auto in_layout = [&](const Tensor& g) {  // g itself when dense in f, else a buffer that is
+    return !g.defined() || g.is_contiguous(f) ? g : empty(g.shape(), {.dtype = g.dtype(), .device = g.device()}, f);
+  };
+  const Tensor gxl = in_layout(gx), gwl = in_layout(gw);
   if (gy.numel() == 0 || x.numel() == 0 || w.numel() == 0) {  // some extent is 0: the gradients are 0
     if (gx.defined()) fill(gx, 0);
     if (gw.defined()) fill(gw, 0);
   } else {
-    detail::cudnn_conv2d_backward(gy, x, w, gx, gw, p);
+    detail::cudnn_conv2d_backward(gy, x, w, gxl, gwl, p);
+    if (gx.defined() && !gxl.is_same(gx)) copy(gx, gxl);
+    if (gw.defined() && !gwl.is_same(gw)) copy(gw, gwl);
   }
   if (gb.defined()) reduce(ReduceOp::Sum, raw::view(gb, {1, gb.numel(), 1, 1}), gy, {0, 2, 3});
 }

@@ -88,6 +88,9 @@ cudnnMathType_t start_math(DType dt) {
   return dt == kFloat32 && allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
+// A dense tensor laid out NHWC (a 1x1 weight is both layouts: NCHW then, which reads the same memory).
+bool channels_last(const Tensor& t) { return t.suggest_memory_format() == MemoryFormat::ChannelsLast; }
+
 // The descriptors of one convolution, destroyed with it.
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
@@ -100,12 +103,18 @@ struct Descriptors {
     EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    EMBER_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, dim(x_t, 0), dim(x_t, 1), dim(x_t, 2), dim(x_t, 3)));
-    EMBER_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dt, dim(y_t, 0), dim(y_t, 1), dim(y_t, 2), dim(y_t, 3)));
-    EMBER_CUDNN_CHECK(
-        cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
+    // x and y by their strides (NCHW or channels-last: cuDNN picks its NHWC kernels from them); the filter by its
+    // format, which the raw op made the input's (conv_pool.cpp: x, w and y in one layout).
+    auto set_tensor = [&](cudnnTensorDescriptor_t desc, const Tensor& t) {
+      auto st = [&](int d) { return as_int(op, t.stride(d)); };
+      EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(desc, dt, dim(t, 0), dim(t, 1), dim(t, 2), dim(t, 3), st(0), st(1),
+                                                     st(2), st(3)));
+    };
+    set_tensor(x, x_t);
+    set_tensor(y, y_t);
+    const bool nhwc = (channels_last(x_t) || channels_last(w_t)) && w_t.is_contiguous(MemoryFormat::ChannelsLast);
+    const cudnnTensorFormat_t wf = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, wf, dim(w_t, 0), dim(w_t, 1), dim(w_t, 2), dim(w_t, 3)));
     EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, as_int(op, p.pad_h), as_int(op, p.pad_w),
                                                       as_int(op, p.stride_h), as_int(op, p.stride_w), 1, 1,
                                                       CUDNN_CROSS_CORRELATION, compute_type(x_t.dtype())));
@@ -122,7 +131,7 @@ struct Descriptors {
 };
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
-// device, dtype, tf32, direction, benchmark, deterministic, sizes+params
+// device, dtype, tf32, direction, benchmark, deterministic, sizes+params+layout
 using Key = std::tuple<int, int, bool, int, bool, bool, std::vector<int64_t> >;
 struct Choice {
   int algo = 0;
@@ -135,7 +144,7 @@ std::map<Key, Choice> g_cache;
 Key key_for(Direction d, int device, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   std::vector<int64_t> v(x.shape().begin(), x.shape().end());
   v.insert(v.end(), w.shape().begin(), w.shape().end());
-  v.insert(v.end(), {p.stride_h, p.stride_w, p.pad_h, p.pad_w});
+  v.insert(v.end(), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, channels_last(x) ? 1 : 0, channels_last(w) ? 1 : 0});
   return {device,          static_cast<int>(x.dtype()),          allow_tf32(), static_cast<int>(d),
           cudnn_benchmark(), are_deterministic_algorithms_enabled(), std::move(v)};
 }

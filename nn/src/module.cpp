@@ -222,6 +222,23 @@ Module& Module::to(Device device) {
   }
   return *this;
 }
+Module& Module::to(Device device, MemoryFormat format) {
+  to(device);
+  return to(format);
+}
+Module& Module::to(MemoryFormat format) {
+  EMBER_CHECK_VALUE(format != MemoryFormat::Preserve,
+                    "Module::to: preserve_format is not a layout to convert to; use Contiguous or ChannelsLast");
+  NoGradGuard g;
+  for (auto& [_, t] : named_tensors_once(*this)) {
+    if (t.dim() != 4 || t.is_contiguous(format)) continue;
+    Tensor laid_out = raw::contiguous(t, format);
+    if (t.requires_grad()) t.set_grad({});
+    t.set_data(laid_out);
+    memory::tag(t, memory::Category::kParameters);
+  }
+  return *this;
+}
 Module& Module::to(DType dtype) {
   NoGradGuard g;
   for (auto& [_, t] : named_tensors_once(*this)) {

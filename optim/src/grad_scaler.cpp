@@ -53,6 +53,8 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
                       g.device());
     if (g.is_contiguous()) {
       by_device[g.device()].push_back(g);
+    } else if (g.suggest_memory_format() == MemoryFormat::ChannelsLast) {  // unscaled in place, as its NHWC view
+      by_device[g.device()].push_back(raw::layout_view(g, MemoryFormat::ChannelsLast));
     } else {
       Tensor c = raw::contiguous(g);
       by_device[g.device()].push_back(c);

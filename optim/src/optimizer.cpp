@@ -192,10 +192,15 @@ void Optimizer::update_each(const std::function<void(size_t, const Tensor&, cons
       // takes its optimiser state along at the next step.
       if (b.device() != p.device()) b = raw::to_device(b, p.device());
     }
-    // The fused kernels take contiguous tensors: a strided parameter is updated in a copy, then copied back.
-    Tensor pc = raw::contiguous(p);
-    const Tensor gc = raw::contiguous(grad);
-    update(g, pc, gc, s);
+    // The fused kernels take contiguous tensors: a strided parameter is updated in a copy, then copied back. A
+    // channels-last one (model.to(MemoryFormat::ChannelsLast)) is updated in place, as its NHWC view, with its
+    // gradient and state in its layout too.
+    const MemoryFormat f = p.suggest_memory_format();
+    for (Tensor& b : s.buffers) b = raw::layout_view(raw::contiguous(b, f), f);
+    Tensor pc = raw::contiguous(p, f);
+    const Tensor gc = raw::contiguous(grad, f);
+    update(g, raw::layout_view(pc, f), raw::layout_view(gc, f), s);
+    for (Tensor& b : s.buffers) b = raw::from_layout_view(b, f);  // state made by update() is NHWC-shaped: undone
     for (const Tensor& b : s.buffers) memory::tag(b, memory::Category::kOptimizerState);
     if (pc.is_same(p)) p.impl()->bump_version();  // in place: graphs that saved p must see it changed
     else raw::copy_(p, pc);                       // copy_ bumps the version

@@ -241,16 +241,21 @@ KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
 // in a second kernel); training and evaluation, forward and every gradient.
 KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
   for (DType dt : kFloats) {
-    for (const Shape& s : {Shape{37, 5}, Shape{20000, 2}, Shape{4, 2, 80, 80}, Shape{300, 3, 8, 8}, Shape{3, 2, 130}}) {
+    for (const Shape& s :
+         {Shape{37, 5}, Shape{20000, 2}, Shape{4, 2, 80, 80}, Shape{300, 3, 8, 8}, Shape{3, 2, 130}, Shape{8, 5, 40, 40}}) {
       const int64_t c = s[1];
       const Tensor x = (make(dt, s, 50).to(kFloat64) + 2.0).to(dt), g = make(dt, s, 51);
       const DType cd = dt == kFloat64 ? kFloat64 : kFloat32;
       const Tensor w = make(cd, {c}, 52), b = make(cd, {c}, 53), rv = abs(make(cd, {c}, 54)) + 0.5;
-      for (bool training : {true, false}) {
-        const std::string what = detail::str("batch_norm ", tag(dt), " ", s, training ? " training" : " eval");
+      // 4-D also channels-last: the kernels see [N*H*W, C] rows (S == 1, many rows: column parts)
+      for (const int mode : s.size() == 4 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1}) {
+        const bool training = mode % 2 == 0, cl = mode >= 2;
+        const std::string what = detail::str("batch_norm ", tag(dt), " ", s, training ? " training" : " eval",
+                                             cl ? " channels-last" : "");
         for (int out = 0; out < 5; ++out)
-          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, out](const std::vector<Tensor>& in) {
-            const Tensor xi = in[0].detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
+          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, cl, out](const std::vector<Tensor>& in) {
+            const Tensor x0 = cl ? in[0].contiguous(MemoryFormat::ChannelsLast) : in[0];
+            const Tensor xi = x0.detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
                          bi = in[2].detach().requires_grad_();
             Tensor rm = zeros_like(in[4]), rv = in[4].clone();
             const Tensor y = batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);

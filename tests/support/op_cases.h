@@ -57,6 +57,8 @@ inline Tensor distinct(const Shape& s, uint64_t seed) {
 }
 // in [-0.7, 0.8): inside log1p's domain (x > -1), on both sides of 0.
 inline Tensor above_m1(const Shape& s, uint64_t seed) { return pos(s, seed) * 1.5 - 1.45; }
+// the same values laid out channels-last (NHWC in memory; memory_format.h)
+inline Tensor cl(const Tensor& t) { return t.contiguous(MemoryFormat::ChannelsLast); }
 inline Tensor idx(const std::vector<int64_t>& v) { return tensor<int64_t>(v, {static_cast<int64_t>(v.size())}); }
 inline Tensor idx(const std::vector<int64_t>& v, const Shape& s) { return tensor<int64_t>(v, s); }
 
@@ -436,6 +438,25 @@ inline void add_conv_pool(std::vector<OpCase>& cs) {
                  F1([](const Tensor& x) { return avg_pool2d(x, {2, 3}, {1, 2}, {1, 0}); })));
   cs.push_back(C("avg_pool2d_noncontig", [] { return TV{rn({2, 2, 5, 5}, 544).permute({1, 0, 3, 2})}; },
                  F1([](const Tensor& x) { return avg_pool2d(x, {3}, {2}, {1}); })));
+  // channels-last (memory_format.h): a channels-last input or weight makes the convolution channels-last; 1x1
+  // stride-1 ones are a GEMM over the NHWC rows on the CPU, the rest go through NCHW copies there
+  cs.push_back(C("conv2d_channels_last_3x3", [] { return TV{cl(rn({2, 3, 5, 5}, 5500)), rn({4, 3, 3, 3}, 5501), rn({4}, 5502)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {1}); }));
+  cs.push_back(C("conv2d_channels_last_1x1", [] { return TV{cl(rn({2, 3, 4, 3}, 5503)), cl(rn({5, 3, 1, 1}, 5504)), rn({5}, 5505)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], in[2], {1}, {0}); }));
+  cs.push_back(C("conv2d_channels_last_1x1_s2", [] { return TV{cl(rn({2, 4, 5, 5}, 5506)), rn({3, 4, 1, 1}, 5507)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], Tensor(), {2}, {0}); }));
+  cs.push_back(C("conv2d_channels_last_weight", [] { return TV{rn({1, 2, 4, 5}, 5508), cl(rn({3, 2, 2, 3}, 5509)), rn({3}, 5510)}; },
+                 [](const TV& in) { return conv2d(in[0], in[1], in[2], {1, 2}, {1, 0}); }));
+  cs.push_back(C("max_pool2d_channels_last", [] { return TV{cl(distinct({2, 3, 5, 5}, 5511))}; },
+                 F1([](const Tensor& x) { return max_pool2d(x, {3}, {2}, {1}); })));
+  cs.push_back(C("avg_pool2d_channels_last", [] { return TV{cl(rn({2, 3, 4, 4}, 5512))}; },
+                 F1([](const Tensor& x) { return avg_pool2d(x, {2}); })));
+  // elementwise ops and a sum over H, W on channels-last tensors (a residual block's add + relu, a [1, C, 1, 1] bias)
+  cs.push_back(C("add_relu_channels_last", [] { return TV{cl(away({2, 3, 3, 4}, 5513)), cl(rn({2, 3, 3, 4}, 5514)), rn({1, 3, 1, 1}, 5515)}; },
+                 [](const TV& in) { return relu(in[0] + in[1] * in[2]) + in[0].sigmoid(); }));
+  cs.push_back(C("mean_hw_channels_last", [] { return TV{cl(rn({2, 3, 3, 4}, 5516))}; },
+                 F1([](const Tensor& x) { return x.mean({2, 3}) * x.mean({2, 3}); })));
 
   // adaptive_avg_pool2d: bins that overlap (5 -> 3), that repeat inputs (3 -> 5), one global bin, [C, H, W]
   auto AP = [](int64_t oh, int64_t ow) { return F1([=](const Tensor& x) { return adaptive_avg_pool2d(x, {oh, ow}); }); };
@@ -792,6 +813,10 @@ inline void add_norm(std::vector<OpCase>& cs) {
   cs.push_back(C("batch_norm_relu_2d", [=] { return TV{scaled({3, 2, 3, 4}, 949), rn({2}, 950), rn({2}, 951)}; }, BNR(true)));
   cs.push_back(C("batch_norm_relu_noncontig", [=] { return TV{scaled({4, 3, 5}, 952).slice(2, 0, 5, 2), rn({3}, 953), rn({3}, 954)}; }, BNR(true)));
   cs.push_back(C("batch_norm_relu_eval", [=] { return TV{scaled({3, 2, 3, 4}, 955), rn({2}, 956), rn({2}, 957)}; }, BNR(false)));
+  // channels-last input (memory_format.h): the kernels see it as [N*H*W, C] rows; y and dx keep the layout
+  cs.push_back(C("batch_norm_channels_last", [=] { return TV{cl(scaled({3, 4, 3, 2}, 958)), rn({4}, 959), rn({4}, 960)}; }, BN(true, true)));
+  cs.push_back(C("batch_norm_relu_channels_last", [=] { return TV{cl(scaled({2, 3, 3, 3}, 961)), rn({3}, 962), rn({3}, 963)}; }, BNR(true)));
+  cs.push_back(C("batch_norm_eval_channels_last", [=] { return TV{cl(scaled({3, 2, 3, 4}, 964)), rn({2}, 965), rn({2}, 966)}; }, BN(false, true)));
   // layer_norm over the last dim or the last two, with and without weight / bias, non-contiguous, weight broadcast
   // over the rows (its gradient sums them)
   auto LN = [](std::vector<int64_t> ns, bool w, bool b) {

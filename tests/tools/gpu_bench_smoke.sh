@@ -16,10 +16,10 @@ trap 'rm -rf "$work"' EXIT
   { cat "$work/ember.jsonl"; fail "ember_bench_gpu_models exited $?"; }
 cat "$work/ember.jsonl"
 grep -q '"error"' "$work/ember.jsonl" && fail "a case failed"
-[ "$(grep -c '"ms": [0-9]' "$work/ember.jsonl")" -eq 9 ] || fail "expected 9 timed op cases"
-[ "$(grep -c '"step_ms": [0-9]' "$work/ember.jsonl")" -eq 4 ] || fail "expected 4 timed model cases"
+[ "$(grep -c '"ms": [0-9]' "$work/ember.jsonl")" -eq 10 ] || fail "expected 10 timed op cases"
+[ "$(grep -c '"step_ms": [0-9]' "$work/ember.jsonl")" -eq 5 ] || fail "expected 5 timed model cases"
 grep '"planned_peak_bytes"' "$work/ember.jsonl" | grep -q '"planned_peak_bytes": 0[,}]' && fail "a model case has no plan"
-[ "$(grep -c '"skipped"' "$work/ember.jsonl")" -eq 2 ] || fail "expected the 2 channels-last cases skipped"
+grep -q '"skipped"' "$work/ember.jsonl" && fail "a case was skipped"
 
 py=${EMBER_MODELS_REF_PYTHON:-${HOME:-/root}/.cache/ember/models-ref/bin/python}
 if [ ! -x "$py" ]; then
@@ -32,5 +32,5 @@ fi
   fail "torch_gpu_ops.py --group models exited $?"
 python3 "$src/scripts/gpu_ops_ratio.py" "$work/ember.jsonl" "$work/torch.jsonl" | tee "$work/table.txt"
 grep -q 'missing' "$work/table.txt" && fail "a case of one side is missing on the other"
-[ "$(grep -c '^    ember: Ember has no channels-last' "$work/table.txt")" -eq 2 ] || fail "the skips are not shown"
+grep -q '^    ember: ' "$work/table.txt" && fail "an Ember case is shown skipped"
 echo "PASS"

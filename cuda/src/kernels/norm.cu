@@ -6,7 +6,9 @@
 //     (channel, part), so that a [256, 64, 56, 56] batch fills every SM instead of 64 of them. A block walks its
 //     part run by run (no division per element when a run is at least a block wide), adds by warp shuffles and
 //     writes its two sums to the workspace; a second kernel adds each channel's parts in order (deterministic).
-//   - sums, S == 1 ([N, C]): one thread per channel walks the N rows (adjacent threads read adjacent columns).
+//   - sums, S == 1 ([N, C], and channels-last tensors as their [N*H*W, C] rows): a thread per (channel, part of the
+//     rows) (batch_norm_column_parts; adjacent threads read adjacent columns) into the same workspace, then the
+//     ordered second kernel; one thread per channel over all N rows when N <= 512.
 //   - the statistics take one pass over x: the sums of (x - k) and (x - k)^2 with k the channel's first element,
 //     in double; the shift keeps E[x^2] - mean^2 from cancelling when |mean| >> std.
 //   - elementwise (with ReLU fused when asked), S >= 128: a block per (n, c) run, the channel's coefficients worked out
@@ -134,11 +136,33 @@ __global__ void column_kernel(NcsShape d, Term term, Finish finish) {
   }
 }
 
+// [N, C] with many rows (batch_norm_column_parts > 1): thread (part p, channel c) sums channel c over part p of the
+// rows (adjacent threads read adjacent channels) into part_sums_kernel's workspace layout, for finish_kernel.
+template <class Term>
+__global__ void column_part_kernel(NcsShape d, int64_t parts, Term term, double* ws) {
+  const int64_t chunk = CEIL_DIV(d.n, parts);
+  EMBER_KERNEL_LOOP(i, d.c * parts) {
+    const int64_t p = i / d.c, c = i - p * d.c, n0 = p * chunk, n1 = n0 + chunk < d.n ? n0 + chunk : d.n;
+    const double k = term.shift(c);
+    Sums t;
+    for (int64_t n = n0; n < n1; ++n) term.add(n * d.c + c, k, t);
+    ws[2 * (c * parts + p)] = t.a;
+    ws[2 * (c * parts + p) + 1] = t.b;
+  }
+}
+
 template <class Term, class Finish>
 void channel_sums(const NcsShape& d, const Term& term, const Finish& finish, void* workspace, CUstream_st* stream) {
   if (d.c == 0) return;
   if (d.s == 1) {
-    column_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, term, finish);
+    const int64_t parts = batch_norm_column_parts(d.n);
+    if (parts == 1) {
+      column_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, term, finish);
+      return;
+    }
+    double* ws = static_cast<double*>(workspace);
+    column_part_kernel<<<grid_size(d.c * parts), kBlockSize, 0, stream>>>(d, parts, term, ws);
+    finish_kernel<<<grid_size(d.c), kBlockSize, 0, stream>>>(d, parts, ws, term, finish);
     return;
   }
   const int64_t parts = batch_norm_parts(d.n * d.s), blocks = d.c * parts;

@@ -16,6 +16,8 @@
 namespace ember {
 
 Tensor empty(const Shape& shape, const TensorOptions& opts = {});
+// Uninitialised, laid out in `format` (ChannelsLast: a 4-D shape, NHWC in memory), as torch.empty(memory_format=).
+Tensor empty(const Shape& shape, const TensorOptions& opts, MemoryFormat format);
 Tensor zeros(const Shape& shape, const TensorOptions& opts = {});
 Tensor ones(const Shape& shape, const TensorOptions& opts = {});
 Tensor full(const Shape& shape, Scalar value, const TensorOptions& opts = {});

@@ -51,8 +51,15 @@ constexpr int64_t row_norm_grad_workspace_bytes(int64_t rows, int64_t cols) {
 constexpr int64_t batch_norm_parts(int64_t per_channel) {
   return per_channel <= 0 ? 1 : ((per_channel + 16383) / 16384 < 64 ? (per_channel + 16383) / 16384 : 64);
 }
+// With S == 1 ([rows, C]: BatchNorm1d, or a channels-last [N, C, H, W] seen as its [N*H*W, C] rows), a thread per
+// (channel, part of at least 512 rows), up to 1024 parts: one thread per channel alone would leave a GPU idle.
+constexpr int64_t batch_norm_column_parts(int64_t rows) {
+  return rows <= 512 ? 1 : ((rows + 511) / 512 < 1024 ? (rows + 511) / 512 : 1024);
+}
 constexpr int64_t batch_norm_workspace_bytes(int64_t n, int64_t c, int64_t s) {
-  return s > 1 && n > 0 ? c * batch_norm_parts(n * s) * 2 * static_cast<int64_t>(sizeof(double)) : 0;
+  if (n <= 0) return 0;
+  const int64_t parts = s > 1 ? batch_norm_parts(n * s) : batch_norm_column_parts(n);
+  return s > 1 || parts > 1 ? c * parts * 2 * static_cast<int64_t>(sizeof(double)) : 0;
 }
 // The public op a kind is, and its backward (their messages' names).
 constexpr const char* name(RowNormKind kind, bool backward = false) {

@@ -175,6 +175,12 @@ Tensor alias(const Tensor& x);                       // a new handle on the same
 // --- copies and dtypes
 Tensor contiguous(const Tensor& x);         // x itself when already contiguous
 Tensor clone(const Tensor& x);              // always a fresh contiguous copy
+Tensor contiguous(const Tensor& x, MemoryFormat f);  // x itself when already dense in f
+// A tensor dense in format f as the contiguous view that kernels taking contiguous tensors run on: channels-last
+// [N, C, H, W] as its [N, H, W, C] permutation; any other format: x itself. from_layout_view undoes it.
+Tensor layout_view(const Tensor& x, MemoryFormat f);
+Tensor from_layout_view(const Tensor& v, MemoryFormat f);
+Tensor clone(const Tensor& x, MemoryFormat f);       // a fresh copy in f (Preserve: x's suggest_memory_format())
 Tensor cast(const Tensor& x, DType dtype);  // x itself when dtype matches
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // src broadcasts to dst; dtype converts; non_blocking as Tensor::copy_ (docs/cuda.md).

@@ -15,6 +15,7 @@
 #include "ember/core/device.h"
 #include "ember/core/dtype.h"
 #include "ember/core/error.h"
+#include "ember/core/memory_format.h"
 #include "ember/core/shape.h"
 #include "ember/core/tensor_impl.h"
 
@@ -74,6 +75,11 @@ class Tensor {
   size_t itemsize() const { return ember::itemsize(dtype()); }
   Device device() const { return checked()->device(); }
   bool is_contiguous() const { return checked()->contiguous; }
+  // Dense in format f (memory_format.h): x.is_contiguous(MemoryFormat::ChannelsLast) for an NHWC-ordered [N, C, H, W].
+  bool is_contiguous(MemoryFormat f) const;
+  // ChannelsLast for a 4-D tensor dense in channels-last order (and not also plainly contiguous), else Contiguous:
+  // the layout ops give their outputs (PyTorch's rule for dense tensors).
+  MemoryFormat suggest_memory_format() const;
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }
   TensorImpl* impl() const { return impl_.get(); }
@@ -113,7 +119,10 @@ class Tensor {
   // on another). Throws DeviceError for a CPU tensor or a stream of another device. Defined in cuda/.
   void record_stream(const cuda::Stream& stream) const;
   Tensor contiguous() const;
-  Tensor clone() const;
+  // Itself when already dense in format f, else a copy in it (differentiable; the gradient comes back as it goes).
+  Tensor contiguous(MemoryFormat f) const;
+  Tensor clone() const;  // keeps a channels-last tensor's layout (PyTorch's preserve_format)
+  Tensor clone(MemoryFormat f) const;
   Tensor detach() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);
   Tensor& fill_(Scalar v);

@@ -129,6 +129,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // follow. Gradients are dropped. Returns *this.
   Module& to(Device device);
   Module& to(DType dtype);
+  // As PyTorch's module.to(device, memory_format=...): moves, and lays every 4-D parameter and buffer (convolution
+  // weights) out in `format` (ChannelsLast: NHWC order; Contiguous: back to NCHW). Other tensors keep theirs.
+  Module& to(Device device, MemoryFormat format);
+  Module& to(MemoryFormat format);  // the layout only, on the device the tensors are on
   Module& train(bool on = true);
   Module& eval() { return train(false); }
   bool is_training() const;

@@ -107,7 +107,7 @@ class Optimizer {
   struct ParamState {
     bool initialized = false;  // false until the parameter's first step (or a load)
     int64_t step = 0;
-    std::vector<Tensor> buffers;  // contiguous, the parameter's shape, dtype and device
+    std::vector<Tensor> buffers;  // the parameter's shape, dtype, device and layout (contiguous or channels-last)
   };
   // A group as the derived constructor resolved it: its parameters, lr and state layout (SGD's differs between
   // groups with and without momentum).
