@@ -1,6 +1,7 @@
 // defines: the convolution-and-pooling raw ops: conv2d and its backward, max_pool2d / avg_pool2d and their backward,
 // with their argument checks. Shapes are [N, C, H, W]; a channels-last input (or conv weight) gives channels-last
 // outputs and gradients (memory_format.h).
+#include "ember/internal/conv_channels_last.h"
 #include "op_utils.h"
 
 namespace ember::raw {
@@ -14,12 +15,6 @@ std::pair<int64_t, int64_t> pair_arg(const char* op, const char* what, const std
 }
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
 
-// A convolution's layout (PyTorch's rule): channels-last when its input or its weight is, else contiguous (NCHW).
-MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
-  const bool cl = x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
-                  w.suggest_memory_format() == MemoryFormat::ChannelsLast;
-  return cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
-}
 }  // namespace
 
 Conv2dParams conv_params(const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride,
@@ -55,7 +50,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::vector<int
   Conv2dParams p = conv_params(x, w, stride, padding);
   const int64_t OH = out_size(x.size(2), w.size(2), p.stride_h, p.pad_h),
                 OW = out_size(x.size(3), w.size(3), p.stride_w, p.pad_w);
-  const MemoryFormat f = conv_format(x, w);
+  const MemoryFormat f = detail::conv_memory_format(x, w);
   Tensor out = detail::new_tensor({x.size(0), w.size(0), OH, OW}, x.dtype(), x.device(), f);
   backend_for(x.device()).conv2d(out, contiguous(x, f), contiguous(w, f), b, p);
   return out;
@@ -72,7 +67,7 @@ Conv2dGrads conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, 
                     "conv2d_backward: gradient ", gy.shape(), " does not match the output of input ", x.shape(),
                     " and weight ", w.shape());
   // The gradients take the forward's layout (gx like x, gw like w, both in the convolution's format).
-  const MemoryFormat f = conv_format(x, w);
+  const MemoryFormat f = detail::conv_memory_format(x, w);
   Conv2dGrads g;
   if (need_x) g.x = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
   if (need_w) g.w = detail::new_tensor(w.shape(), w.dtype(), w.device(), f);

@@ -5,6 +5,7 @@
 #include "cuda_backend.h"
 #include "ember/core/factory.h"
 #include "ember/core/raw_ops.h"
+#include "ember/internal/conv_channels_last.h"
 #include "kernel_args.h"
 #include "kernels/launch.h"
 
@@ -60,10 +61,7 @@ void CudaBackend::conv2d_backward(const Conv2dGradArgs& a) {
   OnDevice on(gy_in);
   const DType dt = x_in.dtype();
   // x and gx share cuDNN's descriptor, as do w and gw: each pair in one layout (the raw op's, NCHW or channels-last)
-  const MemoryFormat f = x_in.suggest_memory_format() == MemoryFormat::ChannelsLast ||
-                                 w_in.suggest_memory_format() == MemoryFormat::ChannelsLast
-                             ? MemoryFormat::ChannelsLast
-                             : MemoryFormat::Contiguous;
+  const MemoryFormat f = ember::detail::conv_memory_format(x_in, w_in);
   const Tensor gy = raw::contiguous(raw::cast(gy_in, dt), f), x = raw::contiguous(x_in, f),
                w = raw::contiguous(raw::cast(w_in, dt), f);
   auto in_layout = [&](const Tensor& g) {  // g itself when dense in f, else a buffer that is

@@ -21,6 +21,24 @@ Tensor nchw_arange(const Shape& s) { return arange(s.numel()).to(kFloat32).resha
   return test::tensor_near(a, b.shape(), b.to_vector<double>(), atol, rtol);
 }
 
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+// Two ResNet-18s with the same weights (10 classes, in dtype), the second laid out channels-last.
+std::pair<models::ResNet, models::ResNet> resnet18_pair(uint64_t seed, DType dtype) {
+  manual_seed(seed);
+  models::ResNet nchw = models::resnet18({.num_classes = 10});
+  manual_seed(seed);
+  models::ResNet cl = models::resnet18({.num_classes = 10});
+  nchw.to(dtype);
+  cl.to(dtype);
+  cl.to(Device::cpu(), kCL);
+  return {std::move(nchw), std::move(cl)};
+}
+
 }  // namespace
 
 TEST(ChannelsLast, StridesAndChecksAsPyTorch) {
@@ -188,13 +206,7 @@ TEST(ChannelsLast, ModuleToBackToContiguous) {
 // ResNet-18, one training step channels-last and one NCHW from the same weights: the same logits and gradients (in
 // float64: layer4's BatchNorms see few values per channel here, which would magnify float32 rounding).
 TEST(ChannelsLast, ResNet18StepEqualsNchw) {
-  manual_seed(7);
-  models::ResNet nchw = models::resnet18({.num_classes = 10});
-  manual_seed(7);
-  models::ResNet cl = models::resnet18({.num_classes = 10});
-  nchw.to(kFloat64);
-  cl.to(kFloat64);
-  cl.to(Device::cpu(), kCL);
+  auto [nchw, cl] = resnet18_pair(7, kFloat64);
   manual_seed(8);
   const Tensor x = randn({2, 3, 32, 32}, {.dtype = kFloat64}), target = randint(0, 10, {2}, {.dtype = kInt64});
   const Tensor ln = nchw(x), lc = cl(x.contiguous(kCL));
@@ -210,9 +222,7 @@ TEST(ChannelsLast, ResNet18StepEqualsNchw) {
     ASSERT_TRUE(gc.defined());
     channels_last_grads += gc.suggest_memory_format() == kCL;
     // relative to the gradient's scale: the sums run in other orders
-    double scale = 0;
-    for (double v : gn.to_vector<double>()) scale = std::max(scale, std::fabs(v));
-    EXPECT_TRUE(close(gc, gn, 1e-9 * std::max(scale, 1e-3), 1e-7));
+    EXPECT_TRUE(close(gc, gn, 1e-9 * std::max(max_abs(gn), 1e-3), 1e-7));
   }
   EXPECT_GE(channels_last_grads, 17);  // every convolution weight but the 1x1 shortcuts (both layouts at once)
 }
@@ -220,11 +230,7 @@ TEST(ChannelsLast, ResNet18StepEqualsNchw) {
 // Under bf16 autocast (16-bit convolutions, BatchNorm in bf16 with float32 statistics, the CPU's bf16 GEMM for 1x1
 // convolutions): the channels-last logits and gradients agree with NCHW's to bf16's precision.
 TEST(ChannelsLast, ResNet18UnderBf16AutocastAgreesWithNchw) {
-  manual_seed(10);
-  models::ResNet nchw = models::resnet18({.num_classes = 10});
-  manual_seed(10);
-  models::ResNet cl = models::resnet18({.num_classes = 10});
-  cl.to(kCL);
+  auto [nchw, cl] = resnet18_pair(10, kFloat32);
   manual_seed(11);
   const Tensor x = randn({4, 3, 32, 32}), target = randint(0, 10, {4}, {.dtype = kInt64});
   Tensor ln, lc;
@@ -234,11 +240,6 @@ TEST(ChannelsLast, ResNet18UnderBf16AutocastAgreesWithNchw) {
     lc = cl(x.contiguous(kCL));
   }
   EXPECT_EQ(lc.dtype(), kBFloat16);
-  auto max_abs = [](const Tensor& t) {
-    double m = 0;
-    for (double v : t.to_vector<double>()) m = std::max(m, std::fabs(v));
-    return m;
-  };
   EXPECT_TRUE(close(lc, ln, 0.05 * max_abs(ln), 0.05));
   nn::cross_entropy(ln, target).backward();
   nn::cross_entropy(lc, target).backward();

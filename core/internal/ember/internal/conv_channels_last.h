@@ -8,6 +8,15 @@
 
 namespace ember::detail {
 
+// A convolution's layout (PyTorch's rule): channels-last when its input or its weight is, else contiguous (NCHW).
+// The raw op allocates the output and gradients in it and hands x and w over in it; the CUDA backend gives cuDNN
+// descriptors in it.
+inline MemoryFormat conv_memory_format(const Tensor& x, const Tensor& w) {
+  const bool cl = x.suggest_memory_format() == MemoryFormat::ChannelsLast ||
+                  w.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  return cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
 // Each returns false, doing nothing, unless the convolution's output (gradients: gx or gw) is channels-last but not
 // also contiguous; then it has done the whole convolution through `be`.
 bool conv2d_channels_last(Backend& be, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
