@@ -133,6 +133,20 @@ std::vector<Case> other_cases(const Sizes& s, Device dev) {
                      };
                    },
                    3.0 * 2.0 * n * dm * hid, "TFLOP/s", ""});
+  // The whole MLP, fc2(gelu_tanh(fc1(x))), as GPT-2 runs it (one op: cuBLASLt's epilogues fold the biases, GELU,
+  // its derivative and the bias gradients into the six GEMMs of 2 n dm hidden each).
+  cases.push_back({"mlp-gelu-bf16-" + std::to_string(n) + "x" + std::to_string(dm) + "x" + std::to_string(hid),
+                   [=] {
+                     Tensor x = leaf(randn({n, dm}, bf16)), w1 = leaf(randn({hid, dm}, bf16) * 0.03),
+                            b1 = leaf(zeros({hid}, bf16)), w2 = leaf(randn({dm, hid}, bf16) * 0.02),
+                            b2 = leaf(zeros({dm}, bf16)), g = randn({n, dm}, bf16);
+                     return [=] {
+                       const Tensor y =
+                           linear_gelu_linear(x, w1, b1, w2, b2, {.approximate = GeluApproximate::Tanh});
+                       backward(y, {x, w1, b1, w2, b2}, g);
+                     };
+                   },
+                   6.0 * 2.0 * n * dm * hid, "TFLOP/s", ""});
   // A 3x3 convolution of ResNet-50's first stage in bf16, no bias: forward, input and weight gradients.
   const double conv_flops = 3.0 * 2.0 * act * cc * 9;
   const std::string conv = "conv3x3-bf16-" + std::to_string(cn) + "x" + std::to_string(cc) + "x" + std::to_string(hw);

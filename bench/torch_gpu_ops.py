@@ -114,6 +114,14 @@ def op_cases():
         b, g = leaf(torch.zeros(hid, **bf16)), torch.randn(n, hid, **bf16)
         return lambda: torch.autograd.grad(F.gelu(F.linear(x, w, b), approximate="tanh"), (x, w, b), g)
     cases.append((f"linear-gelu-bf16-{n}x{dm}x{hid}", linear_gelu, 3.0 * 2.0 * n * dm * hid, "TFLOP/s"))
+
+    def mlp_gelu():
+        x, w1 = leaf(torch.randn(n, dm, **bf16)), leaf(torch.randn(hid, dm, **bf16) * 0.03)
+        b1, w2 = leaf(torch.zeros(hid, **bf16)), leaf(torch.randn(dm, hid, **bf16) * 0.02)
+        b2, g = leaf(torch.zeros(dm, **bf16)), torch.randn(n, dm, **bf16)
+        return lambda: torch.autograd.grad(
+            F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2), (x, w1, b1, w2, b2), g)
+    cases.append((f"mlp-gelu-bf16-{n}x{dm}x{hid}", mlp_gelu, 6.0 * 2.0 * n * dm * hid, "TFLOP/s"))
     conv_flops = 3.0 * 2.0 * act * cc * 9
     for fmt in ("nchw", "nhwc"):
         def conv(fmt=fmt):

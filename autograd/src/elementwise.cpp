@@ -266,10 +266,17 @@ Tensor gelu_tanh_grad(const Tensor& x) {
   });
 }
 }  // namespace
+// As gelu: g * gelu_tanh'(x) in one fused pass, g * gelu_tanh_grad(x) (recorded) in a create_graph pass.
 Tensor gelu(const Tensor& x, const GeluOptions& opts) {
   if (opts.approximate == GeluApproximate::None) return gelu(x);
-  return unary_op(UnaryOp::GeluTanh, x, true, false,
-                  [](const Tensor& xv, const Tensor&) { return gelu_tanh_grad(xv); });
+  OpEntry op(opdef::of(UnaryOp::GeluTanh));
+  Tensor y = raw::unary(UnaryOp::GeluTanh, x);
+  if (!op.needs_grad({&x})) return y;
+  op.record({x}, {y}).backward([sx = save(x)](const Grads& g) -> Grads {
+    if (autograd::create_graph_enabled()) return {g[0] * gelu_tanh_grad(sx.get())};
+    return {autograd::binary_into_gradient(BinaryOp::GeluTanhBackward, g[0], sx.get())};
+  });
+  return y;
 }
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   return unary_op(UnaryOp::Softplus, x, true, false, [](const Tensor& xv, const Tensor&) {

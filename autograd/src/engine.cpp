@@ -288,16 +288,21 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 std::vector<Tensor> grads_by_recompute(const std::vector<Tensor>& inputs,
                                        const std::function<Tensor(const std::vector<Tensor>&)>& composite,
                                        const Tensor& grad_output) {
-  std::vector<Tensor> wrt;
+  // Each input enters the composite through its own identity view, and the gradients are taken at the views: the
+  // partial derivative through that argument alone. Taken at the inputs themselves, an input that is a function of
+  // another (one weight passed as w and as w.t()) would count twice. The views stay in the graph this pass builds,
+  // so the gradients still reach the inputs when differentiated again.
+  std::vector<Tensor> wrt, slots = inputs;
   std::vector<size_t> at;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) {
-      wrt.push_back(inputs[i]);
+      slots[i] = inputs[i].reshape(inputs[i].shape());
+      wrt.push_back(slots[i]);
       at.push_back(i);
     }
   std::vector<Tensor> out(inputs.size());
   if (wrt.empty()) return out;
-  const Tensor y = composite(inputs);
+  const Tensor y = composite(slots);
   const std::vector<Tensor> gs = grad({y}, wrt, {grad_output}, {.create_graph = true, .allow_unused = true});
   for (size_t k = 0; k < at.size(); ++k) out[at[k]] = gs[k];
   return out;

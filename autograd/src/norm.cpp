@@ -47,8 +47,8 @@ Tensor layer_norm_composite(const Tensor& x, int64_t k, const Tensor& w, const T
 }  // namespace
 
 namespace {
-// batch_norm, and batch_norm_relu when relu: one fused raw op forward; backward, relu's mask applied to the
-// gradient first (ReluBackward against the saved output), then the batch-norm gradient passes.
+// batch_norm, and batch_norm_relu when relu: one fused raw op forward; backward, the batch-norm gradient passes
+// with relu's mask (the saved output > 0) applied as they read the gradient.
 Tensor batch_norm_op(const OpDef& def, const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
                      const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu) {
   OpEntry op(def);
@@ -70,9 +70,8 @@ Tensor batch_norm_op(const OpDef& def, const Tensor& x_in, const Tensor& running
                 return relu ? ember::relu(y) : y;
               },
               g[0]);
-        const Tensor gy = relu ? raw::binary(BinaryOp::ReluBackward, g[0], sy.get()) : g[0];
-        raw::BatchNormGrads gr =
-            raw::batch_norm_backward(gy, xv, mean, invstd, wv, training, x_wants, w_wants, b_wants);
+        raw::BatchNormGrads gr = raw::batch_norm_backward(g[0], xv, mean, invstd, wv, training, x_wants, w_wants,
+                                                          b_wants, relu ? sy.get() : Tensor());
         return {gr.x, w_wants ? raw::cast(gr.weight, wdt) : Tensor(), b_wants ? raw::cast(gr.bias, bdt) : Tensor()};
       });
   return r.y;

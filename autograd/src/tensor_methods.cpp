@@ -23,9 +23,9 @@ template <class Back>
 Tensor view_op(const OpDef& op, const Tensor& x, Tensor y, Back back, bool is_view = true) {
   if (!OpEntry::needs_grad({&x})) return y;
   InputInfo ix(x);
-  autograd::record(op, {x}, {y}, /*outputs_are_views=*/is_view).backward([ix, back](const Grads& g) -> Grads {
-    return {back(g[0], ix)};
-  });
+  autograd::Recording r = autograd::record(op, {x}, {y}, /*outputs_are_views=*/is_view);
+  r.node()->saves_nothing = true;  // back() sees only the input's shape, dtype and device
+  std::move(r).backward([ix, back](const Grads& g) -> Grads { return {back(g[0], ix)}; });
   return y;
 }
 template <class Back>

@@ -8,6 +8,7 @@
 #include "bf16_gemm.h"
 #include "cpu_backend.h"
 #include "ember/core/raw_ops.h"
+#include "ember/internal/gemm_epilogue.h"
 #include "gemm.h"
 #include "parallel.h"
 
@@ -185,5 +186,9 @@ void CpuBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, con
   });
   add_bias(out, bias);
 }
+
+// The CPU's GEMM already stores the bias with its tiles; the GELU and bias-gradient passes follow it (memory-bound
+// passes over data the GEMM has just left in cache for small layers).
+void CpuBackend::gemm_epilogue(const GemmEpilogueArgs& a) { ember::detail::gemm_epilogue_composed(*this, a); }
 
 }  // namespace ember::cpu::inline EMBER_CPU_ISA_NS

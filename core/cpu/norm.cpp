@@ -113,10 +113,16 @@ void channel_sums(const NCS& d, double* sa, double* sb, FA a, FB b) {
 }
 
 // out[i] = k1[c] * u[i] + k2[c] * v[i] + k3[c] over every element (v may be null: k2 unused), c = i's channel,
-// then relu of it when Relu; in T, each element of E read widened and the result rounded once.
-template <class E, class T, bool Relu = false>
-void channel_affine(const NCS& d, E* out, const E* u, const E* v, const T* k1, const T* k2, const T* k3) {
+// then relu of it when Relu; in T, each element of E read widened and the result rounded once. Masked: u[i] counts
+// as 0 where mask[i] is not > 0 (batch_norm_relu's backward: ReLU's rule applied as dy is read).
+template <class E, class T, bool Relu = false, bool Masked = false>
+void channel_affine(const NCS& d, E* out, const E* u, const E* v, const T* k1, const T* k2, const T* k3,
+                    const E* mask = nullptr) {
   const auto act = [](T r) { return Relu ? scalar::unary<UnaryOp::Relu>(r) : r; };
+  const auto at = [](const E* x, const E* m, int64_t i) {
+    if constexpr (Masked) return static_cast<T>(m[i]) > T(0) ? static_cast<T>(x[i]) : T(0);
+    else return static_cast<T>(x[i]);
+  };
   const int64_t rows = d.N * d.C;
   parallel_for(0, rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.S, 1)),
                [&](int64_t r0, int64_t r1) {
@@ -125,12 +131,13 @@ void channel_affine(const NCS& d, E* out, const E* u, const E* v, const T* k1, c
                    const T a = k1[c], b = v ? k2[c] : T(0), e = k3[c];
                    E* __restrict y = out + o;
                    const E* __restrict x = u + o;
+                   const E* __restrict m = Masked ? mask + o : nullptr;
                    if (v) {
                      const E* __restrict w = v + o;
                      for (int64_t i = 0; i < d.S; ++i)
-                       y[i] = convert<E>(act(a * static_cast<T>(x[i]) + b * static_cast<T>(w[i]) + e));
+                       y[i] = convert<E>(act(a * at(x, m, i) + b * static_cast<T>(w[i]) + e));
                    } else {
-                     for (int64_t i = 0; i < d.S; ++i) y[i] = convert<E>(act(a * static_cast<T>(x[i]) + e));
+                     for (int64_t i = 0; i < d.S; ++i) y[i] = convert<E>(act(a * at(x, m, i) + e));
                    }
                  }
                });
@@ -187,12 +194,19 @@ void CpuBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
   const NCS d(x);
   if (d.C == 0) return;
   visit_bn("batch_norm_backward_reduce", x.dtype(), [&]<class E, class T>() {
-    const E *xp = ptr<E>(x), *gp = ptr<E>(dy);
+    const E *xp = ptr<E>(x), *gp = ptr<E>(dy), *yp = ptr<E>(a.relu_y);
     const T* mp = ptr<T>(mean);
     std::vector<double> s1(static_cast<size_t>(d.C)), s2(static_cast<size_t>(d.C));
-    channel_sums<T>(
-        d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<T>(gp[i]); },
-        [&](int64_t i, int64_t c) { return static_cast<T>(gp[i]) * (static_cast<T>(xp[i]) - mp[c]); });
+    if (yp) {  // batch_norm_relu: dy is 0 where the output is not > 0
+      const auto g = [&](int64_t i) { return static_cast<T>(yp[i]) > T(0) ? static_cast<T>(gp[i]) : T(0); };
+      channel_sums<T>(
+          d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return g(i); },
+          [&](int64_t i, int64_t c) { return g(i) * (static_cast<T>(xp[i]) - mp[c]); });
+    } else {
+      channel_sums<T>(
+          d, s1.data(), s2.data(), [&](int64_t i, int64_t) { return static_cast<T>(gp[i]); },
+          [&](int64_t i, int64_t c) { return static_cast<T>(gp[i]) * (static_cast<T>(xp[i]) - mp[c]); });
+    }
     for (int64_t c = 0; c < d.C; ++c) {
       mut<T>(sum_dy)[c] = static_cast<T>(s1[static_cast<size_t>(c)]);
       mut<T>(sum_dy_xmu)[c] = static_cast<T>(s2[static_cast<size_t>(c)]);
@@ -219,8 +233,12 @@ void CpuBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
       k2[i] = static_cast<T>(k.k2);
       k3[i] = static_cast<T>(k.k3);
     }
-    channel_affine<E, T>(d, mut<E>(dx), ptr<E>(dy), batch_stats ? ptr<E>(x) : nullptr, k1.data(), k2.data(),
-                         k3.data());
+    const E* xs = batch_stats ? ptr<E>(x) : nullptr;
+    if (a.relu_y.defined())
+      channel_affine<E, T, false, true>(d, mut<E>(dx), ptr<E>(dy), xs, k1.data(), k2.data(), k3.data(),
+                                        ptr<E>(a.relu_y));
+    else
+      channel_affine<E, T>(d, mut<E>(dx), ptr<E>(dy), xs, k1.data(), k2.data(), k3.data());
   });
 }
 

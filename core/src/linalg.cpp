@@ -59,30 +59,71 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return view(out, os);
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  detail::check_defined("linear", x, "x");
-  detail::check_defined("linear", w, "weight");
-  detail::check_same_device("linear", x, w);
-  detail::check_product_dtypes("linear", x, w);
-  EMBER_CHECK_SHAPE(w.dim() == 2, "linear: weight must be 2-D [out, in], got ", w.shape());
-  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input ", x.shape(), " does not match weight ",
+void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  detail::check_defined(op, x, "x");
+  detail::check_defined(op, w, "weight");
+  detail::check_same_device(op, x, w);
+  detail::check_product_dtypes(op, x, w);
+  EMBER_CHECK_SHAPE(w.dim() == 2, op, ": weight must be 2-D [out, in], got ", w.shape());
+  EMBER_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == w.size(1), op, ": input ", x.shape(), " does not match weight ",
                     w.shape(), " (expected the last dim of the input to be ", w.size(1), ")");
   if (b.defined()) {
-    detail::check_same_device("linear", x, b);
-    detail::check_product_dtypes("linear", x, b);
-    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), "linear: bias ", b.shape(), " does not match weight ",
+    detail::check_same_device(op, x, b);
+    detail::check_product_dtypes(op, x, b);
+    EMBER_CHECK_SHAPE(b.dim() == 1 && b.size(0) == w.size(0), op, ": bias ", b.shape(), " does not match weight ",
                       w.shape(), " (expected [", w.size(0), "])");
   }
+}
+
+namespace {
+// x [..., in] as its rows [rows, in] (rows counted explicitly: reshape cannot infer -1 when in is 0).
+Tensor as_rows(const Tensor& x) {
+  return reshape(x, {Shape(x.shape().begin(), x.shape().end() - 1).numel(), x.size(-1)});
+}
+// x's shape with the last dim `last`.
+Shape with_last(const Tensor& x, int64_t last) {
+  Shape s = x.shape();
+  s[s.size() - 1] = last;
+  return s;
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_linear("linear", x, w, b);
   // y[N, out] = x[N, in] @ w^T + b, the transpose being a free strided view (the bias added by the backend's
-  // matmul: on the CPU as the GEMM stores its tiles, no second pass over y).
-  // Rows counted explicitly: reshape cannot infer -1 when in_features is 0.
-  Tensor x2 = reshape(x, {Shape(x.shape().begin(), x.shape().end() - 1).numel(), x.size(-1)});
+  // matmul: on the CPU as the GEMM stores its tiles, no second pass over y; on CUDA in cuBLASLt's epilogue).
+  Tensor x2 = as_rows(x);
   Tensor out = detail::new_tensor({1, x2.size(0), w.size(0)}, x.dtype(), x.device());
   backend_for(x.device())
       .matmul(out, unsqueeze(x2, 0), unsqueeze(transpose(w, 0, 1), 0), b.defined() ? contiguous(b) : Tensor());
-  Shape os = x.shape();
-  os[os.size() - 1] = w.size(0);
-  return view(out, os);
+  return view(out, with_last(x, w.size(0)));
+}
+
+LinearGeluResult linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b, bool tanh) {
+  const Tensor x2 = as_rows(x);
+  GemmEpilogueArgs a{.epilogue = GemmEpilogue::BiasGelu, .a = x2, .b = transpose(w, 0, 1),
+                     .bias = b.defined() ? contiguous(b) : Tensor(), .gelu_tanh = tanh};
+  a.out = detail::new_tensor({x2.size(0), w.size(0)}, x.dtype(), x.device());
+  a.aux = detail::new_tensor({x2.size(0), w.size(0)}, x.dtype(), x.device());
+  backend_for(x.device()).gemm_epilogue(a);
+  return {view(a.out, with_last(x, w.size(0))), view(a.aux, with_last(x, w.size(0)))};
+}
+
+LinearWeightGrads linear_weight_grads(const Tensor& g, const Tensor& x, bool with_bias) {
+  GemmEpilogueArgs a{.epilogue = GemmEpilogue::BGradA, .a = transpose(g, 0, 1), .b = x};
+  a.out = detail::new_tensor({g.size(1), x.size(1)}, g.dtype(), g.device());
+  if (with_bias) a.bias_grad = detail::new_tensor({g.size(1)}, g.dtype(), g.device());
+  backend_for(g.device()).gemm_epilogue(a);
+  return {a.out, a.bias_grad};
+}
+
+GeluInputGrads linear_gelu_input_grads(const Tensor& g, const Tensor& w, const Tensor& pre, bool tanh,
+                                       bool with_bias) {
+  GemmEpilogueArgs a{.epilogue = GemmEpilogue::DGelu, .a = g, .b = w, .aux = contiguous(pre), .gelu_tanh = tanh};
+  a.out = detail::new_tensor({g.size(0), w.size(1)}, g.dtype(), g.device());
+  if (with_bias) a.bias_grad = detail::new_tensor({w.size(1)}, g.dtype(), g.device());
+  backend_for(g.device()).gemm_epilogue(a);
+  return {a.out, a.bias_grad};
 }
 
 }  // namespace ember::raw

@@ -23,6 +23,7 @@
 #include "ember/internal/conv_channels_last.h"
 #include "ember/internal/conv_split.h"
 #include "ember/internal/cuda_scratch.h"
+#include "ember/internal/gemm_epilogue.h"
 #include "../cpu/bf16_gemm.h"
 #include "memory_plan_internal.h"
 #include "memory_simulation.h"
@@ -218,6 +219,15 @@ void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
     tag(ws, Category::kWorkspace);
     state_.gemm_workspaces.emplace(out.device(), std::move(ws));
   }
+}
+
+// cuBLASLt's epilogue GEMM takes what cuBLAS's takes (the stream's workspace, copies of unreadable operands); the
+// composed steps plan as the backend's own.
+void MetaBackend::gemm_epilogue(const GemmEpilogueArgs& a) {
+  if (type_ == DeviceType::CUDA && ember::detail::gemm_epilogue_on_cublaslt(a))
+    matmul(raw::unsqueeze(a.out, 0), raw::unsqueeze(a.a, 0), raw::unsqueeze(a.b, 0), Tensor());
+  else
+    ember::detail::gemm_epilogue_composed(*this, a);
 }
 
 // What a CUDA row norm's backward takes besides its outputs: the weight and bias gradients' per-chunk column sums

@@ -93,22 +93,31 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias) {
+                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias,
+                                   const Tensor& relu_y) {
   const char* op = "batch_norm_backward";
   detail::check_same_device(op, grad_out, x);
   EMBER_CHECK_SHAPE(grad_out.shape() == x.shape(), op, ": gradient ", grad_out.shape(), " does not match the input ",
                     x.shape());
+  if (relu_y.defined()) {
+    detail::check_same_device(op, relu_y, x);
+    EMBER_CHECK_SHAPE(relu_y.shape() == x.shape(), op, ": the ReLU output ", relu_y.shape(),
+                      " does not match the input ", x.shape());
+  }
   Backend& be = backend_for(x.device());
   const DType cd = compute_dtype(x);
   const MemoryFormat f = x.suggest_memory_format();
   const Tensor dy = kernel_layout(cast(grad_out, x.dtype()), f), xc = kernel_layout(x, f), w = per_channel(weight, cd);
+  const Tensor mask = relu_y.defined() ? kernel_layout(cast(relu_y, x.dtype()), f) : Tensor();
   const int64_t C = x.size(1), count = C ? x.numel() / C : 0;
   BatchNormGrads g;
   Tensor sum_dy, sum_dy_xmu;
   if (training || need_weight || need_bias) {
     sum_dy = detail::new_tensor({C}, cd, x.device());
     sum_dy_xmu = detail::new_tensor({C}, cd, x.device());
-    if (C) be.batch_norm_backward_reduce({.sum_dy = sum_dy, .sum_dy_xmu = sum_dy_xmu, .dy = dy, .x = xc, .mean = mean});
+    if (C)
+      be.batch_norm_backward_reduce(
+          {.sum_dy = sum_dy, .sum_dy_xmu = sum_dy_xmu, .dy = dy, .x = xc, .mean = mean, .relu_y = mask});
   }
   if (need_x) {
     Tensor dx = detail::new_tensor(x.shape(), x.dtype(), x.device(), f);
@@ -120,7 +129,8 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
                                   .w = w,
                                   .sum_dy = training ? sum_dy : Tensor(),
                                   .sum_dy_xmu = training ? sum_dy_xmu : Tensor(),
-                                  .count = count});
+                                  .count = count,
+                                  .relu_y = mask});
     g.x = dx;
   }
   if (need_weight) g.weight = binary(BinaryOp::Mul, sum_dy_xmu, invstd);

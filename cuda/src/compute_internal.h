@@ -1,6 +1,6 @@
-// defines: the library-backed compute ops of the CUDA backend — matmul through cuBLAS (cublas.cpp), conv2d
-// and its backward through cuDNN (cudnn.cpp) — called by CudaBackend (linalg.cpp, conv_pool.cpp), which has checked
-// and prepared the arguments. Private to cuda/src; no CUDA headers.
+// defines: the library-backed compute ops of the CUDA backend — matmul through cuBLAS (cublas.cpp) and cuBLASLt
+// (cublaslt.cpp), conv2d and its backward through cuDNN (cudnn.cpp) — called by CudaBackend (linalg.cpp,
+// conv_pool.cpp), which has checked and prepared the arguments. Private to cuda/src; no CUDA headers.
 #pragma once
 #include "ember/core/backend.h"
 
@@ -12,6 +12,11 @@ namespace ember::cuda::detail {
 void cublas_matmul(const Tensor& out, const Tensor& a, const Tensor& b);
 // Gives the per-stream cuBLAS workspaces back to the caching allocator (cuda::empty_cache()).
 void release_cublas_workspaces();
+// The same GEMM (2-D: out[M, N] = a[M, K] @ b[K, N], float32 / float16 / bfloat16) through cuBLASLt with an
+// epilogue (cublaslt.cpp): the GemmEpilogueArgs one where ember/internal/gemm_epilogue.h says cuBLASLt has it, or
+// + bias[N]. Each returns false, having run nothing, when cuBLASLt offers no algorithm for the operands as they lie.
+bool cublaslt_gemm_epilogue(const GemmEpilogueArgs& a);
+bool cublaslt_matmul_bias(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
 
 // True when this build has cuDNN (conv2d on CUDA needs it; see docs/cuda.md).
 bool have_cudnn();

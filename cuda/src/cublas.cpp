@@ -1,5 +1,5 @@
-// defines: cublas_matmul (compute_internal.h), the cuBLAS side of CudaBackend::matmul, and the per-thread
-// cuBLAS handles.
+// defines: cublas_matmul (compute_internal.h), the cuBLAS side of CudaBackend::matmul, the per-thread cuBLAS
+// handles, and what cuBLASLt's GEMMs share with it (cublas_internal.h: operand views, types, the stream's workspace).
 //
 // Note [Row-major GEMM on cuBLAS]: cuBLAS is column-major. A row-major [M, N] matrix with rows contiguous is,
 // read column-major, its own transpose ([N, M], leading dim = row stride). So C = A @ B is computed as
@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "compute_internal.h"
+#include "cublas_internal.h"
 #include "device_guard.h"
 #include "ember/core/factory.h"
 #include "ember/core/memory_plan.h"
@@ -38,8 +39,14 @@ cublasHandle_t handle_for(int device) {
   });
 }
 
+}  // namespace
+
+void check_gemm_int(const char* what, int64_t v) {
+  EMBER_CHECK_DEVICE(v <= INT_MAX, "matmul: ", what, " ", v, " exceeds cuBLAS's 32-bit limit");
+}
+
 // cuBLAS's recommended workspace: 32 MiB on Hopper and later, 4 MiB before (asked once per device and thread).
-size_t workspace_bytes(int device) {
+size_t gemm_workspace_bytes(int device) {
   thread_local std::vector<size_t> bytes;
   if (bytes.size() <= static_cast<size_t>(device)) bytes.resize(static_cast<size_t>(device) + 1, 0);
   size_t& b = bytes[static_cast<size_t>(device)];
@@ -51,25 +58,30 @@ size_t workspace_bytes(int device) {
   return b;
 }
 
-// How cuBLAS sees the transpose of a row-major rows x cols matrix with strides (rs, cs): see Note
-// [Row-major GEMM on cuBLAS]. A size-1 dim's stride does not matter.
-struct Operand {
-  cublasOperation_t op = CUBLAS_OP_N;
-  int64_t ld = 0;
-  bool ok = false;
-};
-Operand transposed_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+GemmOperand transposed_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   const int64_t need_n = cols > 1 ? cols : 1, need_t = rows > 1 ? rows : 1;
   if ((cs == 1 || cols == 1) && (rows == 1 || rs >= need_n)) return {CUBLAS_OP_N, rows == 1 ? need_n : rs, true};
   if ((rs == 1 || rows == 1) && (cols == 1 || cs >= need_t)) return {CUBLAS_OP_T, cols == 1 ? need_t : cs, true};
   return {};
 }
 
-struct Types {
-  cudaDataType_t data;
-  cublasComputeType_t compute;
-};
-Types types_for(DType dt) {
+GemmOperands gemm_operands(const Tensor& a_in, const Tensor& b_in) {
+  GemmOperands g{a_in, b_in, {}, {}};
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  g.ob = transposed_view(K, N, g.b.stride(-2), g.b.stride(-1));  // B^T: cuBLAS's first operand
+  if (!g.ob.ok) {
+    g.b = raw::contiguous(g.b);
+    g.ob = transposed_view(K, N, g.b.stride(-2), g.b.stride(-1));
+  }
+  g.oa = transposed_view(M, K, g.a.stride(-2), g.a.stride(-1));  // A^T: the second
+  if (!g.oa.ok) {
+    g.a = raw::contiguous(g.a);
+    g.oa = transposed_view(M, K, g.a.stride(-2), g.a.stride(-1));
+  }
+  return g;
+}
+
+GemmTypes gemm_types(DType dt) {
   switch (dt) {
     case kFloat32:
       return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
@@ -80,7 +92,7 @@ Types types_for(DType dt) {
     case kBFloat16:
       return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     default:
-      throw InternalError(ember::detail::str("cublas_matmul: no cuBLAS GEMM for ", dt));
+      throw InternalError(ember::detail::str("gemm_types: no cuBLAS GEMM for ", dt));
   }
 }
 
@@ -95,7 +107,7 @@ StreamWorkspaces& stream_workspaces() {
   static auto* w = new StreamWorkspaces();  // never destroyed: GEMMs may run during static destruction
   return *w;
 }
-void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
+void* gemm_workspace(int device, cudaStream_t stream, size_t bytes) {
   StreamWorkspaces& w = stream_workspaces();
   std::lock_guard<std::mutex> lock(w.mu);
   Tensor& ws = w.by_stream[{device, stream}];
@@ -105,12 +117,6 @@ void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
   }
   return ws.data_ptr();
 }
-
-void check_int(const char* what, int64_t v) {
-  EMBER_CHECK_DEVICE(v <= INT_MAX, "matmul: ", what, " ", v, " exceeds cuBLAS's 32-bit limit");
-}
-
-}  // namespace
 
 void release_cublas_workspaces() {
   StreamWorkspaces& w = stream_workspaces();
@@ -124,27 +130,19 @@ void cublas_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const int device = out.device().index();
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream_handle(device);
-  Tensor a = a_in, b = b_in;
-  Operand ob = transposed_view(K, N, b.stride(1), b.stride(2));  // B^T: cuBLAS's first operand
-  if (!ob.ok) {
-    b = raw::contiguous(b);
-    ob = transposed_view(K, N, b.stride(1), b.stride(2));
-  }
-  Operand oa = transposed_view(M, K, a.stride(1), a.stride(2));  // A^T: the second
-  if (!oa.ok) {
-    a = raw::contiguous(a);
-    oa = transposed_view(M, K, a.stride(1), a.stride(2));
-  }
+  const GemmOperands g = gemm_operands(a_in, b_in);
+  const Tensor &a = g.a, &b = g.b;
+  const GemmOperand &oa = g.oa, &ob = g.ob;
   for (auto [what, v] : {std::pair{"M", M}, {"N", N}, {"K", K}, {"batch", B}, {"lda", oa.ld}, {"ldb", ob.ld}})
-    check_int(what, v);
+    check_gemm_int(what, v);
   const int64_t stride_a = B > 1 ? a.stride(0) : 0, stride_b = B > 1 ? b.stride(0) : 0;
 
   cublasHandle_t h = handle_for(device);
   EMBER_CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the handle's workspace: set again below)
-  const size_t ws_bytes = workspace_bytes(device);
-  EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, stream_workspace(device, stream, ws_bytes), ws_bytes));
+  const size_t ws_bytes = gemm_workspace_bytes(device);
+  EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, gemm_workspace(device, stream, ws_bytes), ws_bytes));
 
-  const Types t = types_for(out.dtype());
+  const GemmTypes t = gemm_types(out.dtype());
   const double alpha_d = 1, beta_d = 0;
   const float alpha_f = 1, beta_f = 0;
   const bool dbl = out.dtype() == kFloat64;

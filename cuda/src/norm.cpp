@@ -55,8 +55,8 @@ void CudaBackend::batch_norm_backward_reduce(const BatchNormGradReduceArgs& a) {
   const kernels::NcsShape d = ncs(x);
   const Tensor ws = batch_norm_workspace(x, d);
   kernels::launch_batch_norm_backward_reduce(x.dtype(), sum_dy.data_ptr(), sum_dy_xmu.data_ptr(), dy.data_ptr(),
-                                             x.data_ptr(), mean.data_ptr(), d, ws.defined() ? ws.data_ptr() : nullptr,
-                                             on.stream);
+                                             x.data_ptr(), mean.data_ptr(), ptr(a.relu_y), d,
+                                             ws.defined() ? ws.data_ptr() : nullptr, on.stream);
 }
 
 void CudaBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
@@ -64,7 +64,7 @@ void CudaBackend::batch_norm_backward_elemt(const BatchNormGradElemtArgs& a) {
   OnDevice on(a.x);
   kernels::launch_batch_norm_backward_elemt(a.x.dtype(), a.dx.data_ptr(), a.dy.data_ptr(), a.x.data_ptr(),
                                             a.mean.data_ptr(), a.invstd.data_ptr(), ptr(a.w), ptr(a.sum_dy),
-                                            ptr(a.sum_dy_xmu), a.count, ncs(a.x), on.stream);
+                                            ptr(a.sum_dy_xmu), a.count, ptr(a.relu_y), ncs(a.x), on.stream);
 }
 
 void CudaBackend::row_norm(const RowNormArgs& a) {

@@ -89,7 +89,7 @@ GPT2MLP::GPT2MLP(const GPT2Config& c)
 }
 
 Tensor GPT2MLP::forward(const Tensor& x) {
-  return dropout_(c_proj_(gelu(c_fc_(x), {.approximate = GeluApproximate::Tanh})));
+  return dropout_(detail::dense_gelu_dense(c_fc_, c_proj_, x, GeluApproximate::Tanh));
 }
 
 GPT2Block::GPT2Block(const GPT2Config& c)

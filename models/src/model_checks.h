@@ -1,9 +1,12 @@
-// defines: the input checks the models share: images of the channel count a model was built for, token ids.
+// defines: the input checks the models share (images of the channel count a model was built for, token ids) and
+// the pieces of forward they share (checkpointed calls, the fused MLP).
 #pragma once
 #include <string>
 
 #include "ember/autograd/checkpoint.h"
+#include "ember/autograd/ops.h"
 #include "ember/core/error.h"
+#include "ember/nn/layers.h"
 #include "ember/nn/module.h"
 #include "ember/core/tensor.h"
 
@@ -35,6 +38,14 @@ template <class M>
 Tensor checkpointed(const M& m, const Tensor& x) {
   std::shared_ptr<nn::Module> owner = nn::Module::share_handle(m);
   return autograd::checkpoint([owner](const std::vector<Tensor>& in) { return (*owner)(in[0]); }, {x});
+}
+
+// fc2(gelu(fc1(x))) for two plain Dense layers as one op (linear_gelu_linear: cuBLASLt's epilogues on CUDA); as
+// the three calls when either layer has hooks or checkpointing on, which a direct call of the op would skip.
+inline Tensor dense_gelu_dense(const nn::Dense& fc1, const nn::Dense& fc2, const Tensor& x, GeluApproximate form) {
+  if (fc1.has_hooks() || fc2.has_hooks() || fc1.checkpointing() || fc2.checkpointing())
+    return fc2(gelu(fc1(x), {.approximate = form}));
+  return linear_gelu_linear(x, fc1.weight(), fc1.bias(), fc2.weight(), fc2.bias(), {.approximate = form});
 }
 
 }  // namespace ember::models::detail

@@ -28,7 +28,7 @@ ViTMlp::ViTMlp(int64_t dim, int64_t hidden) : fc1_(dim, hidden), fc2_(hidden, di
   register_module("fc2", fc2_);
 }
 
-Tensor ViTMlp::forward(const Tensor& x) { return fc2_(gelu(fc1_(x))); }
+Tensor ViTMlp::forward(const Tensor& x) { return detail::dense_gelu_dense(fc1_, fc2_, x, GeluApproximate::None); }
 
 ViTBlock::ViTBlock(const ViTConfig& c)
     : norm1_(c.dim, {.eps = c.layer_norm_eps}),

@@ -91,15 +91,23 @@ std::string MultiheadAttention::repr() const {
 }
 
 // --- TransformerBlock
+namespace {
+int64_t checked_mlp_width(int64_t d_model, int64_t mlp_ratio) {
+  EMBER_CHECK_VALUE(mlp_ratio > 0, "TransformerBlock: mlp_ratio must be positive, got ", mlp_ratio);
+  return mlp_ratio * d_model;
+}
+}  // namespace
+
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t heads, TransformerBlockOptions opts)
     : d_(d_model),
       opts_(opts),
       ln1_(d_model, {.eps = opts.layer_norm_eps}),
       ln2_(d_model, {.eps = opts.layer_norm_eps}),
       attn_(d_model, heads, {.dropout = opts.dropout, .causal = opts.causal, .separate_qkv = opts.separate_qkv}),
+      fc1_(d_model, checked_mlp_width(d_model, opts.mlp_ratio), gelu),
+      fc2_(opts.mlp_ratio * d_model, d_model),
+      mlp_{fc1_, fc2_},
       drop_(opts.dropout) {
-  EMBER_CHECK_VALUE(opts.mlp_ratio > 0, "TransformerBlock: mlp_ratio must be positive, got ", opts.mlp_ratio);
-  mlp_ = Chain{Dense(d_model, opts.mlp_ratio * d_model, gelu), Dense(opts.mlp_ratio * d_model, d_model)};
   register_module("ln1", ln1_);
   register_module("attn", attn_);
   register_module("ln2", ln2_);
@@ -118,15 +126,24 @@ Tensor TransformerBlock::add_residual(Tensor y, const Tensor& x, const Module& s
   return y.add_(x);
 }
 
+// Dense -> GELU -> Dense as the fused op (cuBLASLt's epilogues on CUDA; the same values on the CPU), unless a hook
+// or checkpointing on the Chain or its layers would see the calls the fused op skips.
+Tensor TransformerBlock::mlp(const Tensor& x) const {
+  bool layered = mlp_.children().size() != 2;
+  for (const Module* m : mlp_.modules()) layered = layered || m->has_hooks() || m->checkpointing();
+  if (layered) return mlp_(x);
+  return linear_gelu_linear(x, fc1_.weight(), fc1_.bias(), fc2_.weight(), fc2_.bias());
+}
+
 Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 Tensor TransformerBlock::forward(const Tensor& x, const Tensor& mask) {
   if (opts_.norm_first) {
     Tensor h = add_residual(drop_(attn_(ln1_(x), mask)), x, attn_);
-    return add_residual(drop_(mlp_(ln2_(h))), h, mlp_);
+    return add_residual(drop_(mlp(ln2_(h))), h, mlp_);
   }
   Tensor h = ln1_(add_residual(drop_(attn_(x, mask)), x, attn_));
-  return ln2_(add_residual(drop_(mlp_(h)), h, mlp_));
+  return ln2_(add_residual(drop_(mlp(h)), h, mlp_));
 }
 
 std::string TransformerBlock::repr() const {

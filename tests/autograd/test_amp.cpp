@@ -350,6 +350,22 @@ TEST(Autocast, CastCacheCastsAParameterOncePerRegion) {
   EXPECT_FALSE(amp::lower(w).impl() == first.impl());  // the cache ended with the outermost guard
 }
 
+// Gradient accumulation inside one region (PyTorch's pattern: one autocast block around the micro-batch loop, a
+// backward per micro-batch): every backward goes through the region's one cast of the parameter, which the first
+// backward must not free (the cast keeps nothing to free), and the gradients add up.
+TEST(Autocast, OneCastOfAParameterServesABackwardPerMicroBatch) {
+  Tensor w = param({3, 3}, 1);
+  const Tensor x1 = rnd({2, 3}, 2), x2 = rnd({2, 3}, 3);
+  {
+    amp::AutocastGuard g(kBFloat16);
+    sum(matmul(x1, w)).backward();
+    sum(matmul(x2, w)).backward();
+  }
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_LT(max_rel_err(w.grad(), matmul((x1 + x2).transpose(0, 1), ones({2, 3}))), 1e-2);
+}
+
 TEST(Autocast, BackwardInsideTheRegionKeepsForwardDtypes) {
   Tensor w = param({4, 4}, 1);
   amp::AutocastGuard g(kFloat16);

@@ -740,3 +740,29 @@ TEST(Unary, GeluBackwardIsTheProductOfTheGradientAndGeluGrad) {
   EXPECT_EQ(gi.dtype(), kFloat32);
   EXPECT_TENSOR_NEAR(gi, Shape({2}), (std::vector<double>{0.5, 2 * (0.158655253931457 - 0.241970724519143)}), 1e-6, 0);
 }
+
+// The same for the tanh GELU: GeluTanhBackward(g, x) = g * gelu_tanh'(x) in one pass, and gelu(x, tanh)'s backward
+// is that pass (it was the two-pass product before); bfloat16 computes in float32 and rounds once.
+TEST(Unary, GeluTanhBackwardIsTheProductOfTheGradientAndGeluTanhGrad) {
+  manual_seed(4);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = (randn({7, 5}) * 3.0).to(dt), g = randn({7, 5}).to(dt);
+    const std::vector<double> ref = values(g * raw::unary(UnaryOp::GeluTanhGrad, x));
+    EXPECT_TENSOR_NEAR(raw::binary(BinaryOp::GeluTanhBackward, g, x), x.shape(), ref, 1e-7, 0);
+    Tensor row = randn({5}).to(dt);
+    EXPECT_TENSOR_NEAR(raw::binary(BinaryOp::GeluTanhBackward, row, x.t().t()), x.shape(),
+                       values(row * raw::unary(UnaryOp::GeluTanhGrad, x)), 1e-7, 0);
+    Tensor xl = x.detach().requires_grad_(true);
+    gelu(xl, {.approximate = GeluApproximate::Tanh}).backward(g);
+    EXPECT_TENSOR_NEAR(xl.grad(), x.shape(), ref, 1e-7, 0);
+  }
+  const Tensor xb = (randn({64}) * 2.0).to(kBFloat16), gb = randn({64}).to(kBFloat16);
+  const Tensor got = raw::binary(BinaryOp::GeluTanhBackward, gb, xb);
+  EXPECT_EQ(got.dtype(), kBFloat16);
+  EXPECT_TENSOR_NEAR(got, xb.shape(), values((gb.to(kFloat32) * raw::unary(UnaryOp::GeluTanhGrad, xb.to(kFloat32))).to(kBFloat16)),
+                     1e-2, 1e-2);
+  // x = 0: gelu_tanh'(0) = 1/2; integers compute in float32
+  const Tensor gi = raw::binary(BinaryOp::GeluTanhBackward, tensor<int64_t>({3}), tensor<int64_t>({0}));
+  EXPECT_EQ(gi.dtype(), kFloat32);
+  EXPECT_TENSOR_NEAR(gi, Shape({1}), (std::vector<double>{1.5}), 1e-7, 0);
+}

@@ -238,7 +238,7 @@ KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
 // BatchNorm in every float dtype (16-bit in and out, float32 statistics) on each path of the CUDA kernels: [N, C]
 // rows (one thread per channel), runs at least a block wide (threads stride within a run) and narrower runs (an
 // index division per element), each with channels of more than 16384 elements (several parts per channel, added
-// in a second kernel); training and evaluation, forward and every gradient.
+// in a second kernel); training and evaluation, forward and every gradient; BatchNorm+ReLU on each path too.
 KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
   for (DType dt : kFloats) {
     for (const Shape& s :
@@ -248,17 +248,19 @@ KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
       const DType cd = dt == kFloat64 ? kFloat64 : kFloat32;
       const Tensor w = make(cd, {c}, 52), b = make(cd, {c}, 53), rv = abs(make(cd, {c}, 54)) + 0.5;
       // 4-D also channels-last: the kernels see [N*H*W, C] rows (S == 1, many rows: column parts)
-      for (const int mode : s.size() == 4 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1}) {
-        const bool training = mode % 2 == 0, cl = mode >= 2;
-        const std::string what = detail::str("batch_norm ", tag(dt), " ", s, training ? " training" : " eval",
-                                             cl ? " channels-last" : "");
+      // batch_norm_relu too: its backward reads the output beside the gradient (the ReLU mask in both passes)
+      for (const int mode : s.size() == 4 ? std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7} : std::vector<int>{0, 1, 4, 5}) {
+        const bool training = mode % 2 == 0, cl = mode / 2 % 2 == 1, relu = mode >= 4;
+        const std::string what = detail::str(relu ? "batch_norm_relu " : "batch_norm ", tag(dt), " ", s,
+                                             training ? " training" : " eval", cl ? " channels-last" : "");
         for (int out = 0; out < 5; ++out)
-          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, cl, out](const std::vector<Tensor>& in) {
+          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, cl, relu, out](const std::vector<Tensor>& in) {
             const Tensor x0 = cl ? in[0].contiguous(MemoryFormat::ChannelsLast) : in[0];
             const Tensor xi = x0.detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
                          bi = in[2].detach().requires_grad_();
             Tensor rm = zeros_like(in[4]), rv = in[4].clone();
-            const Tensor y = batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
+            const Tensor y = relu ? batch_norm_relu(xi, rm, rv, wi, bi, training, 0.1, 1e-5)
+                                  : batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
             if (out == 0) return y.detach();
             if (out == 1) return rv;  // the running variance: the batch's variance in training
             const auto gr = autograd::grad({y}, {xi, wi, bi}, {in[3]});

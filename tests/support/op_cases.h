@@ -372,6 +372,28 @@ inline void add_linalg(std::vector<OpCase>& cs) {
                  [] { return TV{rn({4, 3}, 441).t(), rn({4, 2}, 442).t(), rn({4}, 443).slice(0, 0, 4, 2)}; }, L));
   cs.push_back(C("linear_3d_noncontig_input",
                  [] { return TV{rn({3, 2, 4}, 444).transpose(0, 1), rn({2, 4}, 445)}; }, L));
+
+  // The fused MLP (x, w1, b1, w2, b2): both GELUs; hidden 8 (cuBLASLt's GELU epilogue needs a multiple of 8) and 6
+  // (CUDA's composed steps); 3-D, non-contiguous (transposed x and weights, strided biases) and bias-free inputs.
+  auto mlp = [](GeluApproximate form) {
+    return [form](const TV& in) {
+      return linear_gelu_linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), in.size() > 3 ? in[3] : in[1].t(),
+                                in.size() > 4 ? in[4] : Tensor(), {.approximate = form});
+    };
+  };
+  for (auto [form, tag] : {std::pair{GeluApproximate::None, "exact"}, {GeluApproximate::Tanh, "tanh"}}) {
+    const std::string n = std::string("linear_gelu_linear_") + tag;
+    cs.push_back(C(n, [] { return TV{rn({5, 4}, 2001), rn({8, 4}, 2002), rn({8}, 2003), rn({3, 8}, 2004), rn({3}, 2005)}; },
+                   mlp(form)));
+    cs.push_back(C(n + "_hidden6_3d",
+                   [] { return TV{rn({2, 3, 4}, 2006), rn({6, 4}, 2007), rn({6}, 2008), rn({4, 6}, 2009), rn({4}, 2010)}; },
+                   mlp(form)));
+    cs.push_back(C(n + "_noncontig", [] {
+      return TV{rn({4, 5}, 2011).t(), rn({4, 8}, 2012).t(), rn({16}, 2013).slice(0, 0, 16, 2), rn({8, 3}, 2014).t(),
+                rn({6}, 2015).slice(0, 0, 6, 2)};
+    }, mlp(form)));
+    cs.push_back(C(n + "_nobias", [] { return TV{rn({5, 4}, 2016), rn({8, 4}, 2017)}; }, mlp(form)));
+  }
 }
 
 inline void add_conv_pool(std::vector<OpCase>& cs) {

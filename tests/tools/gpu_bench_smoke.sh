@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
   { cat "$work/ember.jsonl"; fail "ember_bench_gpu_models exited $?"; }
 cat "$work/ember.jsonl"
 grep -q '"error"' "$work/ember.jsonl" && fail "a case failed"
-[ "$(grep -c '"ms": [0-9]' "$work/ember.jsonl")" -eq 10 ] || fail "expected 10 timed op cases"
+[ "$(grep -c '"ms": [0-9]' "$work/ember.jsonl")" -eq 11 ] || fail "expected 11 timed op cases"
 [ "$(grep -c '"step_ms": [0-9]' "$work/ember.jsonl")" -eq 5 ] || fail "expected 5 timed model cases"
 grep '"planned_peak_bytes"' "$work/ember.jsonl" | grep -q '"planned_peak_bytes": 0[,}]' && fail "a model case has no plan"
 grep -q '"skipped"' "$work/ember.jsonl" && fail "a case was skipped"

@@ -138,12 +138,14 @@ void launch_batch_norm_stats(DType type, void* mean, void* var, const void* x, c
 // relu: y = relu(y) in the same pass.
 void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mean, const void* invstd, const void* w,
                              const void* b, bool relu, const NcsShape& d, CUstream_st* stream);
+// relu_y (batch_norm_relu's output) not null: dy counts as 0 wherever relu_y is not > 0, in both passes.
 void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xmu, const void* dy, const void* x,
-                                       const void* mean, const NcsShape& d, void* workspace, CUstream_st* stream);
+                                       const void* mean, const void* relu_y, const NcsShape& d, void* workspace,
+                                       CUstream_st* stream);
 // sum_dy and sum_dy_xmu null: fixed running statistics.
 void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
-                                      int64_t count, const NcsShape& d, CUstream_st* stream);
+                                      int64_t count, const void* relu_y, const NcsShape& d, CUstream_st* stream);
 
 // --- layer_norm.cu: backend.h's row_norm / row_norm_backward over the rows of x [norm.rows, norm.cols]
 // (contiguous, float32 or float64; w, b [cols] or null: 1 and 0; mean, rstd [rows]); sums in double. dx, dw, db

@@ -12,8 +12,9 @@
 //   - the statistics take one pass over x: the sums of (x - k) and (x - k)^2 with k the channel's first element,
 //     in double; the shift keeps E[x^2] - mean^2 from cancelling when |mean| >> std.
 //   - elementwise (with ReLU fused when asked), S >= 128: a block per (n, c) run, the channel's coefficients worked out
-//   once per block;
-//     S < 128: one thread per element, its channel (i / S) % C.
+//     once per block; S < 128: one thread per element, its channel (i / S) % C.
+//   - batch_norm_relu's backward reads its output beside dy in both passes (dy is 0 where the output is not > 0):
+//     no masked copy of dy.
 // The coefficients come from scalar_fused.h (bn_affine, bn_backward), as on the CPU.
 #include <cstdint>
 
@@ -57,14 +58,15 @@ struct StatsFinish {
   }
 };
 
-// The backward's sums: of dy, and of dy * (x - mean[c]).
+// The backward's sums: of dy, and of dy * (x - mean[c]); dy is 0 where relu_y (when given) is not > 0.
 template <class T>
 struct GradTerm {
   const T *dy, *x;
   const compute_t<T>* mean;
+  const T* relu_y;
   __device__ double shift(int64_t c) const { return static_cast<double>(mean[c]); }
   __device__ void add(int64_t i, double m, Sums& t) const {
-    const double g = wide(dy[i]);
+    const double g = relu_y && !(load_c(relu_y[i]) > 0) ? 0.0 : wide(dy[i]);
     t.a += g;
     t.b += g * (wide(x[i]) - m);
   }
@@ -197,34 +199,38 @@ struct BackwardCoefs {  // dx = k1 * dy + k2 * x + k3
   }
 };
 
-// Then relu of it when Relu (BatchNorm+ReLU: the normalised value is never stored).
+// Then relu of it when Relu (BatchNorm+ReLU: the normalised value is never stored). u[i] counts as 0 where mask
+// (when given: batch_norm_relu's output, in its backward) is not > 0.
 template <bool Relu, class T, class C>
-__device__ T affine_at(const Coefs<C>& k, const T* u, const T* v, int64_t i) {
-  const C r = v ? k.k1 * load_c(u[i]) + k.k2 * load_c(v[i]) + k.k3 : k.k1 * load_c(u[i]) + k.k3;
+__device__ T affine_at(const Coefs<C>& k, const T* u, const T* v, const T* mask, int64_t i) {
+  const C ui = mask && !(load_c(mask[i]) > C(0)) ? C(0) : load_c(u[i]);
+  const C r = v ? k.k1 * ui + k.k2 * load_c(v[i]) + k.k3 : k.k1 * ui + k.k3;
   return store_c<T>(Relu ? scalar::unary<UnaryOp::Relu>(r) : r);
 }
 
 template <bool Relu, class T, class Coef>
-__global__ void affine_rows_kernel(T* out, const T* u, const T* v, Coef coef, NcsShape d) {
+__global__ void affine_rows_kernel(T* out, const T* u, const T* v, const T* mask, Coef coef, NcsShape d) {
   for (int64_t r = blockIdx.x; r < d.n * d.c; r += gridDim.x) {
     const auto k = coef(r % d.c);
-    for (int64_t j = threadIdx.x; j < d.s; j += blockDim.x) out[r * d.s + j] = affine_at<Relu>(k, u, v, r * d.s + j);
+    for (int64_t j = threadIdx.x; j < d.s; j += blockDim.x)
+      out[r * d.s + j] = affine_at<Relu>(k, u, v, mask, r * d.s + j);
   }
 }
 template <bool Relu, class T, class Coef>
-__global__ void affine_flat_kernel(T* out, const T* u, const T* v, Coef coef, NcsShape d) {
-  EMBER_KERNEL_LOOP(i, d.n * d.c * d.s) { out[i] = affine_at<Relu>(coef(i / d.s % d.c), u, v, i); }
+__global__ void affine_flat_kernel(T* out, const T* u, const T* v, const T* mask, Coef coef, NcsShape d) {
+  EMBER_KERNEL_LOOP(i, d.n * d.c * d.s) { out[i] = affine_at<Relu>(coef(i / d.s % d.c), u, v, mask, i); }
 }
 
 template <bool Relu, class T, class Coef>
-void channel_affine(T* out, const T* u, const T* v, const Coef& coef, const NcsShape& d, CUstream_st* stream) {
+void channel_affine(T* out, const T* u, const T* v, const T* mask, const Coef& coef, const NcsShape& d,
+                    CUstream_st* stream) {
   const int64_t n = d.n * d.c * d.s, rows = d.n * d.c;
   if (n == 0) return;
   if (d.s >= 128)
     affine_rows_kernel<Relu>
         <<<static_cast<unsigned>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20)), kBlockSize, 0, stream>>>(
-            out, u, v, coef, d);
-  else affine_flat_kernel<Relu><<<grid_size(n), kBlockSize, 0, stream>>>(out, u, v, coef, d);
+            out, u, v, mask, coef, d);
+  else affine_flat_kernel<Relu><<<grid_size(n), kBlockSize, 0, stream>>>(out, u, v, mask, coef, d);
 }
 
 }  // namespace
@@ -250,19 +256,22 @@ void launch_batch_norm_elemt(DType type, void* y, const void* x, const void* mea
     const AffineCoefs<C> coef{static_cast<const C*>(mean), static_cast<const C*>(invstd), static_cast<const C*>(w),
                               static_cast<const C*>(b)};
     T* out = static_cast<T*>(y);
-    const T* in = static_cast<const T*>(x);
-    if (relu) channel_affine<true>(out, in, static_cast<const T*>(nullptr), coef, d, stream);
-    else channel_affine<false>(out, in, static_cast<const T*>(nullptr), coef, d, stream);
+    const T *in = static_cast<const T*>(x), *none = nullptr;
+    if (relu) channel_affine<true>(out, in, none, none, coef, d, stream);
+    else channel_affine<false>(out, in, none, none, coef, d, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xmu, const void* dy, const void* x,
-                                       const void* mean, const NcsShape& d, void* workspace, CUstream_st* stream) {
+                                       const void* mean, const void* relu_y, const NcsShape& d, void* workspace,
+                                       CUstream_st* stream) {
   dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
-    channel_sums(d, GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const C*>(mean)},
+    channel_sums(d,
+                 GradTerm<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const C*>(mean),
+                             static_cast<const T*>(relu_y)},
                  GradFinish<C>{static_cast<C*>(sum_dy), static_cast<C*>(sum_dy_xmu)}, workspace, stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
@@ -270,7 +279,7 @@ void launch_batch_norm_backward_reduce(DType type, void* sum_dy, void* sum_dy_xm
 
 void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, const void* x, const void* mean,
                                       const void* invstd, const void* w, const void* sum_dy, const void* sum_dy_xmu,
-                                      int64_t count, const NcsShape& d, CUstream_st* stream) {
+                                      int64_t count, const void* relu_y, const NcsShape& d, CUstream_st* stream) {
   dispatch_floating(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
@@ -278,7 +287,8 @@ void launch_batch_norm_backward_elemt(DType type, void* dx, const void* dy, cons
                                 static_cast<const C*>(w),          static_cast<const C*>(sum_dy),
                                 static_cast<const C*>(sum_dy_xmu), static_cast<double>(count)};
     const T* xs = sum_dy ? static_cast<const T*>(x) : nullptr;  // fixed statistics: dx = k1 * dy
-    channel_affine<false>(static_cast<T*>(dx), static_cast<const T*>(dy), xs, coef, d, stream);
+    channel_affine<false>(static_cast<T*>(dx), static_cast<const T*>(dy), xs, static_cast<const T*>(relu_y), coef, d,
+                          stream);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

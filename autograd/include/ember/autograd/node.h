@@ -70,8 +70,14 @@ struct LambdaNode final : Node {
   using Fn = std::function<Grads(const Grads&)>;
   LambdaNode(const char* name, std::vector<Edge> next, Fn fn) : Node(name, std::move(next)), fn_(std::move(fn)) {}
   Grads apply(Grads&& grad_outputs) override;
-  void release() override { fn_ = nullptr; }
+  void release() override {
+    if (!saves_nothing) fn_ = nullptr;
+  }
   void set_fn(Fn fn) { fn_ = std::move(fn); }
+  // Its backward keeps no tensor (views, copies, casts: it needs only shapes, dtypes, devices), so release() leaves
+  // it runnable: backward passes that share it each get through, as PyTorch's nodes without saved variables — an
+  // autocast region's one cast of a parameter serves a backward per micro-batch (gradient accumulation).
+  bool saves_nothing = false;
 
  private:
   Fn fn_;

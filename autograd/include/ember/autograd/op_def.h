@@ -76,6 +76,7 @@ struct OpDef {
   /* products, convolution, pooling, attention */ \
   X(matmul, Lower, Twice) \
   X(linear, Lower, Twice) \
+  X(linear_gelu_linear, Lower, Twice) \
   X(einsum, Lower, Twice) \
   X(conv2d, Lower, Twice) \
   X(max_pool2d, Keep, Twice) \
@@ -211,7 +212,7 @@ class OpEntry {
   }
 
  private:
-  static constexpr int kMaxCasts = 4;
+  static constexpr int kMaxCasts = 5;  // linear_gelu_linear casts its five inputs
   OpDef def_;  // a copy: opdef::of() gives a temporary
   memory::OpScope scope_;
   Tensor casts_[kMaxCasts];  // the inputs autocast made, alive until the op returns

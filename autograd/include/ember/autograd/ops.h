@@ -105,6 +105,12 @@ struct GeluOptions {
   GeluApproximate approximate = GeluApproximate::None;
 };
 Tensor gelu(const Tensor& x, const GeluOptions& opts);  // gelu(x, {.approximate = GeluApproximate::Tanh})
+// A transformer's MLP in one op: linear(gelu(linear(x, w1, b1), opts), w2, b2) (w1 [hidden, in], w2 [out, hidden];
+// either bias may be undefined), with the GELU, its derivative and the bias gradients folded into the GEMMs where
+// the device can (cuBLASLt's epilogues on CUDA, for the tanh GELU: docs/cuda.md, "Linear epilogues"). Same values
+// and gradients as the three ops; autocast runs it in the autocast dtype (as linear).
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2,
+                          const GeluOptions& opts = {});
 Tensor softplus(const Tensor& x);   // log(1 + exp(x)), x itself above 20 (PyTorch's beta 1, threshold 20)
 Tensor silu(const Tensor& x);       // x * sigmoid(x)
 Tensor mish(const Tensor& x);       // x * tanh(softplus(x))

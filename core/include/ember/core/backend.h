@@ -60,6 +60,7 @@ struct BatchNormGradElemtArgs {
   Tensor w;                   // may be undefined (1)
   Tensor sum_dy, sum_dy_xmu;  // batch_norm_backward_reduce's sums; undefined: fixed running statistics
   int64_t count = 0;          // the elements per channel
+  Tensor relu_y{};            // see BatchNormGradReduceArgs
 };
 struct RowNormGradArgs {
   RowNorm norm;
@@ -72,6 +73,22 @@ struct Conv2dGradArgs {
   Tensor gx, gw, gb;  // written
   Tensor gy, x, w;
   Conv2dParams p;
+};
+// A linear layer's GEMM with what cuBLASLt folds into its epilogue (Backend::gemm_epilogue; docs/cuda.md,
+// "Linear epilogues"): out[M, N] = a[M, K] @ b[K, N], then
+//   BiasGelu  aux = out + bias[N] (bias may be undefined), out = gelu(aux): the forward of gelu(linear(x));
+//   DGelu     out = out * gelu'(aux): the gradient into a GELU's input when the gradient at its output is the
+//             product (the next linear's input gradient); bias_grad[N] = out's column sums;
+//   BGradA    bias_grad[M] = a's row sums: with a weight gradient g^T @ x, the bias gradient sum(g).
+enum class GemmEpilogue : uint8_t { BiasGelu, DGelu, BGradA };
+struct GemmEpilogueArgs {
+  GemmEpilogue epilogue = GemmEpilogue::BGradA;
+  Tensor out{};        // written: [M, N], contiguous
+  Tensor a{}, b{};     // [M, K], [K, N]: 2-D, of out's floating dtype, may be strided (transposed views)
+  Tensor bias{};       // BiasGelu: [N] contiguous, or undefined
+  Tensor aux{};        // [M, N] contiguous: BiasGelu writes it (GELU's input, kept for the backward), DGelu reads it
+  Tensor bias_grad{};  // written where defined (DGelu: [N], BGradA: [M]), contiguous; may be undefined
+  bool gelu_tanh = false;  // which GELU: exact (erf) or the tanh approximation (cuBLASLt's own)
 };
 // Attention (AttentionParams in kernel_params.h): see Backend::attention.
 struct AttentionArgs {
@@ -89,6 +106,9 @@ struct AttentionGradArgs {
 struct BatchNormGradReduceArgs {
   Tensor sum_dy, sum_dy_xmu;  // written
   Tensor dy, x, mean;
+  // batch_norm_relu's output (x's shape and layout) or undefined: when defined, dy counts as 0 wherever relu_y is
+  // not > 0 (ReLU's backward, ReluBackward's rule, applied as dy is read: no masked copy of dy is made).
+  Tensor relu_y{};
 };
 
 // The message of a failed index range check, from the smallest and largest of the index values checked.
@@ -133,6 +153,9 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
      dtype: a linear layer's, which the CPU adds as its GEMM stores the product); a and b may be strided (e.g.        \
      transposed views). The plan: CUDA's cuBLAS workspace and contiguous copies. */                                   \
   X(matmul, (const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias), own)                           \
+  /* GemmEpilogueArgs: out = a @ b with a GELU, its derivative or a bias gradient folded in. The plan: as matmul's,  \
+     or the composed steps' where the device runs them (ember/internal/gemm_epilogue.h). */                          \
+  X(gemm_epilogue, (const GemmEpilogueArgs& a), own)                                                                  \
   /* softmax or log-softmax of x along dim. */                                                                        \
   X(softmax, (const Tensor& out, const Tensor& x, int64_t dim, bool log), own)                                        \
   /* NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined). */               \

@@ -58,8 +58,8 @@
 // --- binary ops: X(Name, "name", kind, autocast), autocast as for the unary ops. kind: Arith (result in the
 // inputs' type), FloatArith (the same for floating types; integer inputs compute in float32, as true division)
 // or Compare (result bool).
-// ReluBackward(g, y) is y > 0 ? g : 0 and GeluBackward(g, x) is g * gelu'(x): the backward of relu and gelu in
-// one pass each, for autograd.
+// ReluBackward(g, y) is y > 0 ? g : 0, GeluBackward(g, x) is g * gelu'(x) and GeluTanhBackward(g, x) the same for
+// GELU's tanh approximation: the backward of relu and both gelus in one pass each, for autograd.
 #define EMBER_BINARY_OPS(X) \
   X(Add, "add", Arith, Keep) \
   X(Sub, "sub", Arith, Keep) \
@@ -70,6 +70,7 @@
   X(Minimum, "minimum", Arith, Keep) \
   X(ReluBackward, "relu_backward", Arith, Keep) \
   X(GeluBackward, "gelu_backward", FloatArith, Keep) \
+  X(GeluTanhBackward, "gelu_tanh_backward", FloatArith, Keep) \
   X(Eq, "eq", Compare, Keep) \
   X(Ne, "ne", Compare, Keep) \
   X(Lt, "lt", Compare, Keep) \

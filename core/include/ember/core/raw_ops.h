@@ -43,6 +43,27 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // --- linear algebra
 Tensor matmul(const Tensor& a, const Tensor& b);  // [M,K]@[K,N], [B,M,K]@[B,K,N] (batch broadcasts), 1-D as numpy
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);  // x[..., in] w[out, in] b[out] (b may be undefined)
+// The fused forms of a linear layer (Backend::gemm_epilogue; cuBLASLt's epilogues on CUDA). The callers
+// (autograd's linear and linear_gelu_linear) have checked the operands as linear does (check_linear).
+void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b);
+// gelu(x w^T + b) and its input pre = x w^T + b (kept for the backward), both [..., out]; tanh: GELU's tanh form.
+struct LinearGeluResult {
+  Tensor y, pre;
+};
+LinearGeluResult linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b, bool tanh);
+// A linear layer's weight gradient g^T x [out, in] from g [rows, out] and x [rows, in], and with_bias its bias
+// gradient (g's column sums, [out]) from the same GEMM.
+struct LinearWeightGrads {
+  Tensor w, b;
+};
+LinearWeightGrads linear_weight_grads(const Tensor& g, const Tensor& x, bool with_bias);
+// Through linear(gelu(pre), w) backwards from its output gradient g [rows, out] (w [out, hidden], pre [rows,
+// hidden]): the gradient at GELU's input, (g w) * gelu'(pre), in one GEMM, and with_bias its column sums (the
+// gradient of the bias that pre includes).
+struct GeluInputGrads {
+  Tensor pre, b;
+};
+GeluInputGrads linear_gelu_input_grads(const Tensor& g, const Tensor& w, const Tensor& pre, bool tanh, bool with_bias);
 
 // --- nn kernels
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -118,8 +139,10 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& running_mean, const Te
 struct BatchNormGrads {
   Tensor x, weight, bias;  // each only when asked for; weight and bias in the compute dtype (float32 for 16-bit x)
 };
+// relu_y: batch_norm_relu's output, whose ReLU backward is folded into the passes (undefined: plain batch_norm).
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias);
+                                   const Tensor& weight, bool training, bool need_x, bool need_weight, bool need_bias,
+                                   const Tensor& relu_y = {});
 
 // Row normalisation over the last k dims of x (kernel_params.h's RowNorm; LayerNorm is
 // torch.nn.functional.layer_norm's math): each of the N rows of D = the product of those dims is normalised,

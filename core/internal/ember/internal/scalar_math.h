@@ -392,6 +392,9 @@ EMBER_HD auto binary(C x, C y) {
   else if constexpr (Op == BinaryOp::GeluBackward) {
     static_assert(kBinaryDefined<Op, C>, "gelu_backward of integers is computed in float32 (raw::binary)");
     return x * gelu_grad(y);
+  } else if constexpr (Op == BinaryOp::GeluTanhBackward) {
+    static_assert(kBinaryDefined<Op, C>, "gelu_tanh_backward of integers is computed in float32 (raw::binary)");
+    return x * gelu_tanh_grad(y);
   } else if constexpr (Op == BinaryOp::Eq) return x == y;
   else if constexpr (Op == BinaryOp::Ne) return x != y;
   else if constexpr (Op == BinaryOp::Lt) return x < y;

@@ -73,11 +73,13 @@ class TransformerBlock : public Module {
 
  private:
   Tensor add_residual(Tensor y, const Tensor& x, const Module& sublayer);  // y + x, in y where nothing can see it
+  Tensor mlp(const Tensor& x) const;  // mlp_(x), as one linear_gelu_linear where nothing can tell the difference
 
   int64_t d_;
   TransformerBlockOptions opts_;
   LayerNorm ln1_, ln2_;
   MultiheadAttention attn_;
+  Dense fc1_, fc2_;  // mlp_'s two layers (handles on the same modules)
   Chain mlp_;
   Dropout drop_;
 };
