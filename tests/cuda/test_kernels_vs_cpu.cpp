@@ -4,7 +4,8 @@
 // reduction (incl. prod, argmax ties, the chunked path of large reductions, float16), softmax's row and column
 // kernels, matmul (transposed, batch-broadcast, integer, float16, empty K), conv2d in float64 and float16,
 // max-pool ties, index_select / index_add for every dtype, argsort (both kernel paths, every dtype, ties and NaN),
-// and Philox random numbers (the same as the CPU's for the same seed). Skipped without a GPU.
+// Philox random numbers (the same as the CPU's for the same seed), and casts between every pair of dtypes (the
+// packed contiguous path and the strided one). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -233,6 +234,26 @@ KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
         });
     }
   }
+}
+
+// Every dtype to every dtype (the cast kernel's 100 pairs): contiguous lengths around its packs (1 to 33 elements
+// and 1000: whole packs and tails), a view starting one element in (misaligned: the element-at-a-time path) and a
+// strided one. Values in each source type's range; the CPU's conversion rules (saturation, NaN) are the reference.
+KERNEL_TEST(CastEveryDtypePairContiguousMisalignedAndStrided) {
+  for (DType from : kAll)
+    for (DType to : kAll) {
+      if (from == to) continue;
+      auto f = [to](const std::vector<Tensor>& in) { return raw::cast(in[0], to); };
+      const std::string w = tag(from) + " -> " + tag(to);
+      for (int64_t n : {1, 7, 8, 9, 16, 33, 1000}) compare(detail::str(w, " n ", n), {make(from, {n}, 60)}, f);
+      const Tensor x = make(from, {1001}, 61);
+      compare(w + " misaligned", {x}, [to](const std::vector<Tensor>& in) {
+        return raw::cast(in[0].slice(0, 1, 1001), to);
+      });
+      compare(w + " strided", {x}, [to](const std::vector<Tensor>& in) {
+        return raw::cast(in[0].slice(0, 0, 1001, 3), to);
+      });
+    }
 }
 
 // BatchNorm in every float dtype (16-bit in and out, float32 statistics) on each path of the CUDA kernels: [N, C]

@@ -121,6 +121,21 @@ __device__ inline T store_c(compute_t<T> v) {
   else return v;
 }
 
+// --- packed loads: N elements of T in one load or store (llm.c's Packed128), for contiguous, aligned operands
+
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+// Elements of T per 16-byte load.
+template <class T>
+__host__ __device__ constexpr int pack_size() {
+  return 16 / static_cast<int>(sizeof(T));
+}
+inline bool aligned(const void* p, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
+}
+
 // op over every thread of the block (blockDim.x a multiple of 32, at most 32 warps) by warp shuffles and one value
 // per warp in `shared` (32 of them); every thread gets the result, combined in the same order in each (a
 // deterministic sum). The first barrier keeps a previous call's readers from seeing this call's writes.

@@ -11,18 +11,6 @@
 namespace ember::cuda::kernels {
 namespace {
 
-template <class T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-// Elements of T per 16-byte load.
-template <class T>
-__host__ __device__ constexpr int pack_size() {
-  return 16 / static_cast<int>(sizeof(T));
-}
-
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0; }
-
 // Strides of an operand as the vectorised path sees it: 1 (contiguous), 0 (one broadcast value) or neither.
 enum class Flat { Contiguous, Scalar, No };
 Flat flat(const Operand& o, const Layout& l) {
