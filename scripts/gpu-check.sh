@@ -171,6 +171,9 @@ for t in $EMBER_GPU_SUITES; do
   ( line=$(run_suite "$t" 150); r=$?; say "$line"; exit $r ) &
 done
 while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
+# The linear epilogues again with cuBLASLt required (EMBER_CUBLASLT=require): a case the rule gives cuBLASLt that it
+# refuses fails instead of falling back to the composed steps, so a pass shows the epilogues really ran.
+say "$(SUITE_LOG=cublaslt_required EMBER_CUBLASLT=require run_suite test_cuda_gemm_epilogue 60)"
 # cuDNN's batch slicing, on small tensors (the limit lowered)
 say "$(SUITE_LOG=cudnn_slices EMBER_CUDNN_MAX_ELEMENTS=300 run_suite test_cuda_kernels_vs_cpu 120 \
   --gtest_filter='CudaKernels.Conv2d*')"

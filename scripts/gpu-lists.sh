@@ -10,7 +10,7 @@ EMBER_GPU_SERIAL_SUITES="test_cuda_caching_allocator test_cuda_stream_event test
 # The must-pass CUDA suites, run a few at a time (each binary directly, not through ctest).
 EMBER_GPU_SUITES="test_cuda_plugin test_cuda_runtime test_cuda_transfers test_cuda_kernels_vs_cpu
   test_cuda_ops_vs_cpu test_cuda_training test_cuda_amp_cuda test_cuda_optim_cuda test_cuda_dataloader_cuda
-  test_cuda_device_mismatch test_cuda_no_gpu test_cuda_host_sync test_cuda_nccl_engine test_autograd_amp test_autograd_index_ops test_core_elementwise
+  test_cuda_device_mismatch test_cuda_no_gpu test_cuda_host_sync test_cuda_nccl_engine test_cuda_gemm_epilogue test_autograd_amp test_autograd_index_ops test_core_elementwise
   test_core_reduce test_core_sort test_core_tensor test_data_dataloader test_nn_init test_nn_losses test_nn_module"
 
 # CPU suites worth running on the GPU machine's host when its CPU has what no build machine had (AVX-512,

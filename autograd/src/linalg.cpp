@@ -53,15 +53,16 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
       .backward([ix, iw, b_wants, sx = save(iw.wants ? x : Tensor()),
                  sw = save(ix.wants ? w : Tensor())](const Grads& g) -> Grads {
         const int64_t out = iw.shape[0], in = iw.shape[1];
-        Tensor g2 = g[0].reshape({-1, out});  // [N, out]
+        const int64_t rows = Shape(ix.shape.begin(), ix.shape.end() - 1).numel();  // (-1 cannot infer a 0 width)
+        Tensor g2 = g[0].reshape({rows, out});  // [N, out]
         Tensor gx, gw, gb;
         if (ix.wants) gx = matmul(g2, sw.get()).reshape(ix.shape);  // g @ W
         if (iw.wants && !autograd::create_graph_enabled()) {
           // g^T @ x with the bias gradient, sum(g), from the same GEMM (cuBLASLt's BGRADB epilogue on CUDA)
-          raw::LinearWeightGrads r = raw::linear_weight_grads(g2, sx.get().reshape({-1, in}), b_wants);
+          raw::LinearWeightGrads r = raw::linear_weight_grads(g2, sx.get().reshape({rows, in}), b_wants);
           return {gx, r.w, r.b};
         }
-        if (iw.wants) gw = matmul(g2.transpose(0, 1), sx.get().reshape({-1, in}));  // recorded: differentiable again
+        if (iw.wants) gw = matmul(g2.transpose(0, 1), sx.get().reshape({rows, in}));  // recorded: differentiable again
         if (b_wants) gb = sum(g2, {0});
         return {gx, gw, gb};
       });

@@ -27,8 +27,9 @@ void gemm_epilogue_composed(Backend& be, const GemmEpilogueArgs& a) {
 bool gemm_epilogue_on_cublaslt(const GemmEpilogueArgs& a) {
   const DType dt = a.out.dtype();
   if (dt != kFloat16 && dt != kBFloat16 && dt != kFloat32) return false;
-  if (a.out.numel() == 0 || a.a.size(1) == 0) return false;
-  if (a.epilogue == GemmEpilogue::BGradA) return true;
+  // PyTorch keeps cuBLASLt away from 1-row or 1-column operands too (its heuristics refuse some)
+  if (a.out.size(0) <= 1 || a.out.size(1) <= 1 || a.a.size(1) <= 1) return false;
+  if (a.epilogue == GemmEpilogue::BGradA) return a.bias_grad.defined();  // else cuBLAS's plain GEMM
   return a.gelu_tanh && a.out.size(1) % 8 == 0;
 }
 

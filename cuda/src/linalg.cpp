@@ -18,7 +18,7 @@ using detail::OnDevice;
 // cuBLASLt refuses, take cuBLAS's GEMM and the bias in a second pass.
 bool lt_bias_applies(const Tensor& out, const Tensor& a, const Tensor& bias) {
   const DType dt = out.dtype();
-  return bias.defined() && out.size(0) == 1 && a.size(2) > 0 &&
+  return bias.defined() && out.size(0) == 1 && out.size(1) > 1 && out.size(2) > 1 && a.size(2) > 1 &&
          (dt == kFloat32 || dt == kFloat16 || dt == kBFloat16);
 }
 

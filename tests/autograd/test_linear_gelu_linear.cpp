@@ -121,6 +121,21 @@ TEST(LinearGeluLinear, LinearWeightAndBiasGradientsFromOneGemm) {
   EXPECT_TENSOR_NEAR(second[0], x.shape(), values((matmul(g2, gw) * 2).reshape(x.shape())), 1e-10, 1e-10);
 }
 
+// Empty widths: no input features (y is the bias) or no outputs; the backward counts its rows itself (a reshape to
+// -1 cannot infer them when the width is 0).
+TEST(LinearGeluLinear, LinearBackwardWithEmptyWidths) {
+  const Tensor x = rnd({3, 0}, 51, kFloat64), w = rnd({4, 0}, 52, kFloat64), b = rnd({4}, 53, kFloat64);
+  const TV gr = autograd::grad({sum(linear(x, w, b) * 2.0)}, {x, w, b});
+  EXPECT_EQ(gr[0].shape(), Shape({3, 0}));
+  EXPECT_EQ(gr[1].shape(), Shape({4, 0}));
+  EXPECT_TENSOR_NEAR(gr[2], Shape({4}), (std::vector<double>(4, 6.0)), 0, 0);
+  const Tensor x2 = rnd({3, 5}, 54, kFloat64), w2 = rnd({0, 5}, 55, kFloat64), b2 = rnd({0}, 56, kFloat64);
+  const TV g2 = autograd::grad({sum(linear(x2, w2, b2))}, {x2, w2, b2});
+  EXPECT_TENSOR_NEAR(g2[0], Shape({3, 5}), (std::vector<double>(15, 0.0)), 0, 0);
+  EXPECT_EQ(g2[1].shape(), Shape({0, 5}));
+  EXPECT_EQ(g2[2].shape(), Shape({0}));
+}
+
 // GPT-2's MLP runs the fused op; with a forward hook on c_fc it calls its layers (the hook sees the call) and
 // gives the same values.
 TEST(LinearGeluLinear, ModelMlpFallsBackToItsLayersWhenTheyHaveHooks) {

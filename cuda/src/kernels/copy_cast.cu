@@ -1,6 +1,6 @@
 // defines: the strided, dtype-converting copy kernel, its packed form for contiguous casts, and launch_copy_cast
 // (launch.h). The backend uses it for every device-to-device copy that is not one contiguous memcpy: a
-// non-contiguous or broadcast source, a strided destination, or a dtype change (64 source/destination type pairs).
+// non-contiguous or broadcast source, a strided destination, or a dtype change (100 source/destination type pairs).
 #include "common.cuh"
 
 namespace ember::cuda::kernels {

@@ -13,8 +13,9 @@ void gemm_epilogue_composed(Backend& be, const GemmEpilogueArgs& a);
 
 // Whether cuBLASLt has the epilogue: float16, bfloat16 or float32; GELU only as its tanh approximation (cuBLASLt's
 // GELU is that one, PyTorch's _addmm_activation uses it for approximate="tanh" alone); the GELU input (aux) with a
-// row length divisible by 8 (cuBLASLt's rule for its leading dimension); no empty dimension. CUDA may still fall
-// back to the composed steps at run time when cuBLASLt offers no algorithm for the operands' layout.
+// row length divisible by 8 (cuBLASLt's rule for its leading dimension); every dimension at least 2; BGradA only
+// with a bias gradient. CUDA may still fall back to the composed steps at run time when cuBLASLt offers no
+// algorithm for the operands' layout (EMBER_CUBLASLT: docs/cuda.md).
 bool gemm_epilogue_on_cublaslt(const GemmEpilogueArgs& a);
 
 }  // namespace ember::detail
