@@ -4,12 +4,17 @@
 // three more passes over the output. Operands map to cuBLAS as in cublas.cpp (Note [Row-major GEMM on cuBLAS]):
 // cuBLAS computes out^T = b^T a^T, so our b is its A, our a its B, and our out's columns N its rows m. The three
 // layouts used here are those NVIDIA's apex fused_dense runs (forward GELU_AUX_BIAS with its A transposed,
-// DGELU_BGRAD with both plain, BGRADB with its B transposed); another layout cuBLASLt refuses falls back.
+// DGELU_BGRAD with both plain, BGRADB with its B transposed); another layout cuBLASLt refuses falls back. The
+// heuristic's choice is kept per problem (shape, layouts, epilogue, the operands' alignments): asked once.
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -57,6 +62,7 @@ Layout layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
 // The largest power of two up to 256 dividing the address: cuBLASLt's heuristics otherwise assume 256-byte
 // aligned operands and may pick a kernel a view's pointer does not suit.
 uint32_t alignment_of(const void* p) {
+  if (!p) return 0;  // no such operand
   const auto v = reinterpret_cast<uintptr_t>(p);
   uint32_t a = 256;
   while (a > 1 && v % a != 0) a /= 2;
@@ -92,6 +98,66 @@ bool refused(const char* why, cublasStatus_t st, const Tensor& out, const Tensor
   return false;
 }
 
+// The operation: types, ops and the epilogue with its pointers (set per call: the descriptor is not shared).
+MatmulDesc make_desc(const GemmTypes& t, const GemmOperands& g, const Epilogue& e, int64_t n) {
+  cublasLtMatmulDesc_t d = nullptr;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, t.compute, CUDA_R_32F));
+  MatmulDesc desc(d);
+  set(d, CUBLASLT_MATMUL_DESC_TRANSA, g.ob.op);
+  set(d, CUBLASLT_MATMUL_DESC_TRANSB, g.oa.op);
+  set(d, CUBLASLT_MATMUL_DESC_EPILOGUE, e.kind);
+  if (e.bias) set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
+  if (e.aux) {
+    set(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux);
+    set(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, n);  // aux is [M, N] row-major: N x M column-major
+  }
+  return desc;
+}
+
+// What the heuristic's choice depends on: the problem, and the pointers only through their alignments.
+struct AlgoKey {
+  int device = 0;
+  cudaDataType_t data{};
+  cublasComputeType_t compute{};
+  cublasLtEpilogue_t epilogue{};
+  cublasOperation_t opa{}, opb{};
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+  std::array<uint32_t, 5> align{};  // A, B, C/D, bias, aux
+  auto operator<=>(const AlgoKey&) const = default;
+};
+
+// cuBLASLt's heuristic answer for a key, asked once per key and kept (nullopt: no algorithm; st says why).
+std::optional<cublasLtMatmulAlgo_t> algo_for(const AlgoKey& key, cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                             const Layout& la, const Layout& lb, const Layout& lc, uint64_t ws_bytes,
+                                             cublasStatus_t& st) {
+  static std::mutex mu;
+  static std::map<AlgoKey, std::pair<std::optional<cublasLtMatmulAlgo_t>, cublasStatus_t>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    cublasLtMatmulPreference_t p = nullptr;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
+    const Preference pref(p);
+    set(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws_bytes);
+    // Split-K partial sums in the compute type only: INPLACE and OUTPUT_TYPE reduce in the 16-bit output type,
+    // which the cuBLAS handle's math mode (DISALLOW_REDUCED_PRECISION_REDUCTION) rules out for cuBLAS's GEMMs too.
+    set(p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+    set(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align[0]);
+    set(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align[1]);
+    set(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align[2]);
+    set(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align[2]);
+    cublasLtMatmulHeuristicResult_t r{};
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, desc, la.get(), lb.get(), lc.get(), lc.get(), p, 1, &r,
+                                                            &found);
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0) algo = r.algo;
+    it = cache.emplace(key, std::pair{algo, s}).first;
+  }
+  st = it->second.second;
+  return it->second.first;
+}
+
 // out[M, N] = a[M, K] @ b[K, N] (2-D) with the epilogue; false, with nothing run, when cuBLASLt has no algorithm.
 bool lt_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Epilogue& e) {
   if (lt_mode() == LtMode::Off) return false;
@@ -103,47 +169,23 @@ bool lt_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const 
   for (auto [what, v] : {std::pair{"M", M}, {"N", N}, {"K", K}, {"lda", g.oa.ld}, {"ldb", g.ob.ld}})
     check_gemm_int(what, v);
   const GemmTypes t = gemm_types(out.dtype());
-
-  cublasLtMatmulDesc_t raw_desc = nullptr;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, t.compute, CUDA_R_32F));
-  const MatmulDesc desc(raw_desc);
-  set(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, g.ob.op);
-  set(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, g.oa.op);
-  set(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, e.kind);
-  if (e.bias) set(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
-  if (e.aux) {
-    set(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux);
-    set(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, N);  // aux is [M, N] row-major: N x M column-major
-  }
+  const MatmulDesc desc = make_desc(t, g, e, N);
   // cuBLAS's A = b^T (N x K after its op), B = a^T (K x M), C = D = out^T (N x M, ld N).
   const Layout la = g.ob.op == CUBLAS_OP_N ? layout(t.data, N, K, g.ob.ld) : layout(t.data, K, N, g.ob.ld);
   const Layout lb = g.oa.op == CUBLAS_OP_N ? layout(t.data, K, M, g.oa.ld) : layout(t.data, M, K, g.oa.ld);
   const Layout lc = layout(t.data, N, M, N);
-
+  const AlgoKey key{device, t.data, t.compute, e.kind, g.ob.op, g.oa.op, M, N, K, g.ob.ld, g.oa.ld,
+                    {alignment_of(g.b.data_ptr()), alignment_of(g.a.data_ptr()), alignment_of(out.data_ptr()),
+                     alignment_of(e.bias), alignment_of(e.aux)}};
   const uint64_t ws_bytes = gemm_workspace_bytes(device);
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
-  const Preference pref(raw_pref);
-  set(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws_bytes);
-  // Split-K partial sums in the compute type only: INPLACE and OUTPUT_TYPE reduce in the 16-bit output type, which
-  // the cuBLAS handle's math mode (DISALLOW_REDUCED_PRECISION_REDUCTION) rules out for cuBLAS's GEMMs too.
-  set(raw_pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
-  set(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.b.data_ptr()));
-  set(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.a.data_ptr()));
-  set(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out.data_ptr()));
-  set(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out.data_ptr()));
-
   cublasLtHandle_t h = lt_handle_for(device);
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, raw_desc, la.get(), lb.get(), lc.get(), lc.get(),
-                                                           raw_pref, 1, &heuristic, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) return refused("no algorithm", st, out, a_in, b_in, e);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  const std::optional<cublasLtMatmulAlgo_t> algo = algo_for(key, h, desc.get(), la, lb, lc, ws_bytes, st);
+  if (!algo) return refused("no algorithm", st, out, a_in, b_in, e);
   const float alpha = 1, beta = 0;
-  const cublasStatus_t run = cublasLtMatmul(h, raw_desc, &alpha, g.b.data_ptr(), la.get(), g.a.data_ptr(), lb.get(),
-                                            &beta, out.data_ptr(), lc.get(), out.data_ptr(), lc.get(),
-                                            &heuristic.algo, gemm_workspace(device, stream, ws_bytes), ws_bytes,
-                                            stream);
+  const cublasStatus_t run = cublasLtMatmul(h, desc.get(), &alpha, g.b.data_ptr(), la.get(), g.a.data_ptr(), lb.get(),
+                                            &beta, out.data_ptr(), lc.get(), out.data_ptr(), lc.get(), &*algo,
+                                            gemm_workspace(device, stream, ws_bytes), ws_bytes, stream);
   if (run != CUBLAS_STATUS_SUCCESS) return refused("the call failed", run, out, a_in, b_in, e);
   return true;
 }
