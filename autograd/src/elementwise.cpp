@@ -229,20 +229,6 @@ Tensor tanh(const Tensor& x) {
   return unary_op(UnaryOp::Tanh, x, false, true, [](const Tensor&, const Tensor& y) { return 1 - y * y; });
 }
 namespace {
-Tensor gelu_grad(const Tensor& x);
-}  // namespace
-Tensor gelu(const Tensor& x) {
-  OpEntry op(opdef::of(UnaryOp::Gelu));
-  Tensor y = raw::unary(UnaryOp::Gelu, x);
-  if (!op.needs_grad({&x})) return y;
-  // g * gelu'(x) in one fused pass; in a create_graph pass g * gelu_grad(x), a recorded op (gelu_grad below)
-  op.record({x}, {y}).backward([sx = save(x)](const Grads& g) -> Grads {
-    if (autograd::create_graph_enabled()) return {g[0] * gelu_grad(sx.get())};
-    return {autograd::binary_into_gradient(BinaryOp::GeluBackward, g[0], sx.get())};
-  });
-  return y;
-}
-namespace {
 // gelu'(x) = Phi(x) + x phi(x), whose own derivative is phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi):
 // differentiable to any order through exp.
 Tensor gelu_grad(const Tensor& x) {
@@ -251,8 +237,6 @@ Tensor gelu_grad(const Tensor& x) {
     return exp(x2 * -0.5) * (0.3989422804014327 * (2 - x2));
   });
 }
-}  // namespace
-namespace {
 // gelu_tanh(x) = x s(w), s = sigmoid, w = 2 sqrt(2/pi) (x + 0.044715 x^3): its derivative s + x s (1 - s) w' is
 // the primitive GeluTanhGrad, whose own derivative s (1 - s) (2 w' + x (1 - 2 s) w'^2 + x w'') is composed of
 // recorded ops (differentiable to any order).
@@ -265,19 +249,23 @@ Tensor gelu_tanh_grad(const Tensor& x) {
     return s * (1 - s) * (w1 * 2 + xv * (1 - s * 2) * square(w1) + xv * w2);
   });
 }
-}  // namespace
-// As gelu: g * gelu_tanh'(x) in one fused pass, g * gelu_tanh_grad(x) (recorded) in a create_graph pass.
-Tensor gelu(const Tensor& x, const GeluOptions& opts) {
-  if (opts.approximate == GeluApproximate::None) return gelu(x);
-  OpEntry op(opdef::of(UnaryOp::GeluTanh));
-  Tensor y = raw::unary(UnaryOp::GeluTanh, x);
+// Either GELU: g * gelu'(x) in one fused pass (GeluBackward / GeluTanhBackward); in a create_graph pass
+// g * gelu_grad(x), a recorded op, so that the gradient is differentiable again.
+Tensor gelu_op(bool tanh, const Tensor& x) {
+  const UnaryOp fwd = tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
+  OpEntry op(opdef::of(fwd));
+  Tensor y = raw::unary(fwd, x);
   if (!op.needs_grad({&x})) return y;
-  op.record({x}, {y}).backward([sx = save(x)](const Grads& g) -> Grads {
-    if (autograd::create_graph_enabled()) return {g[0] * gelu_tanh_grad(sx.get())};
-    return {autograd::binary_into_gradient(BinaryOp::GeluTanhBackward, g[0], sx.get())};
+  op.record({x}, {y}).backward([tanh, sx = save(x)](const Grads& g) -> Grads {
+    if (autograd::create_graph_enabled()) return {g[0] * (tanh ? gelu_tanh_grad(sx.get()) : gelu_grad(sx.get()))};
+    const BinaryOp back = tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+    return {autograd::binary_into_gradient(back, g[0], sx.get())};
   });
   return y;
 }
+}  // namespace
+Tensor gelu(const Tensor& x) { return gelu_op(false, x); }
+Tensor gelu(const Tensor& x, const GeluOptions& opts) { return gelu_op(opts.approximate == GeluApproximate::Tanh, x); }
 Tensor softplus(const Tensor& x) {  // d/dx = sigmoid(x) (1 above the threshold, as PyTorch)
   return unary_op(UnaryOp::Softplus, x, true, false, [](const Tensor& xv, const Tensor&) {
     const Tensor one = full({}, 1.0, {.dtype = xv.dtype(), .device = xv.device()});
