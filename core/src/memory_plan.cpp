@@ -162,7 +162,7 @@ void MetaBackend::argsort(const Tensor& out, const Tensor& x, bool) {
   if (type_ == DeviceType::CPU) FloatBuffers().of(x);
   if (type_ != DeviceType::CUDA || out.numel() == 0) return;
   const int64_t n = x.size(x.dim() - 1);
-  plan_cuda_scratch(ember::detail::cuda_argsort_workspace_bytes(x.numel() / n, n), out.device());
+  plan_cuda_scratch(ember::detail::cuda_argsort_workspace_bytes(x.numel() / n, n, itemsize(x.dtype())), out.device());
 }
 void MetaBackend::softmax(const Tensor& out, const Tensor& x, int64_t, bool) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(x);

@@ -1,10 +1,11 @@
-// defines: Adam and AdamW — option checks and step(), one fused Backend::adam_step call per parameter with
-// the bias corrections computed on the host (llm.c's gpt2_update / adamw.cuh split).
+// defines: Adam and AdamW — option checks and step(): one fused Backend::adam_step call for all parameters (per
+// device), each with its bias corrections computed on the host (llm.c's gpt2_update / adamw.cuh split).
 #include "ember/optim/adam.h"
 
 #include <cmath>
 #include <string>
 
+#include "backend_steps.h"
 #include "ember/core/backend.h"
 
 namespace ember::optim {
@@ -62,25 +63,30 @@ void Adam::check_momentum(double beta1) const {
 }
 
 void Adam::step() {
-  update_each([&](size_t group, const Tensor& p, const Tensor& g, ParamState& s) {
-    const AdamOptions& o = groups_[group];
-    if (!s.initialized) s.buffers = {zeros_like_param(p), zeros_like_param(p)};
-    s.initialized = true;
-    s.step += 1;
-    const double t = static_cast<double>(s.step);
-    backend_for(p.device())
-        .adam_step({.param = p,
-                    .grad = g,
-                    .exp_avg = s.buffers[0],
-                    .exp_avg_sq = s.buffers[1],
-                    .hyper = {.lr = lrs_[group],
-                              .beta1 = o.beta1,
-                              .beta2 = o.beta2,
-                              .eps = o.eps,
-                              .weight_decay = o.weight_decay,
-                              .decoupled = decoupled_,
-                              .bias_correction1 = 1 - std::pow(o.beta1, t),
-                              .bias_correction2 = 1 - std::pow(o.beta2, t)}});
+  update_all([&](const std::vector<Update>& updates) {
+    std::vector<AdamStepArgs> steps;
+    steps.reserve(updates.size());
+    for (const Update& u : updates) {
+      const AdamOptions& o = groups_[u.group];
+      ParamState& s = *u.state;
+      if (!s.initialized) s.buffers = {zeros_like_param(u.param), zeros_like_param(u.param)};
+      s.initialized = true;
+      s.step += 1;
+      const double t = static_cast<double>(s.step);
+      steps.push_back({.param = u.param,
+                       .grad = u.grad,
+                       .exp_avg = s.buffers[0],
+                       .exp_avg_sq = s.buffers[1],
+                       .hyper = {.lr = lrs_[u.group],
+                                 .beta1 = o.beta1,
+                                 .beta2 = o.beta2,
+                                 .eps = o.eps,
+                                 .weight_decay = o.weight_decay,
+                                 .decoupled = decoupled_,
+                                 .bias_correction1 = 1 - std::pow(o.beta1, t),
+                                 .bias_correction2 = 1 - std::pow(o.beta2, t)}});
+    }
+    run_per_device(steps, [](Backend& b, const std::vector<AdamStepArgs>& a) { b.adam_step(a); });
   });
 }
 

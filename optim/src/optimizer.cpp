@@ -168,9 +168,20 @@ Tensor Optimizer::zeros_like_param(const Tensor& param) {
   return zeros(param.shape(), {.dtype = state_dtype(param.dtype()), .device = param.device()});
 }
 
-void Optimizer::update_each(const std::function<void(size_t, const Tensor&, const Tensor&, ParamState&)>& update) {
+namespace {
+// A parameter as update_all prepared it: where the result goes back to.
+struct Prepared {
+  Tensor* param;
+  Tensor contiguous;  // the contiguous copy (or the parameter itself) that the update writes
+  MemoryFormat format;
+};
+}  // namespace
+
+void Optimizer::update_all(const std::function<void(const std::vector<Update>& updates)>& update) {
   NoGradGuard no_grad;  // the update is not part of any graph
   memory::PhaseScope phase(memory::Phase::kOptimizer);
+  std::vector<Update> updates;
+  std::vector<Prepared> prepared;
   size_t g = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     while (i >= group_begin_[g + 1]) ++g;  // empty groups are skipped over
@@ -183,27 +194,39 @@ void Optimizer::update_each(const std::function<void(size_t, const Tensor&, cons
     EMBER_CHECK_SHAPE(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
                       ": parameter ", i, " is ", p.dtype(), p.shape(), " on ", p.device(), " but its grad is ",
                       grad.dtype(), grad.shape(), " on ", grad.device());
-    ParamState& s = state_[i];
-    for (Tensor& b : s.buffers) {
+    for (const Tensor& b : state_[i].buffers)
       EMBER_CHECK(b.dtype() == state_dtype(p.dtype()) && b.shape() == p.shape(), Error, name_, ": parameter ", i,
                   " is now ", p.dtype(), p.shape(), " but its state is ", b.dtype(), b.shape(),
                   "; create the optimiser after converting the model");
-      // The state lives with its parameter: a model moved to another device after some steps (model.to)
-      // takes its optimiser state along at the next step.
+  }
+  // Every parameter checked before any state moves or any update runs: a bad one changes nothing.
+  g = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    while (i >= group_begin_[g + 1]) ++g;
+    Tensor& p = params_[i];
+    if (!p.requires_grad() || !p.grad().defined()) continue;
+    ParamState& s = state_[i];
+    // The state lives with its parameter: a model moved to another device after some steps (model.to) takes its
+    // optimiser state along at the next step.
+    for (Tensor& b : s.buffers)
       if (b.device() != p.device()) b = raw::to_device(b, p.device());
-    }
     // The fused kernels take contiguous tensors: a strided parameter is updated in a copy, then copied back. A
     // channels-last one (model.to(MemoryFormat::ChannelsLast)) is updated in place, as its NHWC view, with its
     // gradient and state in its layout too.
     const MemoryFormat f = p.suggest_memory_format();
     for (Tensor& b : s.buffers) b = raw::layout_view(raw::contiguous(b, f), f);
     Tensor pc = raw::contiguous(p, f);
-    const Tensor gc = raw::contiguous(grad, f);
-    update(g, raw::layout_view(pc, f), raw::layout_view(gc, f), s);
-    for (Tensor& b : s.buffers) b = raw::from_layout_view(b, f);  // state made by update() is NHWC-shaped: undone
-    for (const Tensor& b : s.buffers) memory::tag(b, memory::Category::kOptimizerState);
-    if (pc.is_same(p)) p.impl()->bump_version();  // in place: graphs that saved p must see it changed
-    else raw::copy_(p, pc);                       // copy_ bumps the version
+    updates.push_back({g, raw::layout_view(pc, f), raw::layout_view(raw::contiguous(p.grad(), f), f), &s});
+    prepared.push_back({&p, std::move(pc), f});
+  }
+  update(updates);
+  for (size_t k = 0; k < updates.size(); ++k) {
+    const Prepared& pr = prepared[k];
+    // state made by update() is NHWC-shaped: undone
+    for (Tensor& b : updates[k].state->buffers) b = raw::from_layout_view(b, pr.format);
+    for (const Tensor& b : updates[k].state->buffers) memory::tag(b, memory::Category::kOptimizerState);
+    if (pr.contiguous.is_same(*pr.param)) pr.param->impl()->bump_version();  // graphs that saved p see it changed
+    else raw::copy_(*pr.param, pr.contiguous);                                // copy_ bumps the version
   }
 }
 

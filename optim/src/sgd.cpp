@@ -1,10 +1,11 @@
-// defines: SGD — option checks and step(), one fused Backend::sgd_step call per parameter.
+// defines: SGD — option checks and step(), one fused Backend::sgd_step call for all parameters (per device).
 #include "ember/optim/sgd.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "backend_steps.h"
 #include "ember/core/backend.h"
 
 namespace ember::optim {
@@ -74,24 +75,30 @@ void SGD::check_momentum(double m) const {
 }
 
 void SGD::step() {
-  update_each([&](size_t group, const Tensor& p, const Tensor& g, ParamState& s) {
-    const SGDOptions& o = groups_[group];
-    SgdStepArgs a{.param = p,
-                  .grad = g,
-                  .momentum_buf = {},
-                  .hyper = {.lr = lrs_[group],
-                            .momentum = o.momentum,
-                            .dampening = o.dampening,
-                            .weight_decay = o.weight_decay,
-                            .nesterov = o.nesterov}};
-    if (o.momentum != 0) {
-      a.hyper.first_step = !s.initialized;
-      if (!s.initialized)
-        s.buffers = {empty(p.shape(), {.dtype = state_dtype(p.dtype()), .device = p.device()})};  // set to g
-      s.initialized = true;
-      a.momentum_buf = s.buffers[0];
+  update_all([&](const std::vector<Update>& updates) {
+    std::vector<SgdStepArgs> steps;
+    steps.reserve(updates.size());
+    for (const Update& u : updates) {
+      const SGDOptions& o = groups_[u.group];
+      ParamState& s = *u.state;
+      SgdStepArgs a{.param = u.param,
+                    .grad = u.grad,
+                    .momentum_buf = {},
+                    .hyper = {.lr = lrs_[u.group],
+                              .momentum = o.momentum,
+                              .dampening = o.dampening,
+                              .weight_decay = o.weight_decay,
+                              .nesterov = o.nesterov}};
+      if (o.momentum != 0) {
+        a.hyper.first_step = !s.initialized;
+        if (!s.initialized)  // set to g by the first step
+          s.buffers = {empty(u.param.shape(), {.dtype = state_dtype(u.param.dtype()), .device = u.param.device()})};
+        s.initialized = true;
+        a.momentum_buf = s.buffers[0];
+      }
+      steps.push_back(std::move(a));
     }
-    backend_for(p.device()).sgd_step(a);
+    run_per_device(steps, [](Backend& b, const std::vector<SgdStepArgs>& a) { b.sgd_step(a); });
   });
 }
 

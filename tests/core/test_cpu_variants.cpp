@@ -340,8 +340,8 @@ TEST(CpuVariants, WideLoopsMatch) {
                      .decoupled = true,
                      .bias_correction1 = 0.1,
                      .bias_correction2 = 0.001};
-  wide().adam_step({.param = p1, .grad = g, .exp_avg = e1, .exp_avg_sq = s1, .hyper = h});
-  active().adam_step({.param = p2, .grad = g, .exp_avg = e2, .exp_avg_sq = s2, .hyper = h});
+  wide().adam_step({{.param = p1, .grad = g, .exp_avg = e1, .exp_avg_sq = s1, .hyper = h}});
+  active().adam_step({{.param = p2, .grad = g, .exp_avg = e2, .exp_avg_sq = s2, .hyper = h}});
   expect_same(p1, p2, "adam");
 }
 

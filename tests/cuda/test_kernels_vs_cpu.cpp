@@ -3,13 +3,14 @@
 // NaN, comparisons), the vectorised / scalar-broadcast / strided / misaligned elementwise paths, every
 // reduction (incl. prod, argmax ties, the chunked path of large reductions, float16), softmax's row and column
 // kernels, matmul (transposed, batch-broadcast, integer, float16, empty K), conv2d in float64 and float16,
-// max-pool ties, index_select / index_add for every dtype, argsort (both kernel paths, every dtype, ties and NaN),
-// Philox random numbers (the same as the CPU's for the same seed), and casts between every pair of dtypes (the
-// packed contiguous path and the strided one). Skipped without a GPU.
+// max-pool ties, index_select / index_add for every dtype, argsort (both kernel paths, every dtype, ties, NaN of
+// either sign, -0, integer extremes), Philox random numbers (the same as the CPU's for the same seed), and casts
+// between every pair of dtypes (the packed contiguous path and the strided one). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <ember/core/backend.h>
 #include <ember/core/raw_ops.h>
@@ -408,7 +409,7 @@ KERNEL_TEST(IndexSelectAndIndexAddEveryDtype) {
   }
 }
 
-// argsort: both CUDA paths (a row of up to 2048 in shared memory, longer rows in the global-memory network), every
+// argsort: both CUDA paths (a row of up to 2048 in shared memory, longer rows CUB's radix sort, one row and several), every
 // dtype, ties (make() repeats integers; NaNs tie) and both directions. The order is total ((value, index) pairs), so
 // the indices must be equal, not just valid. gather / scatter_add (sort's and topk's values) ride on index_select /
 // index_add.
@@ -424,8 +425,34 @@ KERNEL_TEST(ArgsortEveryDtypeAndRowLength) {
       compare(w + " rows", {x}, along(1));
       compare(w + " columns (strided)", {x.t()}, along(1));
       compare(w + " long rows", {make(dt, {3, 5000}, 81)}, along(-1));
+      compare(w + " one long row", {make(dt, {1, 70000}, 85)}, along(1));
       compare(w + " one element per row", {make(dt, {7, 1}, 82)}, along(1));
     }
+  }
+  // The radix keys' corner cases, in short rows (bitonic) and long ones (radix): -0 ties with +0 (by index), NaN
+  // of either sign after +inf (first when descending), the integers' extremes.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> specials = {0.0, -0.0, nan, -nan, inf, -inf, 1.0, -1.0, 1e-30, -1e-30, 0.0, -0.0, nan};
+  for (int64_t n : {int64_t{13}, int64_t{3000}}) {
+    std::vector<double> row;
+    for (int64_t i = 0; i < 2 * n; ++i) row.push_back(specials[static_cast<size_t>(i * 7 % 13)]);
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16})
+      for (bool desc : {false, true})
+        compare(detail::str("argsort specials ", n, " ", tag(dt), desc ? " descending" : ""),
+                {tensor(row, {2, n}).to(dt)},
+                [desc](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, desc); });
+    std::vector<int64_t> i64;
+    std::vector<int32_t> i32;
+    for (int64_t i = 0; i < n; ++i) {
+      const int k = static_cast<int>(i % 3);
+      i64.push_back(k == 0 ? std::numeric_limits<int64_t>::min() : k == 1 ? std::numeric_limits<int64_t>::max() : -i);
+      i32.push_back(k == 0 ? std::numeric_limits<int32_t>::min() : k == 1 ? std::numeric_limits<int32_t>::max()
+                                                                           : static_cast<int32_t>(-i));
+    }
+    for (const Tensor& x : {tensor(i64, {1, n}), tensor(i32, {1, n})})
+      for (bool desc : {false, true})
+        compare(detail::str("argsort extremes ", n, " ", tag(x.dtype()), desc ? " descending" : ""), {x},
+                [desc](const std::vector<Tensor>& in) { return raw::argsort(in[0], 1, desc); });
   }
   compare("sort / topk values", {make(kFloat32, {4, 3000}, 83)}, [](const std::vector<Tensor>& in) {
     return cat({sort(in[0], 1).values, topk(in[0], 7, 1, false).values}, 1);

@@ -295,7 +295,7 @@ TEST(MemoryPlan, PlansTheLayerNormGradientWorkspaceOnCuda) {
 
 // The scratch of the other CUDA kernels that take some is planned too (sizes by hand, from the kernels' rules in
 // ember/internal/cuda_scratch.h and kernel_params.h): a split reduction's partials (8 bytes per output and chunk),
-// a long row's argsort buffer (rows x the next power of two, int64), BatchNorm's per-part sums (2 doubles per
+// a long row's radix-sort buffers (keys, indices, offsets, CUB's storage bound), BatchNorm's per-part sums (2 doubles per
 // channel and part of 16384 elements or more). A plan of one op peaks while the op runs, its scratch live.
 TEST(MemoryPlan, PlansCudaReductionSortAndBatchNormScratch) {
   auto scratch_at_peak = [](Device dev, const std::function<void(const TensorOptions&)>& fn) {
@@ -313,8 +313,13 @@ TEST(MemoryPlan, PlansCudaReductionSortAndBatchNormScratch) {
       // a column sum of [100000, 8]: the outputs fit one block, so 1024 chunks (capped by blocks, not by size)
       {"column sum", [](const TensorOptions& o) { sum(randn({100000, 8}, o), {0}); }, cuda_bytes(8 * 1024 * 8)},
       {"short reduction", [](const TensorOptions& o) { sum(randn({1000, 64}, o), {1}); }, 0},
+      // radix sort: two float32 key buffers, a second index buffer, 4 row offsets (each 256-byte aligned), and the
+      // bound on CUB's storage: 64 KiB for a segmented sort; for one row, 5 alignments, a histogram of 256 8-byte
+      // counts per key bit, 256 8-byte lookback counts per 1024 elements, and a counter per key bit
       {"argsort of long rows", [](const TensorOptions& o) { argsort(randn({3, 5000}, o), 1); },
-       cuda_bytes(3 * 8192 * 8)},
+       cuda_bytes(2 * 60160 + 120064 + 256 + 65536)},
+      {"argsort of one long row", [](const TensorOptions& o) { argsort(randn({1, 100000}, o), 1); },
+       cuda_bytes(2 * 400128 + 800000 + (1280 + 32 * 256 * 8 + 98 * 256 * 8 + 32 * 8))},
       {"argsort of short rows", [](const TensorOptions& o) { argsort(randn({3, 2000}, o), 1); }, 0},
       {"batch_norm statistics",  // the backend's pass itself (batch_norm's peak comes later, at its output)
        [](const TensorOptions& o) {

@@ -124,6 +124,28 @@ TEST(Adam, SkipsParamsAndCountsStepsPerParam) {
   EXPECT_EQ(sd[0].second.dtype(), kFloat64);
 }
 
+// A step checks every parameter before it updates any: parameter 1, converted to float32 after its state was made
+// in float64, fails the step with an error naming it, and parameter 0 is left as it was (value and step count).
+TEST(Adam, ABadParameterFailsTheStepBeforeAnyUpdate) {
+  Tensor a = make_param(kInit1, {4}), b = make_param({1.0, 2.0}, {2});
+  optim::Adam opt({a, b}, {.lr = 0.1});
+  feed_grad(a, fixed_grad(0, 0, 4));
+  feed_grad(b, fixed_grad(1, 0, 2));
+  opt.step();
+  const std::vector<double> a_after_one = a.to_vector<double>();
+  b.set_data(b.detach().to(kFloat32));
+  feed_grad(a, fixed_grad(0, 1, 4));
+  feed_grad(b, fixed_grad(1, 1, 2));
+  try {
+    opt.step();
+    FAIL() << "expected an error for parameter 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 1 is now float32"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.to_vector<double>(), a_after_one);
+  EXPECT_EQ(opt.state_dict()[1].second.item<double>(), 1.0);  // state.0.step
+}
+
 TEST(Adam, StepBumpsVersion) {
   Tensor w = make_param({1.0, -1.0}, {2});
   optim::Adam opt({w}, {.lr = 0.1});

@@ -99,11 +99,12 @@ void launch_attention_backward(DType type, void* gq, void* gk, void* gv, const v
                                const AttentionParams& p, CUstream_st* stream);
 
 // --- sort.cu: x contiguous [rows, n] of any type; out (contiguous [rows, n]) = the indices that sort each row,
-// stable, NaN last (first when descending), as the CPU's. Rows longer than 2048 need a workspace of
-// argsort_workspace_bytes(rows, n) bytes on the stream's device (0: none, workspace may be null).
-int64_t argsort_workspace_bytes(int64_t rows, int64_t n);
+// stable, NaN last (first when descending), as the CPU's. Rows longer than 2048 (CUB's radix sort) need a
+// workspace of argsort_workspace_bytes(type, rows, n) bytes on the stream's device (0: none, workspace may be null);
+// it asks CUB, so the device must be current.
+int64_t argsort_workspace_bytes(DType type, int64_t rows, int64_t n);
 void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64_t n, bool descending, void* workspace,
-                    CUstream_st* stream);
+                    int64_t workspace_bytes, CUstream_st* stream);
 
 // --- index.cu (x, out, src contiguous; idx int64, values checked by check_range, possibly not yet: see backend.h)
 // out[o, i, k] = x[o, idx[i], k] for x [outer, D, inner], out [outer, n, inner]; elements of `itemsize` bytes;
@@ -173,24 +174,20 @@ void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolSha
 void launch_pool2d_backward(bool max, DType type, void* gx, const void* gy, const void* x, const PoolShape& s,
                             CUstream_st* stream);
 
-// --- optim.cu: one fused update of n contiguous elements, scalar_math.h's update (the CPU's): float32 / float64
-// parameters with state of their dtype, float16 / bfloat16 parameters with float32 state. momentum_buf may be
-// null (no momentum).
-void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdParams& a,
-                CUstream_st* stream);
-void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
-                 const AdamParams& a, CUstream_st* stream);
-// GradScaler's unscale of up to kUnscaleTensors contiguous tensors of one dtype: block b takes elements
-// [block_chunk[b] * kUnscaleChunk, + kUnscaleChunk) of tensor block_tensor[b]; *found_inf = 1 on inf or NaN.
-// (Passed by value as kernel parameters: 4 KiB at most.)
-constexpr int kUnscaleTensors = 48;
-constexpr int kUnscaleBlocks = 256;
-constexpr int64_t kUnscaleChunk = 65536;
-struct UnscaleBatch {
-  void* ptr[kUnscaleTensors];
-  int64_t numel[kUnscaleTensors];
-  unsigned char block_tensor[kUnscaleBlocks];
-  int32_t block_chunk[kUnscaleBlocks];
+// --- optim.cu: multi-tensor launches (PyTorch's multi_tensor_apply). A TensorBatch holds up to kBatchTensors
+// contiguous tensors of one dtype, each given by up to kBatchLists pointers (e.g. param, grad, exp_avg, exp_avg_sq)
+// of numel elements; block b takes elements [block_chunk[b] * kBatchChunk, + kBatchChunk) of tensor
+// block_tensor[b]. So a launch updates many small tensors, and a large one spreads over many blocks (and
+// launches). Passed by value as kernel parameters: with the coefficients, under the 4 KiB every CUDA version takes.
+constexpr int kBatchLists = 4;
+constexpr int kBatchTensors = 36;
+constexpr int kBatchBlocks = 320;
+constexpr int64_t kBatchChunk = 65536;
+struct TensorBatch {
+  void* ptr[kBatchLists][kBatchTensors];
+  int64_t numel[kBatchTensors];
+  unsigned char block_tensor[kBatchBlocks];
+  int32_t block_chunk[kBatchBlocks];
 };
 void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale,
                         CUstream_st* stream);

@@ -1,10 +1,12 @@
-// defines: the fused optimiser kernels and launch_sgd / launch_adam (launch.h): one thread per element reads
-// p, g and the state once and writes p and the state (llm.c's adamw kernel). The update of an element is
-// scalar_fused.h's (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the state's type: the
-// parameter's for float32 / float64, float32 for float16 / bfloat16 parameters (mixed precision), whose new value
-// is rounded once. And launch_amp_unscale, GradScaler's multi-tensor unscale with the inf/NaN check.
+// defines: the fused optimiser kernels launch_sgd / launch_adam and GradScaler's launch_amp_unscale (launch.h),
+// over multi-tensor batches: each block takes one chunk of one tensor (PyTorch's multi_tensor_apply), so one launch
+// updates dozens of small parameters and a large one spreads over the GPU. A thread reads p, g and the state of an
+// element once and writes p and the state (llm.c's adamw kernel). The update of an element is scalar_fused.h's
+// (PyTorch's single-tensor SGD / Adam / AdamW), the CPU's, computed in the state's type: the parameter's for
+// float32 / float64, float32 for float16 / bfloat16 parameters (mixed precision), whose new value is rounded once.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common.cuh"
 #include "ember/internal/scalar_fused.h"
@@ -12,12 +14,31 @@
 namespace ember::cuda::kernels {
 namespace {
 
-// One thread per element; the update is scalar::sgd_update / scalar::adam_update (scalar_fused.h), the CPU's,
-// with the options as template flags as on the CPU. P: the parameter's (and gradient's) type, S: the state's
-// and the arithmetic's.
+// 512 threads a block, 320 blocks a launch (PyTorch's multi_tensor_apply's numbers): each thread has its element's
+// four loads in flight, enough threads to keep an H100's memory busy with a full launch.
+constexpr int kBatchThreads = 512;
+
+// The elements [begin, end) of the tensor that this block takes.
+struct BlockChunk {
+  int t;
+  int64_t begin, end;
+};
+__device__ inline BlockChunk block_chunk(const TensorBatch& batch) {
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kBatchChunk;
+  const int64_t end = begin + kBatchChunk < batch.numel[t] ? begin + kBatchChunk : batch.numel[t];
+  return {t, begin, end};
+}
+
+// The update is scalar::sgd_update / scalar::adam_update (scalar_fused.h), the CPU's, with the options as template
+// flags as on the CPU. P: the parameter's (and gradient's) type, S: the state's and the arithmetic's.
 template <class P, class S, bool WD, bool Momentum>
-__global__ void sgd_kernel(P* p, const P* gp, S* buf, int64_t n, scalar::SgdCoeffs<S> c) {
-  EMBER_KERNEL_LOOP(i, n) {
+__global__ void sgd_kernel(TensorBatch batch, scalar::SgdCoeffs<S> c) {
+  const BlockChunk ch = block_chunk(batch);
+  P* p = static_cast<P*>(batch.ptr[0][ch.t]);
+  const P* gp = static_cast<const P*>(batch.ptr[1][ch.t]);
+  S* buf = static_cast<S*>(batch.ptr[2][ch.t]);
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     S pi = scalar::convert<S>(p[i]);
     scalar::sgd_update<S, WD, Momentum>(pi, scalar::convert<S>(gp[i]), Momentum ? buf + i : nullptr, c);
     p[i] = scalar::convert<P>(pi);
@@ -25,8 +46,13 @@ __global__ void sgd_kernel(P* p, const P* gp, S* buf, int64_t n, scalar::SgdCoef
 }
 
 template <class P, class S, bool L2, bool Decay>
-__global__ void adam_kernel(P* p, const P* gp, S* m, S* v, int64_t n, scalar::AdamCoeffs<S> c) {
-  EMBER_KERNEL_LOOP(i, n) {
+__global__ void adam_kernel(TensorBatch batch, scalar::AdamCoeffs<S> c) {
+  const BlockChunk ch = block_chunk(batch);
+  P* p = static_cast<P*>(batch.ptr[0][ch.t]);
+  const P* gp = static_cast<const P*>(batch.ptr[1][ch.t]);
+  S* m = static_cast<S*>(batch.ptr[2][ch.t]);
+  S* v = static_cast<S*>(batch.ptr[3][ch.t]);
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     S pi = scalar::convert<S>(p[i]);
     scalar::adam_update<S, L2, Decay>(pi, scalar::convert<S>(gp[i]), m[i], v[i], c);
     p[i] = scalar::convert<P>(pi);
@@ -34,43 +60,31 @@ __global__ void adam_kernel(P* p, const P* gp, S* m, S* v, int64_t n, scalar::Ad
 }
 
 template <class P, class S>
-void sgd_typed(void* param, const void* grad, void* buf_in, int64_t n, const SgdParams& a, CUstream_st* stream) {
-  P* p = static_cast<P*>(param);
-  const P* g = static_cast<const P*>(grad);
-  S* buf = static_cast<S*>(buf_in);
+void sgd_typed(const TensorBatch& batch, int blocks, const SgdParams& a, CUstream_st* stream) {
   const scalar::SgdCoeffs<S> c = scalar::sgd_coeffs<S>(a);
-  const unsigned grid = grid_size(n);
-  if (a.weight_decay != 0 && buf) sgd_kernel<P, S, true, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else if (a.weight_decay != 0) sgd_kernel<P, S, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else if (buf) sgd_kernel<P, S, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
-  else sgd_kernel<P, S, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, buf, n, c);
+  const bool buf = batch.ptr[2][0] != nullptr;  // the host batches tensors with and without momentum apart
+  if (a.weight_decay != 0 && buf) sgd_kernel<P, S, true, true><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
+  else if (a.weight_decay != 0) sgd_kernel<P, S, true, false><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
+  else if (buf) sgd_kernel<P, S, false, true><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
+  else sgd_kernel<P, S, false, false><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
 }
 
 template <class P, class S>
-void adam_typed(void* param, const void* grad, void* m, void* v, int64_t n, const AdamParams& a, CUstream_st* stream) {
-  P* p = static_cast<P*>(param);
-  const P* g = static_cast<const P*>(grad);
-  S* mp = static_cast<S*>(m);
-  S* vp = static_cast<S*>(v);
+void adam_typed(const TensorBatch& batch, int blocks, const AdamParams& a, CUstream_st* stream) {
   const scalar::AdamCoeffs<S> c = scalar::adam_coeffs<S>(a);
-  const unsigned grid = grid_size(n);
-  if (c.l2) adam_kernel<P, S, true, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
-  else if (c.decay) adam_kernel<P, S, false, true><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
-  else adam_kernel<P, S, false, false><<<grid, kBlockSize, 0, stream>>>(p, g, mp, vp, n, c);
+  if (c.l2) adam_kernel<P, S, true, false><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
+  else if (c.decay) adam_kernel<P, S, false, true><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
+  else adam_kernel<P, S, false, false><<<blocks, kBatchThreads, 0, stream>>>(batch, c);
 }
 
-// --- GradScaler's unscale: x *= inv_scale over a list of tensors of one dtype, setting *found_inf = 1 when any
-// element was inf or NaN. A launch covers up to kUnscaleTensors tensors; its blocks are spread over them in
-// chunks of kUnscaleChunk elements (PyTorch's multi_tensor_apply): the table saying which block takes which
-// chunk of which tensor travels in the kernel's parameters, so small tensors cost no launch of their own.
+// --- GradScaler's unscale: x *= inv_scale over the batch's tensors, setting *found_inf = 1 when any element was
+// inf or NaN.
 template <class T, class C>  // C: the arithmetic, double for float64 gradients, else float
-__global__ void unscale_kernel(UnscaleBatch batch, float* found_inf, C inv_scale) {
-  const int t = batch.block_tensor[blockIdx.x];
-  T* x = static_cast<T*>(batch.ptr[t]);
-  const int64_t begin = static_cast<int64_t>(batch.block_chunk[blockIdx.x]) * kUnscaleChunk;
-  const int64_t end = begin + kUnscaleChunk < batch.numel[t] ? begin + kUnscaleChunk : batch.numel[t];
+__global__ void unscale_kernel(TensorBatch batch, float* found_inf, C inv_scale) {
+  const BlockChunk ch = block_chunk(batch);
+  T* x = static_cast<T*>(batch.ptr[0][ch.t]);
   bool bad = false;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
     const C v = scalar::convert<C>(x[i]);
     bad |= !isfinite(v);
     x[i] = scalar::convert<T>(v * inv_scale);
@@ -79,66 +93,41 @@ __global__ void unscale_kernel(UnscaleBatch batch, float* found_inf, C inv_scale
 }
 
 template <class T, class C>
-void unscale_typed(const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale, CUstream_st* stream) {
-  unscale_kernel<T, C><<<blocks, kBlockSize, 0, stream>>>(batch, found_inf, static_cast<C>(inv_scale));
+void unscale_typed(const TensorBatch& batch, int blocks, float* found_inf, double inv_scale, CUstream_st* stream) {
+  unscale_kernel<T, C><<<blocks, kBatchThreads, 0, stream>>>(batch, found_inf, static_cast<C>(inv_scale));
 }
+
+// The state's (and the arithmetic's) type for a parameter of type P.
+template <class P>
+using StateOf = std::conditional_t<std::is_same_v<P, double>, double, float>;
 
 }  // namespace
 
-void launch_sgd(DType type, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdParams& a,
-                CUstream_st* stream) {
-  if (n == 0) return;
-  switch (type) {
-    case DType::kFloat64:
-      sgd_typed<double, double>(param, grad, momentum_buf, n, a, stream);
-      break;
-    case DType::kFloat16:
-      sgd_typed<__half, float>(param, grad, momentum_buf, n, a, stream);
-      break;
-    case DType::kBFloat16:
-      sgd_typed<__nv_bfloat16, float>(param, grad, momentum_buf, n, a, stream);
-      break;
-    default:
-      sgd_typed<float, float>(param, grad, momentum_buf, n, a, stream);
-  }
+void launch_sgd(DType type, const TensorBatch& batch, int blocks, const SgdParams& a, CUstream_st* stream) {
+  if (blocks == 0) return;
+  dispatch_floating(type, [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    sgd_typed<P, StateOf<P>>(batch, blocks, a, stream);
+  });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_adam(DType type, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
-                 const AdamParams& a, CUstream_st* stream) {
-  if (n == 0) return;
-  switch (type) {
-    case DType::kFloat64:
-      adam_typed<double, double>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
-      break;
-    case DType::kFloat16:
-      adam_typed<__half, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
-      break;
-    case DType::kBFloat16:
-      adam_typed<__nv_bfloat16, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
-      break;
-    default:
-      adam_typed<float, float>(param, grad, exp_avg, exp_avg_sq, n, a, stream);
-  }
+void launch_adam(DType type, const TensorBatch& batch, int blocks, const AdamParams& a, CUstream_st* stream) {
+  if (blocks == 0) return;
+  dispatch_floating(type, [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    adam_typed<P, StateOf<P>>(batch, blocks, a, stream);
+  });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale,
+void launch_amp_unscale(DType type, const TensorBatch& batch, int blocks, float* found_inf, double inv_scale,
                         CUstream_st* stream) {
   if (blocks == 0) return;
-  switch (type) {
-    case DType::kFloat64:
-      unscale_typed<double, double>(batch, blocks, found_inf, inv_scale, stream);
-      break;
-    case DType::kFloat16:
-      unscale_typed<__half, float>(batch, blocks, found_inf, inv_scale, stream);
-      break;
-    case DType::kBFloat16:
-      unscale_typed<__nv_bfloat16, float>(batch, blocks, found_inf, inv_scale, stream);
-      break;
-    default:
-      unscale_typed<float, float>(batch, blocks, found_inf, inv_scale, stream);
-  }
+  dispatch_floating(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unscale_typed<T, StateOf<T>>(batch, blocks, found_inf, inv_scale, stream);
+  });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,11 +1,16 @@
 // defines: the argsort kernels, launch_argsort and argsort_workspace_bytes (launch.h). Elements compare as
 // (value, index) pairs — NaN after every number, equal values by their index — which is a total order, so any
-// correct sort gives exactly the CPU's stable result. Bitonic sorts, over each row padded to a power of two p
-// (the padding slots hold indices >= n and compare after every element, so they need no sentinel value):
-//   - p <= kSharedMax: one block per row sorts its (value, index) pairs in shared memory;
-//   - longer rows: the indices sort in a global-memory workspace, one launch per stage of the network (about
-//     log2(p)^2 / 2 launches), comparing values read from x through the indices.
+// correct sort gives exactly the CPU's stable result.
+//   - rows of up to kSharedMax (2048): a bitonic sort, one block per row, of its (value, index) pairs in shared
+//     memory (the row padded to a power of two p; padding slots hold indices >= n and compare after every element);
+//   - longer rows: CUB's radix sort (stable) of (key, index) pairs, the key an unsigned integer whose order is the
+//     comparator's (order_key: NaN of either sign above +inf, -0 equal to +0); one onesweep sort for a single row, a
+//     segmented sort over several.
 #include <cstdint>
+#include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <type_traits>
 
 #include "common.cuh"
 #include "ember/internal/cuda_scratch.h"
@@ -85,66 +90,160 @@ __global__ void argsort_shared_kernel(int64_t* out, const T* x, int64_t rows, in
     argsort_shared_row<T>(out + r * n, x + r * n, n, p, descending);
 }
 
-// The global-memory network: ws holds rows x p indices (padding slots too).
-__global__ void argsort_init_kernel(int64_t* ws, int64_t rows, int64_t p) {
-  EMBER_KERNEL_LOOP(e, rows * p) ws[e] = e % p;
-}
+// --- long rows: radix keys
 
-// One stage (k, j) of the network over every row: each thread owns one pair (i, i ^ j) with i < i ^ j.
+template <int Bytes>
+struct UnsignedOf;
+template <>
+struct UnsignedOf<1> {
+  using type = uint8_t;
+};
+template <>
+struct UnsignedOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct UnsignedOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct UnsignedOf<8> {
+  using type = uint64_t;
+};
 template <class T>
-__global__ void argsort_stage_kernel(int64_t* ws, const T* x, int64_t rows, int64_t n, int64_t p, int64_t k, int64_t j,
-                                     bool descending) {
-  EMBER_KERNEL_LOOP(e, rows * (p / 2)) {
-    const int64_t row = e / (p / 2), h = e % (p / 2);
-    // the h-th slot whose bit j is clear, and its partner
-    const int64_t i = ((h / j) * 2 * j) + (h % j), l = i + j;
-    int64_t* w = ws + row * p;
-    const T* xr = x + row * n;
-    const int64_t a = w[i], b = w[l];
-    auto before = [&](int64_t s, int64_t t) {  // element s comes before element t (indices into the row)
-      if (s >= n || t >= n) return s < t;
-      return comes_before(load_c(xr[s]), s, load_c(xr[t]), t, descending);
-    };
-    const bool swap = (i & k) == 0 ? before(b, a) : before(a, b);
-    if (swap) {
-      w[i] = b;
-      w[l] = a;
-    }
+using RadixKey = typename UnsignedOf<sizeof(T)>::type;
+
+// The unsigned key whose ascending order is comes_before's for ascending values: for floats the sign-magnitude bits
+// made monotonic (negative: all bits flipped, positive: the sign bit set), -0 mapped to +0's key, every NaN to the
+// largest key (after +inf; a descending sort then puts it first); for signed integers the sign bit flipped.
+template <class T>
+__device__ inline RadixKey<T> order_key(T v) {
+  using U = RadixKey<T>;
+  constexpr U sign = static_cast<U>(U{1} << (8 * sizeof(T) - 1));
+  if constexpr (std::is_floating_point_v<T> || is_reduced_v<T>) {
+    const compute_t<T> c = load_c(v);
+    if (is_nan(c)) return static_cast<U>(~U{0});
+    if (c == compute_t<T>(0)) return sign;
+    U bits;
+    memcpy(&bits, &v, sizeof(U));
+    return (bits & sign) ? static_cast<U>(~bits) : static_cast<U>(bits | sign);
+  } else if constexpr (std::is_signed_v<T>) {
+    return static_cast<U>(static_cast<U>(v) ^ sign);
+  } else {
+    return static_cast<U>(v);
   }
 }
 
-__global__ void argsort_copy_out_kernel(int64_t* out, const int64_t* ws, int64_t rows, int64_t n, int64_t p) {
-  EMBER_KERNEL_LOOP(e, rows * n) out[e] = ws[(e / n) * p + e % n];
+// keys[e] = order_key(x[e]) and idx[e] = e's index in its row; offsets[r] = r * n for r <= rows (when given).
+template <class T>
+__global__ void radix_prepare_kernel(RadixKey<T>* keys, int64_t* idx, int64_t* offsets, const T* x, int64_t rows,
+                                     int64_t n) {
+  EMBER_KERNEL_LOOP(e, rows * n) {
+    keys[e] = order_key(x[e]);
+    idx[e] = e % n;
+  }
+  if (offsets) EMBER_KERNEL_LOOP(r, rows + 1) offsets[r] = r * n;
+}
+
+// The workspace's parts (cuda_scratch.h's layout): the second key buffer after the first, then the second index
+// buffer, then the offsets (several rows), then CUB's storage.
+template <class U>
+struct RadixBuffers {
+  U* keys[2];
+  int64_t* idx2;
+  int64_t* offsets;
+  void* cub_temp;
+};
+template <class U>
+RadixBuffers<U> radix_buffers(void* workspace, int64_t rows, int64_t n) {
+  using ::ember::detail::cuda_align256;
+  unsigned char* w = static_cast<unsigned char*>(workspace);
+  const int64_t keys = cuda_align256(rows * n * static_cast<int64_t>(sizeof(U))), idx = cuda_align256(rows * n * 8);
+  const int64_t offs = rows > 1 ? cuda_align256((rows + 1) * 8) : 0;
+  return {{reinterpret_cast<U*>(w), reinterpret_cast<U*>(w + keys)},
+          reinterpret_cast<int64_t*>(w + 2 * keys),
+          rows > 1 ? reinterpret_cast<int64_t*>(w + 2 * keys + idx) : nullptr,
+          w + 2 * keys + idx + offs};
+}
+
+// Segments per segmented sort: CUB's segmented sort counts elements in int.
+int64_t rows_per_sort(int64_t n) { return (int64_t{INT32_MAX} / n) > 0 ? int64_t{INT32_MAX} / n : 1; }
+
+// CUB's sort of `rows` rows of n (key, index) pairs held in the double buffers (CUB swaps them as it goes: the
+// result is in their Current()); temp == nullptr asks for temp_bytes only.
+template <class U>
+cudaError_t radix_sort(void* temp, size_t& temp_bytes, cub::DoubleBuffer<U>& keys, cub::DoubleBuffer<int64_t>& idx,
+                       int64_t rows, int64_t n, const int64_t* offsets, bool descending, cudaStream_t stream) {
+  const int bits = static_cast<int>(8 * sizeof(U));
+  if (rows == 1) {
+    return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, keys, idx, n, 0, bits, stream)
+                      : cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, idx, n, 0, bits, stream);
+  }
+  const int items = static_cast<int>(rows * n), segments = static_cast<int>(rows);
+  return descending ? cub::DeviceSegmentedRadixSort::SortPairsDescending(
+                          temp, temp_bytes, keys, idx, items, segments, offsets, offsets + 1, 0, bits, stream)
+                    : cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, keys, idx, items, segments, offsets,
+                                                               offsets + 1, 0, bits, stream);
+}
+
+// CUB's storage for the largest sort launch_radix_argsort makes.
+template <class U>
+int64_t radix_temp_bytes(int64_t rows, int64_t n) {
+  const int64_t per = rows == 1 ? 1 : (rows < rows_per_sort(n) ? rows : rows_per_sort(n));
+  cub::DoubleBuffer<U> keys(nullptr, nullptr);
+  cub::DoubleBuffer<int64_t> idx(nullptr, nullptr);
+  size_t bytes = 0;
+  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, bytes, keys, idx, per, n, nullptr, false, nullptr));
+  size_t desc = 0;
+  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, desc, keys, idx, per, n, nullptr, true, nullptr));
+  return static_cast<int64_t>(bytes > desc ? bytes : desc);
+}
+
+template <class T>
+void launch_radix_argsort(int64_t* out, const T* x, int64_t rows, int64_t n, bool descending, void* workspace,
+                          int64_t workspace_bytes, CUstream_st* stream) {
+  using U = RadixKey<T>;
+  const RadixBuffers<U> b = radix_buffers<U>(workspace, rows, n);
+  radix_prepare_kernel<T><<<grid_size(rows * n), kBlockSize, 0, stream>>>(b.keys[0], out, b.offsets, x, rows, n);
+  const int64_t per = rows_per_sort(n);
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {  // rows in groups that CUB can count; the offsets serve every group
+    const int64_t r = rows - r0 < per ? rows - r0 : per, at = r0 * n;
+    cub::DoubleBuffer<U> keys(b.keys[0] + at, b.keys[1] + at);
+    cub::DoubleBuffer<int64_t> idx(out + at, b.idx2 + at);
+    size_t temp_bytes = static_cast<size_t>(workspace_bytes - (static_cast<unsigned char*>(b.cub_temp) -
+                                                               static_cast<unsigned char*>(workspace)));
+    EMBER_CUDA_CHECK(radix_sort<U>(b.cub_temp, temp_bytes, keys, idx, r, n, b.offsets, descending, stream));
+    if (idx.Current() != out + at)
+      EMBER_CUDA_CHECK(cudaMemcpyAsync(out + at, idx.Current(), static_cast<size_t>(r * n) * sizeof(int64_t),
+                                       cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 }  // namespace
 
-int64_t argsort_workspace_bytes(int64_t rows, int64_t n) {
-  return ::ember::detail::cuda_argsort_workspace_bytes(rows, n);
+int64_t argsort_workspace_bytes(DType type, int64_t rows, int64_t n) {
+  const int64_t key_bytes = static_cast<int64_t>(itemsize(type));
+  const int64_t planned = ::ember::detail::cuda_argsort_workspace_bytes(rows, n, key_bytes);
+  if (planned == 0 || rows == 0) return planned;
+  int64_t cub = 0;
+  dispatch(type, [&](auto tag) { cub = radix_temp_bytes<RadixKey<typename decltype(tag)::type>>(rows, n); });
+  const int64_t needed = ::ember::detail::cuda_argsort_radix_bytes(rows, n, key_bytes) + cub;
+  return needed > planned ? needed : planned;  // the plan's figure wherever its bound on CUB's storage holds
 }
 
 void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64_t n, bool descending, void* workspace,
-                    CUstream_st* stream) {
+                    int64_t workspace_bytes, CUstream_st* stream) {
   if (rows == 0 || n == 0) return;
-  const int64_t p = pow2_at_least(n);
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
-    if (p <= kSharedMax) {
-      const size_t smem = static_cast<size_t>(keys_bytes(p, sizeof(compute_t<T>)) + p * sizeof(int32_t));
-      const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);
-      // a block per row, up to 65535 blocks (plenty to fill any GPU); the blocks then take further rows in turn
-      const unsigned grid = static_cast<unsigned>(rows < 65535 ? rows : 65535);
-      argsort_shared_kernel<T><<<grid, threads, smem, stream>>>(out, xt, rows, n, static_cast<int>(p), descending);
-      return;
-    }
-    int64_t* ws = static_cast<int64_t*>(workspace);
-    argsort_init_kernel<<<grid_size(rows * p), kBlockSize, 0, stream>>>(ws, rows, p);
-    for (int64_t k = 2; k <= p; k <<= 1)
-      for (int64_t j = k >> 1; j > 0; j >>= 1)
-        argsort_stage_kernel<T>
-            <<<grid_size(rows * (p / 2)), kBlockSize, 0, stream>>>(ws, xt, rows, n, p, k, j, descending);
-    argsort_copy_out_kernel<<<grid_size(rows * n), kBlockSize, 0, stream>>>(out, ws, rows, n, p);
+    if (n > kSharedMax) return launch_radix_argsort<T>(out, xt, rows, n, descending, workspace, workspace_bytes, stream);
+    const int64_t p = pow2_at_least(n);
+    const size_t smem = static_cast<size_t>(keys_bytes(p, sizeof(compute_t<T>)) + p * sizeof(int32_t));
+    const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);
+    // a block per row, up to 65535 blocks (plenty to fill any GPU); the blocks then take further rows in turn
+    const unsigned grid = static_cast<unsigned>(rows < 65535 ? rows : 65535);
+    argsort_shared_kernel<T><<<grid, threads, smem, stream>>>(out, xt, rows, n, static_cast<int>(p), descending);
   });
   EMBER_CUDA_CHECK(cudaGetLastError());
 }

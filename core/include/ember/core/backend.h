@@ -222,9 +222,12 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* Fills out (floating or integer) from a Philox stream: Uniform in [lo, hi), Normal(lo = mean, hi = std), Int     \
      uniform in [lo, hi). */                                                                                          \
   X(random, (RandomKind kind, const Tensor& out, double lo, double hi, PhiloxState state), skip)                      \
-  /* Fused optimiser steps: one pass over the parameter reads grad and state and writes param and state. */           \
-  X(sgd_step, (const SgdStepArgs& a), skip)                                                                           \
-  X(adam_step, (const AdamStepArgs& a), skip)                                                                         \
+  /* Fused optimiser steps over one optimiser step's parameters, each with its own hyperparameters (the list in     \
+     any order, empty parameters allowed; all on this backend's devices): one pass over each parameter reads grad    \
+     and state and writes param and state. On CUDA the small parameters of a dtype and option set share launches     \
+     (multi-tensor apply, as torch.optim's foreach path); a parameter's update is the same wherever it runs. */       \
+  X(sgd_step, (const std::vector<SgdStepArgs>& steps), skip)                                                          \
+  X(adam_step, (const std::vector<AdamStepArgs>& steps), skip)                                                        \
   /* GradScaler's unscale (PyTorch's _amp_foreach_non_finite_check_and_unscale_): every tensor of `grads` (floating, \
      contiguous, on found_inf's device; float16 / bfloat16 scaled in float32) *= inv_scale in place, and found_inf   \
      (a float32 scalar) is set to 1 when any element is inf or NaN (else left as it is). One pass over all of them   \

@@ -56,17 +56,36 @@ int64_t cuda_reduce_workspace_bytes(ReduceOp op, const DimWalk<N>& kept, const D
   return chunks > 1 ? kept.numel * chunks * 8 : 0;
 }
 
-// --- argsort (sort.cu): rows of n elements padded to a power of two p; rows of p <= 2048 sort in shared memory,
-// longer ones sort their int64 indices in a global buffer of rows x p.
+// --- argsort (sort.cu): rows of up to kCudaSortSharedMax elements sort in shared memory, with no workspace. Longer
+// rows sort as (key, index) pairs with CUB's radix sort (one sort over a single row, a segmented sort over several),
+// in a workspace of: two key buffers (key_bytes an element), a second index buffer (the first is the output), the
+// row offsets (several rows only), and CUB's temporary storage. CUB's size depends on the GPU's tuning, so the plan
+// takes cuda_radix_temp_bound, and sort.cu allocates the larger of that bound and what CUB asks: the plan is
+// exact wherever the bound holds. The bound: a segmented sort given both double buffers keeps only alignment
+// slack; a one-row sort (onesweep) keeps per portion (at least 2^27 elements) and pass (at most one per key bit)
+// a 256-digit histogram of 8-byte counts, and a 256-digit lookback per tile of a portion (tiles of at least 1024
+// elements), and a counter per portion and pass, each of CUB's five allocations aligned to 256 bytes.
 constexpr int64_t kCudaSortSharedMax = 2048;
 constexpr int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;
   return p;
 }
-constexpr int64_t cuda_argsort_workspace_bytes(int64_t rows, int64_t n) {
-  const int64_t p = pow2_at_least(n);
-  return p <= kCudaSortSharedMax ? 0 : rows * p * static_cast<int64_t>(sizeof(int64_t));
+constexpr int64_t cuda_align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+constexpr int64_t cuda_radix_temp_bound(int64_t rows, int64_t n, int64_t key_bytes) {
+  if (rows > 1) return 64 * 1024;
+  const int64_t portions = (n + (int64_t{1} << 27) - 1) >> 27, passes = key_bytes * 8;
+  const int64_t in_portion = n < (int64_t{1} << 28) ? n : (int64_t{1} << 28);
+  return 5 * 256 + portions * passes * 256 * 8 + (in_portion + 1023) / 1024 * 256 * 8 + portions * passes * 8;
+}
+constexpr int64_t cuda_argsort_radix_bytes(int64_t rows, int64_t n, int64_t key_bytes) {
+  const int64_t items = rows * n;
+  return 2 * cuda_align256(items * key_bytes) + cuda_align256(items * 8) + (rows > 1 ? cuda_align256((rows + 1) * 8) : 0);
+}
+// key_bytes: the dtype's element size (the radix keys are unsigned integers of that width).
+constexpr int64_t cuda_argsort_workspace_bytes(int64_t rows, int64_t n, int64_t key_bytes) {
+  if (n <= kCudaSortSharedMax) return 0;
+  return cuda_argsort_radix_bytes(rows, n, key_bytes) + cuda_radix_temp_bound(rows, n, key_bytes);
 }
 
 }  // namespace ember::detail

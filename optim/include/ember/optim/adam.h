@@ -4,7 +4,7 @@
 //   AdamW: p = p * (1 - lr * weight_decay)                (decoupled decay), g = grad
 //   m = beta1 * m + (1 - beta1) * g,  v = beta2 * v + (1 - beta2) * g^2
 //   p = p - lr * m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - beta1^t),  v_hat = v / (1 - beta2^t)
-// Each step is one fused backend call per parameter (Backend::adam_step).
+// Each step is one fused backend call for all parameters (Backend::adam_step; on CUDA, multi-tensor launches).
 //
 //   optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
 //   optim::AdamW opt({{decay_params, {.weight_decay = 0.1}}, {no_decay_params, {.weight_decay = 0}}}, {.lr = 3e-4});

@@ -126,10 +126,17 @@ class Optimizer {
   virtual void write_momentum(size_t /*group*/, double) {}
   void check_group(size_t g) const;  // IndexError unless g < num_param_groups()
 
-  // For each parameter to update: calls update(group, param, grad, state) with param and grad contiguous, under
-  // NoGradGuard; copies the result back into a strided parameter and bumps the parameter's version.
-  void update_each(
-      const std::function<void(size_t group, const Tensor& param, const Tensor& grad, ParamState& state)>& update);
+  // A parameter to update in this step, prepared: param and grad contiguous (in the parameter's memory format, as
+  // its NHWC view when channels-last), the state's buffers on the parameter's device and in the same layout.
+  struct Update {
+    size_t group;
+    Tensor param, grad;
+    ParamState* state;
+  };
+  // Prepares every parameter that has a gradient, calls update(updates) once under NoGradGuard (so that a step can
+  // hand all its parameters to the backend in one call: Backend::adam_step takes a list), then copies results back
+  // into strided parameters, returns the state to the parameters' shape and bumps the parameters' versions.
+  void update_all(const std::function<void(const std::vector<Update>& updates)>& update);
   // A zero-filled buffer shaped like `param`, on its device, with its dtype.
   static Tensor zeros_like_param(const Tensor& param);
 
