@@ -174,6 +174,12 @@ while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n; done
 # The linear epilogues again with cuBLASLt required (EMBER_CUBLASLT=require): a case the rule gives cuBLASLt that it
 # refuses fails instead of falling back to the composed steps, so a pass shows the epilogues really ran.
 say "$(SUITE_LOG=cublaslt_required EMBER_CUBLASLT=require run_suite test_cuda_gemm_epilogue 60)"
+# The 16-bit convolutions with cuDNN's graph API required (EMBER_CUDNN_CONV_GRAPH=require: a refused shape fails
+# instead of falling back to the legacy calls, so a pass shows the graph path ran), then on the legacy calls alone.
+say "$(SUITE_LOG=conv_graph_required EMBER_CUDNN_CONV_GRAPH=require run_suite test_cuda_kernels_vs_cpu 120 \
+  --gtest_filter='CudaKernels.Conv2d*')"
+say "$(SUITE_LOG=conv_legacy EMBER_CUDNN_CONV_GRAPH=0 run_suite test_cuda_kernels_vs_cpu 120 \
+  --gtest_filter='CudaKernels.Conv2d*')"
 # cuDNN's batch slicing, on small tensors (the limit lowered)
 say "$(SUITE_LOG=cudnn_slices EMBER_CUDNN_MAX_ELEMENTS=300 run_suite test_cuda_kernels_vs_cpu 120 \
   --gtest_filter='CudaKernels.Conv2d*')"

@@ -158,10 +158,10 @@ void check_contiguous(const char* op, std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
-// One parameter after another: each kernel spreads its parameter over the pool.
+// All checked first, then one parameter after another: each kernel spreads its parameter over the pool.
 void CpuBackend::sgd_step(const std::vector<SgdStepArgs>& steps) {
+  for (const SgdStepArgs& a : steps) check_contiguous("sgd_step", {&a.param, &a.grad, &a.momentum_buf});
   for (const SgdStepArgs& a : steps) {
-    check_contiguous("sgd_step", {&a.param, &a.grad, &a.momentum_buf});
     if (a.param.dtype() == kFloat16) sgd_kernel_reduced<Half>(a);
     else if (a.param.dtype() == kBFloat16) sgd_kernel_reduced<BFloat16>(a);
     else visit_float("sgd_step", a.param.dtype(), [&]<class T>() { sgd_kernel<T>(a); });
@@ -169,8 +169,8 @@ void CpuBackend::sgd_step(const std::vector<SgdStepArgs>& steps) {
 }
 
 void CpuBackend::adam_step(const std::vector<AdamStepArgs>& steps) {
+  for (const AdamStepArgs& a : steps) check_contiguous("adam_step", {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq});
   for (const AdamStepArgs& a : steps) {
-    check_contiguous("adam_step", {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq});
     if (a.param.dtype() == kFloat16) adam_kernel_reduced<Half>(a);
     else if (a.param.dtype() == kBFloat16) adam_kernel_reduced<BFloat16>(a);
     else visit_float("adam_step", a.param.dtype(), [&]<class T>() { adam_kernel<T>(a); });

@@ -3,10 +3,10 @@
 // in that variant); 16-bit channels are widened into per-task float buffers and rounded once (for_channels).
 #include <algorithm>
 #include <array>
-#include <initializer_list>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
@@ -15,6 +15,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "ember/internal/conv_channels_last.h"
 #include "lanes.h"
 #include "parallel.h"
 
@@ -406,6 +407,7 @@ void for_channels(int64_t nc, std::initializer_list<ChannelInput> ins, const Ten
 }  // namespace
 
 void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
+  if (detail::pool2d_channels_last(*this, kind, out, x_in, p)) return;  // on NCHW copies
   const Tensor x = raw::contiguous(x_in);
   const int64_t H = x.size(2), W = x.size(3), OH = out.size(2), OW = out.size(3);
   visit_pooled(out.dtype(), "pool2d", [&]<class T>() {
@@ -416,6 +418,7 @@ void CpuBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, co
 
 void CpuBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy_in, const Tensor& x_in,
                                  const Pool2dParams& p) {
+  if (detail::pool2d_backward_channels_last(*this, kind, gx, gy_in, x_in, p)) return;  // on NCHW copies
   const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
   const int64_t H = x.size(2), W = x.size(3), OH = gy.size(2), OW = gy.size(3);
   visit_pooled(gx.dtype(), "pool2d_backward", [&]<class T>() {

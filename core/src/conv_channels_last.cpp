@@ -1,4 +1,4 @@
-// defines: the channels-last CPU convolution steps of ember/internal/conv_channels_last.h.
+// defines: the channels-last CPU convolution and pooling steps of ember/internal/conv_channels_last.h.
 #include "ember/internal/conv_channels_last.h"
 
 #include "op_utils.h"
@@ -59,6 +59,23 @@ bool conv2d_backward_channels_last(Backend& be, const Conv2dGradArgs& a) {
                       .p = a.p});
   if (gx.defined()) be.copy(a.gx, gx);
   if (gw.defined()) be.copy(a.gw, gw);
+  return true;
+}
+
+bool pool2d_channels_last(Backend& be, PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) {
+  if (!channels_last_only(out) || out.numel() == 0) return false;
+  const Tensor tmp = nchw_buffer(out);
+  be.pool2d(kind, tmp, raw::contiguous(x), p);
+  be.copy(out, tmp);
+  return true;
+}
+
+bool pool2d_backward_channels_last(Backend& be, PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                                   const Pool2dParams& p) {
+  if (!channels_last_only(gx) || gx.numel() == 0) return false;
+  const Tensor tmp = nchw_buffer(gx);
+  be.pool2d_backward(kind, tmp, raw::contiguous(gy), raw::contiguous(x), p);
+  be.copy(gx, tmp);
   return true;
 }
 

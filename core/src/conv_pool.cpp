@@ -122,10 +122,10 @@ Shape pool_out_shape(const Tensor& x, const Pool2dParams& p) {
 Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& kernel,
               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding) {
   Pool2dParams p = pool_params(op, x, kernel, stride, padding);
-  Tensor out = detail::new_tensor(pool_out_shape(x, p), x.dtype(), x.device());
+  // in the input's layout, as PyTorch's (a channels-last input gives a channels-last output)
+  Tensor out = detail::new_tensor(pool_out_shape(x, p), x.dtype(), x.device(), x.suggest_memory_format());
   if (out.numel()) backend_for(x.device()).pool2d(kind, out, x, p);
-  // The kernels are NCHW: a channels-last input's output is converted back to its layout (one more pass).
-  return contiguous(out, x.suggest_memory_format());
+  return out;
 }
 
 Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Tensor& x,
@@ -135,10 +135,11 @@ Tensor pool2d_backward(PoolKind kind, const char* op, const Tensor& gy, const Te
   Pool2dParams p = pool_params(op, x, kernel, stride, padding);
   EMBER_CHECK_SHAPE(gy.shape() == pool_out_shape(x, p), op, "_backward: gradient ", gy.shape(),
                     " does not match the output ", pool_out_shape(x, p));
-  Tensor gx = detail::new_tensor(x.shape(), x.dtype(), x.device());  // the backend writes every element
+  // the backend writes every element
+  Tensor gx = detail::new_tensor(x.shape(), x.dtype(), x.device(), x.suggest_memory_format());
   if (gy.numel()) backend_for(x.device()).pool2d_backward(kind, gx, cast(gy, x.dtype()), x, p);
   else if (gx.numel()) backend_for(x.device()).fill(gx, 0);
-  return contiguous(gx, x.suggest_memory_format());
+  return gx;
 }
 }  // namespace
 

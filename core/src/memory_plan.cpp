@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../cpu/bf16_gemm.h"
 #include "ember/core/backend.h"
 #include "ember/core/error.h"
 #include "ember/core/raw_ops.h"
@@ -24,7 +25,6 @@
 #include "ember/internal/conv_split.h"
 #include "ember/internal/cuda_scratch.h"
 #include "ember/internal/gemm_epilogue.h"
-#include "../cpu/bf16_gemm.h"
 #include "memory_plan_internal.h"
 #include "memory_simulation.h"
 
@@ -50,7 +50,8 @@ using simulation::Record;
 // The backend a plan runs on. Its kernels compute nothing (the outputs are allocated before a kernel runs); a row
 // marked `own` in EMBER_BACKEND_KERNELS allocates what the real kernel takes besides its outputs.
 #define EMBER_META_KERNEL(name, params, plan) EMBER_META_KERNEL_##plan(name, params)
-#define EMBER_META_KERNEL_skip(name, params) void name params override {}
+#define EMBER_META_KERNEL_skip(name, params) \
+  void name params override {}
 #define EMBER_META_KERNEL_own(name, params) void name params override;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"  // the skipped kernels' parameters
@@ -189,9 +190,19 @@ void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
   if (is_reduced_float(a.x.dtype())) f.of(a.gx).of(a.gw).of(a.gb).of(a.gy).of(a.x).of(a.w);
   if (!a.gw.defined()) return;
   const int64_t n = a.x.size(0), oc = a.w.size(0), ckk = a.w.numel() / std::max<int64_t>(oc, 1);
-  const int64_t parts = ember::detail::conv_parts(n, 2 * n * oc * ckk * a.gy.size(2) * a.gy.size(3), get_num_threads()).parts;
+  const int64_t parts =
+      ember::detail::conv_parts(n, 2 * n * oc * ckk * a.gy.size(2) * a.gy.size(3), get_num_threads()).parts;
   if (parts > 1)
-    f.held.push_back(empty({parts - 1, a.w.numel()}, {.dtype = is_reduced_float(a.x.dtype()) ? kFloat32 : a.x.dtype()}));
+    f.held.push_back(
+        empty({parts - 1, a.w.numel()}, {.dtype = is_reduced_float(a.x.dtype()) ? kFloat32 : a.x.dtype()}));
+}
+// A channels-last pooling on the CPU runs the NCHW kernels on copies (core/cpu/pool.cpp); CUDA's is native.
+void MetaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) {
+  if (type_ == DeviceType::CPU) ember::detail::pool2d_channels_last(*this, kind, out, x, p);
+}
+void MetaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                                  const Pool2dParams& p) {
+  if (type_ == DeviceType::CPU) ember::detail::pool2d_backward_channels_last(*this, kind, gx, gy, x, p);
 }
 void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Tensor& src) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(src);
@@ -199,7 +210,7 @@ void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Ten
 
 void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   state_.count_flops(2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.size(2)));
-  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) {  // core/cpu/linalg.cpp's two 16-bit paths
+  if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) {           // core/cpu/linalg.cpp's two 16-bit paths
     if (cpu_bf16_products({&out, &a, &b})) FloatBuffers().of(out).of(bias);  // the float32 product, the bias
     else FloatBuffers().of(out).of(a).of(b).of(bias);
     return;
@@ -226,8 +237,7 @@ void MetaBackend::matmul(const Tensor& out, const Tensor& a, const Tensor& b, co
 void MetaBackend::gemm_epilogue(const GemmEpilogueArgs& a) {
   if (type_ == DeviceType::CUDA && ember::detail::gemm_epilogue_on_cublaslt(a))
     matmul(raw::unsqueeze(a.out, 0), raw::unsqueeze(a.a, 0), raw::unsqueeze(a.b, 0), Tensor());
-  else
-    ember::detail::gemm_epilogue_composed(*this, a);
+  else ember::detail::gemm_epilogue_composed(*this, a);
 }
 
 // What a CUDA row norm's backward takes besides its outputs: the weight and bias gradients' per-chunk column sums

@@ -80,9 +80,11 @@ void CudaBackend::conv2d_backward(const Conv2dGradArgs& a) {
 }
 
 namespace {
-kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+// x, y: [N, C, H, W] and [N, C, OH, OW] (either may be the output), both dense in `f`.
+kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dParams& p, MemoryFormat f) {
   kernels::PoolShape s;
   s.nc = x.size(0) * x.size(1);
+  s.c = x.size(1);
   s.h = x.size(2);
   s.w = x.size(3);
   s.oh = y.size(2);
@@ -93,15 +95,24 @@ kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dPara
   s.sw = p.stride_w;
   s.ph = p.pad_h;
   s.pw = p.pad_w;
+  s.channels_last = f == MemoryFormat::ChannelsLast;
   return s;
+}
+// The layout the kernels run in: x's, in which the raw op allocates the output (gx); else the output's own.
+MemoryFormat pool_format(const Tensor& x, const Tensor& out) {
+  const MemoryFormat f = x.suggest_memory_format();
+  if (out.is_contiguous(f)) return f;
+  return out.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
 }
 }  // namespace
 
 void CudaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  const Tensor x = raw::contiguous(x_in);
-  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(), pool_shape(x, out, p),
+  const MemoryFormat f = pool_format(x_in, out);
+  EMBER_INTERNAL_ASSERT(out.is_contiguous(f), "pool2d: the output must be dense in NCHW or channels-last");
+  const Tensor x = raw::contiguous(x_in, f);
+  kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(), pool_shape(x, out, p, f),
                          on.stream);
 }
 
@@ -109,10 +120,12 @@ void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor&
                                   const Pool2dParams& p) {
   if (gx.numel() == 0) return;
   OnDevice on(gx);
-  const Tensor x = raw::contiguous(x_in), gy = raw::contiguous(gy_in);
+  const MemoryFormat f = pool_format(x_in, gx);
+  EMBER_INTERNAL_ASSERT(gx.is_contiguous(f), "pool2d_backward: the gradient must be dense in NCHW or channels-last");
+  const Tensor x = raw::contiguous(x_in, f), gy = raw::contiguous(gy_in, f);
   // the kernel writes every element of gx (0 where no window routes a gradient)
   kernels::launch_pool2d_backward(kind == PoolKind::Max, gx.dtype(), gx.data_ptr(), gy.data_ptr(), x.data_ptr(),
-                                  pool_shape(x, gy, p), on.stream);
+                                  pool_shape(x, gy, p, f), on.stream);
 }
 
 }  // namespace ember::cuda

@@ -1,5 +1,6 @@
-// defines: cudnn_conv2d / cudnn_conv2d_backward (compute_internal.h) on cuDNN's convolution API, the
-// per-thread cuDNN handles, and the per-shape algorithm cache. Without cuDNN in the build (EMBER_WITH_CUDNN
+// defines: cudnn_conv2d / cudnn_conv2d_backward (compute_internal.h): float16 / bfloat16 through cuDNN's graph API
+// where it serves them (cudnn_conv_graph.cpp), everything else on cuDNN's legacy convolution API, with the
+// per-thread cuDNN handles and the per-shape algorithm cache below. Without cuDNN in the build (EMBER_WITH_CUDNN
 // 0) the entry points throw DeviceError (pooling does not need cuDNN: pool.cu).
 //
 // Algorithms: cuDNN's heuristics (cudnnGet*Algorithm_v7, which run nothing) rank the algorithms for a
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "check.h"
+#include "cudnn_conv_graph.h"
 #include "device_guard.h"
 #include "ember/core/determinism.h"
 #include "ember/core/factory.h"
@@ -145,8 +147,13 @@ Key key_for(Direction d, int device, const Tensor& x, const Tensor& w, const Con
   std::vector<int64_t> v(x.shape().begin(), x.shape().end());
   v.insert(v.end(), w.shape().begin(), w.shape().end());
   v.insert(v.end(), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, channels_last(x) ? 1 : 0, channels_last(w) ? 1 : 0});
-  return {device,          static_cast<int>(x.dtype()),          allow_tf32(), static_cast<int>(d),
-          cudnn_benchmark(), are_deterministic_algorithms_enabled(), std::move(v)};
+  return {device,
+          static_cast<int>(x.dtype()),
+          allow_tf32(),
+          static_cast<int>(d),
+          cudnn_benchmark(),
+          are_deterministic_algorithms_enabled(),
+          std::move(v)};
 }
 
 // The first deterministic usable entry of cuDNN's ranked list, else the first usable one; or, timed
@@ -360,6 +367,7 @@ void cudnn_conv2d(const Tensor& out, const Tensor& x, const Tensor& w, const Con
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
   const int64_t n = x.size(0), step = images_per_slice("conv2d", x, out);
+  if (step >= n && cudnn_graph_conv(ConvPass::Forward, x, w, out, out, p)) return;  // 16-bit: the graph API
   for (int64_t n0 = 0; n0 < n; n0 += step) {
     const int64_t n1 = std::min(n, n0 + step);
     run_slice(Direction::Forward, h, device, x.slice(0, n0, n1), w, out.slice(0, n0, n1), Tensor(), Tensor(), p, false);
@@ -374,12 +382,16 @@ void cudnn_conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, c
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
   const int64_t n = x.size(0), step = images_per_slice("conv2d_backward", x, gy);
+  // 16-bit gradients of the whole batch through the graph API where it serves them; the rest the legacy calls
+  const bool need_gx = gx.defined() && gx.numel() > 0, need_gw = gw.defined() && gw.numel() > 0;
+  const bool gx_done = need_gx && step >= n && cudnn_graph_conv(ConvPass::Data, x, w, gy, gx, p);
+  const bool gw_done = need_gw && step >= n && cudnn_graph_conv(ConvPass::Filter, x, w, gy, gw, p);
   for (int64_t n0 = 0; n0 < n; n0 += step) {
     const int64_t n1 = std::min(n, n0 + step);
     const Tensor xs = x.slice(0, n0, n1), gys = gy.slice(0, n0, n1);
-    if (gx.defined() && gx.numel() > 0)
+    if (need_gx && !gx_done)
       run_slice(Direction::BackwardData, h, device, xs, w, gys, gx.slice(0, n0, n1), Tensor(), p, false);
-    if (gw.defined() && gw.numel() > 0)
+    if (need_gw && !gw_done)
       run_slice(Direction::BackwardFilter, h, device, xs, w, gys, Tensor(), gw, p, /*accumulate=*/n0 > 0);
   }
 }

@@ -72,8 +72,8 @@ auto key(const SgdStepArgs& a) {
 }
 auto key(const AdamStepArgs& a) {
   const AdamParams& h = a.hyper;
-  return std::make_tuple(a.param.device(), a.param.dtype(), h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                         h.decoupled, h.bias_correction1, h.bias_correction2);
+  return std::make_tuple(a.param.device(), a.param.dtype(), h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.decoupled,
+                         h.bias_correction1, h.bias_correction2);
 }
 
 // The steps split into sets that one kernel serves (one device, dtype and hyperparameter set: usually one set per

@@ -1,4 +1,5 @@
-// defines: optim::run_per_device (private to optim/src) — a step's backend arguments handed to each device's backend in one call.
+// defines: optim::run_per_device (private to optim/src) — a step's backend arguments handed to each device's backend in
+// one call.
 #pragma once
 #include <algorithm>
 #include <vector>

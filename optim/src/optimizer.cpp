@@ -219,14 +219,24 @@ void Optimizer::update_all(const std::function<void(const std::vector<Update>& u
     updates.push_back({g, raw::layout_view(pc, f), raw::layout_view(raw::contiguous(p.grad(), f), f), &s});
     prepared.push_back({&p, std::move(pc), f});
   }
-  update(updates);
+  // The state returns to the parameters' shape (state made by update() is NHWC-shaped too), also when update()
+  // throws, so that the next step finds it as the checks above expect.
+  auto unview_state = [&] {
+    for (size_t k = 0; k < updates.size(); ++k)
+      for (Tensor& b : updates[k].state->buffers) b = raw::from_layout_view(b, prepared[k].format);
+  };
+  try {
+    update(updates);
+  } catch (...) {
+    unview_state();
+    throw;
+  }
+  unview_state();
   for (size_t k = 0; k < updates.size(); ++k) {
     const Prepared& pr = prepared[k];
-    // state made by update() is NHWC-shaped: undone
-    for (Tensor& b : updates[k].state->buffers) b = raw::from_layout_view(b, pr.format);
     for (const Tensor& b : updates[k].state->buffers) memory::tag(b, memory::Category::kOptimizerState);
     if (pr.contiguous.is_same(*pr.param)) pr.param->impl()->bump_version();  // graphs that saved p see it changed
-    else raw::copy_(*pr.param, pr.contiguous);                                // copy_ bumps the version
+    else raw::copy_(*pr.param, pr.contiguous);                               // copy_ bumps the version
   }
 }
 

@@ -225,8 +225,10 @@ KERNEL_TEST(ClassCrossEntropyEveryFloatDtype) {
       const Tensor t = randint(0, s[1], {s[0]}, {.dtype = kInt64});
       t.select(0, 0).fill_(0);
       const std::string w = detail::str("class_cross_entropy ", tag(dt), " ", s);
-      compare(w + " loss", {x, t}, [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).loss; });
-      compare(w + " stats", {x, t}, [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).stats; });
+      compare(w + " loss", {x, t},
+              [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).loss; });
+      compare(w + " stats", {x, t},
+              [](const std::vector<Tensor>& in) { return raw::class_cross_entropy(in[0], in[1]).stats; });
       const Tensor per_row = make(kFloat32, {s[0]}, 34);
       for (const Tensor& scale : {full(Shape{}, 0.25), per_row})
         compare(w + " gradient", {x, t, scale}, [](const std::vector<Tensor>& in) {
@@ -248,12 +250,10 @@ KERNEL_TEST(CastEveryDtypePairContiguousMisalignedAndStrided) {
       const std::string w = tag(from) + " -> " + tag(to);
       for (int64_t n : {1, 7, 8, 9, 16, 33, 1000}) compare(detail::str(w, " n ", n), {make(from, {n}, 60)}, f);
       const Tensor x = make(from, {1001}, 61);
-      compare(w + " misaligned", {x}, [to](const std::vector<Tensor>& in) {
-        return raw::cast(in[0].slice(0, 1, 1001), to);
-      });
-      compare(w + " strided", {x}, [to](const std::vector<Tensor>& in) {
-        return raw::cast(in[0].slice(0, 0, 1001, 3), to);
-      });
+      compare(w + " misaligned", {x},
+              [to](const std::vector<Tensor>& in) { return raw::cast(in[0].slice(0, 1, 1001), to); });
+      compare(w + " strided", {x},
+              [to](const std::vector<Tensor>& in) { return raw::cast(in[0].slice(0, 0, 1001, 3), to); });
     }
 }
 
@@ -263,8 +263,8 @@ KERNEL_TEST(CastEveryDtypePairContiguousMisalignedAndStrided) {
 // in a second kernel); training and evaluation, forward and every gradient; BatchNorm+ReLU on each path too.
 KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
   for (DType dt : kFloats) {
-    for (const Shape& s :
-         {Shape{37, 5}, Shape{20000, 2}, Shape{4, 2, 80, 80}, Shape{300, 3, 8, 8}, Shape{3, 2, 130}, Shape{8, 5, 40, 40}}) {
+    for (const Shape& s : {Shape{37, 5}, Shape{20000, 2}, Shape{4, 2, 80, 80}, Shape{300, 3, 8, 8}, Shape{3, 2, 130},
+                           Shape{8, 5, 40, 40}}) {
       const int64_t c = s[1];
       const Tensor x = (make(dt, s, 50).to(kFloat64) + 2.0).to(dt), g = make(dt, s, 51);
       const DType cd = dt == kFloat64 ? kFloat64 : kFloat32;
@@ -276,18 +276,19 @@ KERNEL_TEST(BatchNormEveryFloatDtypeOverManyParts) {
         const std::string what = detail::str(relu ? "batch_norm_relu " : "batch_norm ", tag(dt), " ", s,
                                              training ? " training" : " eval", cl ? " channels-last" : "");
         for (int out = 0; out < 5; ++out)
-          compare(detail::str(what, " output ", out), {x, w, b, g, rv}, [training, cl, relu, out](const std::vector<Tensor>& in) {
-            const Tensor x0 = cl ? in[0].contiguous(MemoryFormat::ChannelsLast) : in[0];
-            const Tensor xi = x0.detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
-                         bi = in[2].detach().requires_grad_();
-            Tensor rm = zeros_like(in[4]), rv = in[4].clone();
-            const Tensor y = relu ? batch_norm_relu(xi, rm, rv, wi, bi, training, 0.1, 1e-5)
-                                  : batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
-            if (out == 0) return y.detach();
-            if (out == 1) return rv;  // the running variance: the batch's variance in training
-            const auto gr = autograd::grad({y}, {xi, wi, bi}, {in[3]});
-            return gr[static_cast<size_t>(out - 2)];
-          });
+          compare(detail::str(what, " output ", out), {x, w, b, g, rv},
+                  [training, cl, relu, out](const std::vector<Tensor>& in) {
+                    const Tensor x0 = cl ? in[0].contiguous(MemoryFormat::ChannelsLast) : in[0];
+                    const Tensor xi = x0.detach().requires_grad_(), wi = in[1].detach().requires_grad_(),
+                                 bi = in[2].detach().requires_grad_();
+                    Tensor rm = zeros_like(in[4]), rv = in[4].clone();
+                    const Tensor y = relu ? batch_norm_relu(xi, rm, rv, wi, bi, training, 0.1, 1e-5)
+                                          : batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
+                    if (out == 0) return y.detach();
+                    if (out == 1) return rv;  // the running variance: the batch's variance in training
+                    const auto gr = autograd::grad({y}, {xi, wi, bi}, {in[3]});
+                    return gr[static_cast<size_t>(out - 2)];
+                  });
       }
     }
   }
@@ -376,10 +377,25 @@ KERNEL_TEST(Conv2dFloat64AndFloat16) {
     };
     std::vector<Tensor> hc = grads16(xh, wh, bh), hg = grads16(xh.to(g_dev), wh.to(g_dev), bh.to(g_dev));
     for (size_t i = 0; i < 3; ++i) expect_match(hg[i], hc[i], detail::str("conv2d ", dt, " grad ", i));
+    // channels-last, tensor-core-shaped channels (16-bit convolutions run on cuDNN's graph API): forward and both
+    // gradients, each in the input's layout
+    const MemoryFormat cl = MemoryFormat::ChannelsLast;
+    Tensor xl = (make(dt, {2, 8, 9, 7}, 63) * 0.3).contiguous(cl);
+    Tensor wl = (make(dt, {16, 8, 3, 3}, 64) * 0.3).contiguous(cl),
+           gl = (make(dt, {2, 16, 5, 7}, 65) * 0.3).contiguous(cl);
+    auto grads_cl = [&gl](Tensor x, Tensor w) {
+      for (Tensor* t : {&x, &w}) *t = t->detach().requires_grad_();
+      Tensor y = conv2d(x, w, Tensor(), {2, 1}, {1, 1});
+      y.backward(gl.to(x.device()));
+      EXPECT_EQ(y.suggest_memory_format(), MemoryFormat::ChannelsLast) << y.device();
+      return std::vector<Tensor>{y.detach(), x.grad(), w.grad()};
+    };
+    std::vector<Tensor> lc = grads_cl(xl, wl), lg = grads_cl(xl.to(g_dev), wl.to(g_dev));
+    for (size_t i = 0; i < 3; ++i) expect_match(lg[i], lc[i], detail::str("conv2d channels-last ", dt, " ", i));
   }
 }
 
-KERNEL_TEST(PoolingTiesRouteToTheFirstMaximum) {
+KERNEL_TEST(PoolingTiesRouteToTheFirstMaximumInBothLayouts) {
   // all-equal windows: the whole gradient goes to the first element of each window, on both devices
   for (DType dt : kFloats) {
     auto grad_of = [](Tensor x) {
@@ -391,6 +407,24 @@ KERNEL_TEST(PoolingTiesRouteToTheFirstMaximum) {
     expect_match(grad_of(x.to(g_dev)), grad_of(x), "max_pool2d ties " + tag(dt));
     compare("avg_pool2d " + tag(dt), {make(dt, {2, 2, 7, 6}, 60)},
             [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3}, {2}, {1}); });
+    // channels-last (CUDA's kernels read and write NHWC as it lies; the CPU pools NCHW copies): ties, a NaN, the
+    // gradient, both kinds, the output in the input's layout
+    Tensor xc = ones({2, 5, 7, 6}, {.dtype = dt}).contiguous(MemoryFormat::ChannelsLast);
+    expect_match(grad_of(xc.to(g_dev)), grad_of(xc), "max_pool2d ties channels-last " + tag(dt));
+    Tensor r = make(dt, {2, 5, 7, 6}, 61);
+    r = where(gt(r, 5.0), full({}, NAN, {.dtype = dt}), r).contiguous(MemoryFormat::ChannelsLast);
+    for (bool max : {true, false}) {
+      auto pool = [max](const Tensor& t) { return max ? max_pool2d(t, {3}, {2}, {1}) : avg_pool2d(t, {3}, {2}, {1}); };
+      const std::string w = detail::str(max ? "max" : "avg", "_pool2d channels-last ", tag(dt));
+      compare(w, {r}, [&](const std::vector<Tensor>& in) {
+        Tensor leaf = in[0].detach().requires_grad_();
+        Tensor y = pool(leaf);
+        EXPECT_EQ(y.suggest_memory_format(), MemoryFormat::ChannelsLast) << w << " on " << y.device();
+        sum(y * y).backward();
+        EXPECT_EQ(leaf.grad().suggest_memory_format(), MemoryFormat::ChannelsLast) << w << " gradient";
+        return cat({y.reshape({-1}), leaf.grad().reshape({-1})}, 0);
+      });
+    }
   }
 }
 
@@ -409,9 +443,9 @@ KERNEL_TEST(IndexSelectAndIndexAddEveryDtype) {
   }
 }
 
-// argsort: both CUDA paths (a row of up to 2048 in shared memory, longer rows CUB's radix sort, one row and several), every
-// dtype, ties (make() repeats integers; NaNs tie) and both directions. The order is total ((value, index) pairs), so
-// the indices must be equal, not just valid. gather / scatter_add (sort's and topk's values) ride on index_select /
+// argsort: both CUDA paths (a row of up to 2048 in shared memory, longer rows CUB's radix sort, one row and several),
+// every dtype, ties (make() repeats integers; NaNs tie) and both directions. The order is total ((value, index) pairs),
+// so the indices must be equal, not just valid. gather / scatter_add (sort's and topk's values) ride on index_select /
 // index_add.
 KERNEL_TEST(ArgsortEveryDtypeAndRowLength) {
   for (DType dt : kAll) {
@@ -446,8 +480,9 @@ KERNEL_TEST(ArgsortEveryDtypeAndRowLength) {
     for (int64_t i = 0; i < n; ++i) {
       const int k = static_cast<int>(i % 3);
       i64.push_back(k == 0 ? std::numeric_limits<int64_t>::min() : k == 1 ? std::numeric_limits<int64_t>::max() : -i);
-      i32.push_back(k == 0 ? std::numeric_limits<int32_t>::min() : k == 1 ? std::numeric_limits<int32_t>::max()
-                                                                           : static_cast<int32_t>(-i));
+      i32.push_back(k == 0   ? std::numeric_limits<int32_t>::min()
+                    : k == 1 ? std::numeric_limits<int32_t>::max()
+                             : static_cast<int32_t>(-i));
     }
     for (const Tensor& x : {tensor(i64, {1, n}), tensor(i32, {1, n})})
       for (bool desc : {false, true})

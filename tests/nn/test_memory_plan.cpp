@@ -120,8 +120,8 @@ void train_amp(const std::string& kind, int64_t batch, int steps, DType amp) {
     x = randn({batch, 3, 32, 32});
     y = randint(0, 10, {batch}, tokens);
   } else {  // "gpt2"
-    m = std::make_shared<models::GPT2>(
-        models::GPT2Config{.vocab_size = 100, .n_positions = 64, .n_embd = 64, .n_layer = 2, .n_head = 2, .dropout = 0});
+    m = std::make_shared<models::GPT2>(models::GPT2Config{
+        .vocab_size = 100, .n_positions = 64, .n_embd = 64, .n_layer = 2, .n_head = 2, .dropout = 0});
     x = randint(0, 100, {batch, 32}, tokens);
     y = randint(0, 100, {batch, 32}, tokens);
   }
@@ -145,7 +145,7 @@ struct AmpCase {
   const char* kind;
   int64_t batch;
 };
-constexpr AmpCase kAmpCases[] = {{"mlp", 256}, {"cnn-bn", 32}, {"transformer", 16}, {"resnet18", 4},
+constexpr AmpCase kAmpCases[] = {{"mlp", 256}, {"cnn-bn", 32},           {"transformer", 16}, {"resnet18", 4},
                                  {"vit", 16},  {"vit-checkpointed", 16}, {"gpt2", 8}};
 }  // namespace
 
@@ -160,8 +160,9 @@ TEST(MemoryPlan, PeakMatchesTheMeasuredPeakUnderAutocast) {
       manual_seed(3);
       const size_t real = measured_peak([&] { train_amp(c.kind, c.batch, 2, amp); });
       const double err = std::abs(static_cast<double>(plan.peak_bytes) - static_cast<double>(real)) / real;
-      std::printf("  %-8s %-12s batch %3lld: planned %10zu B, measured %10zu B (%.2f%% off)%s\n", detail::str(amp).c_str(),
-                  c.kind, static_cast<long long>(c.batch), plan.peak_bytes, real, 100 * err, plan.peak_where.c_str());
+      std::printf("  %-8s %-12s batch %3lld: planned %10zu B, measured %10zu B (%.2f%% off)%s\n",
+                  detail::str(amp).c_str(), c.kind, static_cast<long long>(c.batch), plan.peak_bytes, real, 100 * err,
+                  plan.peak_where.c_str());
       EXPECT_LE(err, 0.02) << amp << " " << c.kind << ": planned " << plan.peak_bytes << ", measured " << real;
     }
 }
@@ -295,8 +296,8 @@ TEST(MemoryPlan, PlansTheLayerNormGradientWorkspaceOnCuda) {
 
 // The scratch of the other CUDA kernels that take some is planned too (sizes by hand, from the kernels' rules in
 // ember/internal/cuda_scratch.h and kernel_params.h): a split reduction's partials (8 bytes per output and chunk),
-// a long row's radix-sort buffers (keys, indices, offsets, CUB's storage bound), BatchNorm's per-part sums (2 doubles per
-// channel and part of 16384 elements or more). A plan of one op peaks while the op runs, its scratch live.
+// a long row's radix-sort buffers (keys, indices, offsets, CUB's storage bound), BatchNorm's per-part sums (2 doubles
+// per channel and part of 16384 elements or more). A plan of one op peaks while the op runs, its scratch live.
 TEST(MemoryPlan, PlansCudaReductionSortAndBatchNormScratch) {
   auto scratch_at_peak = [](Device dev, const std::function<void(const TensorOptions&)>& fn) {
     return memory::plan(dev, [&] { fn({.device = dev}); }).bytes(memory::Category::kWorkspace);
@@ -309,18 +310,46 @@ TEST(MemoryPlan, PlansCudaReductionSortAndBatchNormScratch) {
   };
   const std::vector<Case> cases = {
       // all of [1000, 300] into one output: ceil(300000 / 4096) = 74 chunks
-      {"sum of everything", [](const TensorOptions& o) { sum(randn({1000, 300}, o)); }, cuda_bytes(74 * 8)},
+      {"sum of everything",
+       [](const TensorOptions& o) {
+         sum(randn({1000, 300}, o));
+       },
+       cuda_bytes(74 * 8)},
       // a column sum of [100000, 8]: the outputs fit one block, so 1024 chunks (capped by blocks, not by size)
-      {"column sum", [](const TensorOptions& o) { sum(randn({100000, 8}, o), {0}); }, cuda_bytes(8 * 1024 * 8)},
-      {"short reduction", [](const TensorOptions& o) { sum(randn({1000, 64}, o), {1}); }, 0},
+      {"column sum",
+       [](const TensorOptions& o) {
+         sum(randn({100000, 8}, o), {0});
+       },
+       cuda_bytes(8 * 1024 * 8)},
+      {"short reduction",
+       [](const TensorOptions& o) {
+         sum(randn({1000, 64}, o), {1});
+       },
+       0},
       // radix sort: two float32 key buffers, a second index buffer, 4 row offsets (each 256-byte aligned), and the
       // bound on CUB's storage: 64 KiB for a segmented sort; for one row, 5 alignments, a histogram of 256 8-byte
       // counts per key bit, 256 8-byte lookback counts per 1024 elements, and a counter per key bit
-      {"argsort of long rows", [](const TensorOptions& o) { argsort(randn({3, 5000}, o), 1); },
+      {"argsort of long rows",
+       [](const TensorOptions& o) {
+         argsort(randn({3, 5000}, o), 1);
+       },
        cuda_bytes(2 * 60160 + 120064 + 256 + 65536)},
-      {"argsort of one long row", [](const TensorOptions& o) { argsort(randn({1, 100000}, o), 1); },
+      {"argsort of one long row",
+       [](const TensorOptions& o) {
+         argsort(randn({1, 100000}, o), 1);
+       },
        cuda_bytes(2 * 400128 + 800000 + (1280 + 32 * 256 * 8 + 98 * 256 * 8 + 32 * 8))},
-      {"argsort of short rows", [](const TensorOptions& o) { argsort(randn({3, 2000}, o), 1); }, 0},
+      // two long rows sort one after another (onesweep): no offsets, the onesweep bound for one row
+      {"argsort of two long rows",
+       [](const TensorOptions& o) {
+         argsort(randn({2, 70000}, {.dtype = kFloat64, .device = o.device}), 1);
+       },
+       cuda_bytes(2 * 1120000 + 1120000 + (1280 + 64 * 256 * 8 + 69 * 256 * 8 + 64 * 8))},
+      {"argsort of short rows",
+       [](const TensorOptions& o) {
+         argsort(randn({3, 2000}, o), 1);
+       },
+       0},
       {"batch_norm statistics",  // the backend's pass itself (batch_norm's peak comes later, at its output)
        [](const TensorOptions& o) {
          const TensorOptions c{.device = o.device};
@@ -436,8 +465,7 @@ TEST(Summary, LongNamesKeepTheColumnsApart) {
   std::printf("%s", s.c_str());
   std::istringstream lines(s);
   std::string line;
-  while (std::getline(lines, line) && line.find("Output shape") == std::string::npos) {
-  }
+  while (std::getline(lines, line) && line.find("Output shape") == std::string::npos) {}
   const size_t type_col = line.find("Type"), shape_col = line.find("Output shape");
   ASSERT_NE(type_col, std::string::npos);
   int rows = 0;
@@ -577,15 +605,14 @@ TEST(MemoryPlan, CudaMatmulTakesItsWorkspace) {
   const memory::Plan ampere = memory::plan(Device::cuda(), step, {.cuda_gemm_workspace_bytes = 4 << 20});
   EXPECT_EQ(ampere.peak_bytes, 3u * 16384 + (4u << 20));
   // A [64, 64] view with strides (128, 2): cuBLAS reads neither it nor its transpose, so it is copied first.
-  const memory::Plan strided = memory::plan(
-      Device::cuda(),
-      [] {
-        const TensorOptions on = {.device = Device::cuda()};
-        Tensor big = randn({128, 128}, on);
-        Tensor a = big.slice(0, 0, 64).slice(1, 0, 128, 2);
-        Tensor c = matmul(a, randn({64, 64}, on));
-      },
-      {.cuda_gemm_workspace_bytes = 0});
+  const memory::Plan strided = memory::plan(Device::cuda(),
+                                            [] {
+                                              const TensorOptions on = {.device = Device::cuda()};
+                                              Tensor big = randn({128, 128}, on);
+                                              Tensor a = big.slice(0, 0, 64).slice(1, 0, 128, 2);
+                                              Tensor c = matmul(a, randn({64, 64}, on));
+                                            },
+                                            {.cuda_gemm_workspace_bytes = 0});
   EXPECT_EQ(strided.peak_bytes, 65536u + 3 * 16384u) << strided.to_string();  // big, b, the output, the copy
   // On the CPU the GEMM's scratch is outside the caching allocator (CpuMemoryStats::scratch_bytes).
   const memory::Plan cpu = memory::plan(Device::cpu(), [] { Tensor c = matmul(randn({64, 64}), randn({64, 64})); });

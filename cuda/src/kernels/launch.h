@@ -168,6 +168,8 @@ void launch_random(RandomKind kind, DType type, void* out, int64_t n, double lo,
 struct PoolShape {
   int64_t nc = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int64_t c = 1;                // channels (nc = N * c)
+  bool channels_last = false;  // every tensor NHWC-ordered (contiguous in channels-last), else NCHW-contiguous
 };
 void launch_pool2d(bool max, DType type, void* out, const void* x, const PoolShape& s, CUstream_st* stream);
 // gx (every element written) = gradient of launch_pool2d.
@@ -189,7 +191,15 @@ struct TensorBatch {
   unsigned char block_tensor[kBatchBlocks];
   int32_t block_chunk[kBatchBlocks];
 };
-void launch_amp_unscale(DType type, const UnscaleBatch& batch, int blocks, float* found_inf, double inv_scale,
+static_assert(sizeof(TensorBatch) + 256 <= 4096, "a TensorBatch and its coefficients must fit in 4 KiB");
+// The fused optimiser updates over a batch, scalar_fused.h's update (the CPU's), one hyperparameter set for all:
+// float32 / float64 parameters with state of their dtype, float16 / bfloat16 parameters with float32 state.
+// SGD's lists: param, grad, momentum buffer (null pointers without momentum); Adam's: param, grad, exp_avg,
+// exp_avg_sq.
+void launch_sgd(DType type, const TensorBatch& batch, int blocks, const SgdParams& a, CUstream_st* stream);
+void launch_adam(DType type, const TensorBatch& batch, int blocks, const AdamParams& a, CUstream_st* stream);
+// GradScaler's unscale of a batch (list 0: the gradients, in place); *found_inf = 1 on inf or NaN.
+void launch_amp_unscale(DType type, const TensorBatch& batch, int blocks, float* found_inf, double inv_scale,
                         CUstream_st* stream);
 
 // --- matmul_int.cu: out[b] = a[b] @ b[b] for integer types (wrapping), any strides (cuBLAS has no integer

@@ -4,8 +4,9 @@
 //   - rows of up to kSharedMax (2048): a bitonic sort, one block per row, of its (value, index) pairs in shared
 //     memory (the row padded to a power of two p; padding slots hold indices >= n and compare after every element);
 //   - longer rows: CUB's radix sort (stable) of (key, index) pairs, the key an unsigned integer whose order is the
-//     comparator's (order_key: NaN of either sign above +inf, -0 equal to +0); one onesweep sort for a single row, a
-//     segmented sort over several.
+//     comparator's (order_key: NaN of either sign above +inf, -0 equal to +0); a few long rows one after another
+//     with the onesweep sort (the whole GPU on each), else a segmented sort over all rows (a block a row); the rule
+//     is cuda_scratch.h's cuda_argsort_one_sweep.
 #include <cstdint>
 #include <cstring>
 #include <cub/device/device_radix_sort.cuh>
@@ -146,7 +147,7 @@ __global__ void radix_prepare_kernel(RadixKey<T>* keys, int64_t* idx, int64_t* o
 }
 
 // The workspace's parts (cuda_scratch.h's layout): the second key buffer after the first, then the second index
-// buffer, then the offsets (several rows), then CUB's storage.
+// buffer, then the offsets (segmented sorts), then CUB's storage.
 template <class U>
 struct RadixBuffers {
   U* keys[2];
@@ -159,44 +160,51 @@ RadixBuffers<U> radix_buffers(void* workspace, int64_t rows, int64_t n) {
   using ::ember::detail::cuda_align256;
   unsigned char* w = static_cast<unsigned char*>(workspace);
   const int64_t keys = cuda_align256(rows * n * static_cast<int64_t>(sizeof(U))), idx = cuda_align256(rows * n * 8);
-  const int64_t offs = rows > 1 ? cuda_align256((rows + 1) * 8) : 0;
+  const bool segmented = !::ember::detail::cuda_argsort_one_sweep(rows, n);
+  const int64_t offs = segmented ? cuda_align256((rows + 1) * 8) : 0;
   return {{reinterpret_cast<U*>(w), reinterpret_cast<U*>(w + keys)},
           reinterpret_cast<int64_t*>(w + 2 * keys),
-          rows > 1 ? reinterpret_cast<int64_t*>(w + 2 * keys + idx) : nullptr,
+          segmented ? reinterpret_cast<int64_t*>(w + 2 * keys + idx) : nullptr,
           w + 2 * keys + idx + offs};
 }
 
-// Segments per segmented sort: CUB's segmented sort counts elements in int.
-int64_t rows_per_sort(int64_t n) { return (int64_t{INT32_MAX} / n) > 0 ? int64_t{INT32_MAX} / n : 1; }
+// Rows per segmented sort: CUB's segmented sort counts elements in int (n <= INT32_MAX there).
+int64_t rows_per_sort(int64_t rows, int64_t n) {
+  const int64_t fit = int64_t{INT32_MAX} / n;
+  return rows < fit ? rows : fit;
+}
 
-// CUB's sort of `rows` rows of n (key, index) pairs held in the double buffers (CUB swaps them as it goes: the
-// result is in their Current()); temp == nullptr asks for temp_bytes only.
+// CUB's sort of n (key, index) pairs of one row (offsets null: onesweep) or of `rows` rows (offsets given: one
+// segmented sort), held in the double buffers (CUB swaps them as it goes: the result is in their Current());
+// temp == nullptr asks for temp_bytes only.
 template <class U>
 cudaError_t radix_sort(void* temp, size_t& temp_bytes, cub::DoubleBuffer<U>& keys, cub::DoubleBuffer<int64_t>& idx,
                        int64_t rows, int64_t n, const int64_t* offsets, bool descending, cudaStream_t stream) {
   const int bits = static_cast<int>(8 * sizeof(U));
-  if (rows == 1) {
+  if (!offsets) {
     return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, keys, idx, n, 0, bits, stream)
                       : cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, idx, n, 0, bits, stream);
   }
   const int items = static_cast<int>(rows * n), segments = static_cast<int>(rows);
-  return descending ? cub::DeviceSegmentedRadixSort::SortPairsDescending(
-                          temp, temp_bytes, keys, idx, items, segments, offsets, offsets + 1, 0, bits, stream)
+  return descending ? cub::DeviceSegmentedRadixSort::SortPairsDescending(temp, temp_bytes, keys, idx, items, segments,
+                                                                         offsets, offsets + 1, 0, bits, stream)
                     : cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, keys, idx, items, segments, offsets,
                                                                offsets + 1, 0, bits, stream);
 }
 
-// CUB's storage for the largest sort launch_radix_argsort makes.
+// CUB's storage for the largest sort launch_radix_argsort makes (either direction).
 template <class U>
 int64_t radix_temp_bytes(int64_t rows, int64_t n) {
-  const int64_t per = rows == 1 ? 1 : (rows < rows_per_sort(n) ? rows : rows_per_sort(n));
+  const bool one_sweep = ::ember::detail::cuda_argsort_one_sweep(rows, n);
+  static const int64_t kAnyOffsets = 0;  // the size query reads no offsets, but a non-null pointer picks segmented
+  const int64_t* offsets = one_sweep ? nullptr : &kAnyOffsets;
+  const int64_t per = one_sweep ? 1 : rows_per_sort(rows, n);
   cub::DoubleBuffer<U> keys(nullptr, nullptr);
   cub::DoubleBuffer<int64_t> idx(nullptr, nullptr);
-  size_t bytes = 0;
-  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, bytes, keys, idx, per, n, nullptr, false, nullptr));
-  size_t desc = 0;
-  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, desc, keys, idx, per, n, nullptr, true, nullptr));
-  return static_cast<int64_t>(bytes > desc ? bytes : desc);
+  size_t asc = 0, desc = 0;
+  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, asc, keys, idx, per, n, offsets, false, nullptr));
+  EMBER_CUDA_CHECK(radix_sort<U>(nullptr, desc, keys, idx, per, n, offsets, true, nullptr));
+  return static_cast<int64_t>(asc > desc ? asc : desc);
 }
 
 template <class T>
@@ -205,14 +213,16 @@ void launch_radix_argsort(int64_t* out, const T* x, int64_t rows, int64_t n, boo
   using U = RadixKey<T>;
   const RadixBuffers<U> b = radix_buffers<U>(workspace, rows, n);
   radix_prepare_kernel<T><<<grid_size(rows * n), kBlockSize, 0, stream>>>(b.keys[0], out, b.offsets, x, rows, n);
-  const int64_t per = rows_per_sort(n);
-  for (int64_t r0 = 0; r0 < rows; r0 += per) {  // rows in groups that CUB can count; the offsets serve every group
+  // one row at a time (onesweep), or groups of rows that CUB can count (segmented; the offsets serve every group)
+  const int64_t per = b.offsets ? rows_per_sort(rows, n) : 1;
+  const int64_t before_temp = static_cast<unsigned char*>(b.cub_temp) - static_cast<unsigned char*>(workspace);
+  const size_t temp_bytes = static_cast<size_t>(workspace_bytes - before_temp);
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
     const int64_t r = rows - r0 < per ? rows - r0 : per, at = r0 * n;
     cub::DoubleBuffer<U> keys(b.keys[0] + at, b.keys[1] + at);
     cub::DoubleBuffer<int64_t> idx(out + at, b.idx2 + at);
-    size_t temp_bytes = static_cast<size_t>(workspace_bytes - (static_cast<unsigned char*>(b.cub_temp) -
-                                                               static_cast<unsigned char*>(workspace)));
-    EMBER_CUDA_CHECK(radix_sort<U>(b.cub_temp, temp_bytes, keys, idx, r, n, b.offsets, descending, stream));
+    size_t bytes = temp_bytes;
+    EMBER_CUDA_CHECK(radix_sort<U>(b.cub_temp, bytes, keys, idx, r, n, b.offsets, descending, stream));
     if (idx.Current() != out + at)
       EMBER_CUDA_CHECK(cudaMemcpyAsync(out + at, idx.Current(), static_cast<size_t>(r * n) * sizeof(int64_t),
                                        cudaMemcpyDeviceToDevice, stream));
@@ -237,7 +247,8 @@ void launch_argsort(DType type, int64_t* out, const void* x, int64_t rows, int64
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
-    if (n > kSharedMax) return launch_radix_argsort<T>(out, xt, rows, n, descending, workspace, workspace_bytes, stream);
+    if (n > kSharedMax)
+      return launch_radix_argsort<T>(out, xt, rows, n, descending, workspace, workspace_bytes, stream);
     const int64_t p = pow2_at_least(n);
     const size_t smem = static_cast<size_t>(keys_bytes(p, sizeof(compute_t<T>)) + p * sizeof(int32_t));
     const int threads = static_cast<int>(p < kSortThreads ? p : kSortThreads);

@@ -161,12 +161,14 @@ using RangeMessage = std::function<std::string(int64_t min, int64_t max)>;
   /* NCHW: out[N, OC, OH, OW] = conv(x[N, C, H, W], w[OC, C, KH, KW]) + b[OC] (b may be undefined). */               \
   X(conv2d, (const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p), own)       \
   X(conv2d_backward, (const Conv2dGradArgs& a), own)                                                                  \
-  /* NCHW pooling; avg divides by the full window (padding counted, as PyTorch's default). */                         \
-  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), skip)                         \
+  /* Pooling of [N, C, H, W]; avg divides by the full window (padding counted, as PyTorch's default). out (gx) is   \
+     contiguous in x's suggested memory format, NCHW or channels-last (the raw op allocates it so); x, gy any        \
+     strides. The CPU runs a channels-last one on NCHW copies (ember/internal/conv_channels_last.h). */              \
+  X(pool2d, (PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p), own)                          \
   /* gx = the gradient of pool2d, every element written (0 where no window routes a gradient): max routes each gy to \
      the first maximum of its window. */                                                                              \
   X(pool2d_backward, (PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x, const Pool2dParams& p),     \
-    skip)                                                                                                             \
+    own)                                                                                                              \
   /* Scaled-dot-product attention without the [Tq, Tk] score matrix (FlashAttention-2's tiling: key blocks with an   \
      online softmax): out[BH, Tq, dv] = softmax(q k^T * scale + mask) v and lse[BH, Tq] = each row's log-sum-exp of   \
      its scores (-inf, and an output row of 0, when every key of the row is masked out). q, k, v: one floating       \

@@ -1,6 +1,7 @@
-// defines: how a CPU convolution in channels-last layout runs (the CPU kernels are NCHW): a 1x1, stride-1,
-// unpadded convolution is one GEMM over the [N*H*W, C] rows exactly as they lie in memory; any other shape runs the
-// NCHW kernels on NCHW copies and copies the results back into the caller's layout. Written against Backend, so the
+// defines: how a CPU convolution or pooling in channels-last layout runs (the CPU kernels are NCHW): a 1x1,
+// stride-1, unpadded convolution is one GEMM over the [N*H*W, C] rows exactly as they lie in memory; any other
+// convolution, and pooling, runs the NCHW kernels on NCHW copies and copies the results back into the caller's
+// layout. Written against Backend, so the
 // CPU backend (core/cpu/conv.cpp) and memory::plan's MetaBackend run the same steps (the plan stays exact).
 // Private to core/.
 #pragma once
@@ -22,5 +23,9 @@ inline MemoryFormat conv_memory_format(const Tensor& x, const Tensor& w) {
 bool conv2d_channels_last(Backend& be, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
                           const Conv2dParams& p);
 bool conv2d_backward_channels_last(Backend& be, const Conv2dGradArgs& a);
+// The same for pooling: false, doing nothing, unless out (gx) is channels-last but not also contiguous.
+bool pool2d_channels_last(Backend& be, PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p);
+bool pool2d_backward_channels_last(Backend& be, PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
+                                   const Pool2dParams& p);
 
 }  // namespace ember::detail

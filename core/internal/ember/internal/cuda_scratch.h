@@ -3,6 +3,7 @@
 // plan (core/src/memory_plan.cpp): a split reduction's per-chunk partials and a long row's argsort buffer. Plain
 // C++17, host only; private to core/ and cuda/.
 #pragma once
+#include <climits>
 #include <cstdint>
 
 #include "ember/core/op_list.h"
@@ -57,30 +58,37 @@ int64_t cuda_reduce_workspace_bytes(ReduceOp op, const DimWalk<N>& kept, const D
 }
 
 // --- argsort (sort.cu): rows of up to kCudaSortSharedMax elements sort in shared memory, with no workspace. Longer
-// rows sort as (key, index) pairs with CUB's radix sort (one sort over a single row, a segmented sort over several),
-// in a workspace of: two key buffers (key_bytes an element), a second index buffer (the first is the output), the
-// row offsets (several rows only), and CUB's temporary storage. CUB's size depends on the GPU's tuning, so the plan
-// takes cuda_radix_temp_bound, and sort.cu allocates the larger of that bound and what CUB asks: the plan is
+// rows sort as (key, index) pairs with CUB's radix sort in a workspace of: two key buffers (key_bytes an element), a
+// second index buffer (the first is the output), the row offsets (segmented sorts only), and CUB's temporary
+// storage. Rows of at least kCudaSortOneSweepRow elements, up to kCudaSortOneSweepRows of them, sort one after
+// another with CUB's onesweep sort, which spreads a row over the whole GPU; otherwise one segmented sort takes all
+// the rows (a block a row), in groups of under 2^31 elements. CUB's storage depends on the GPU's tuning, so the
+// plan takes cuda_radix_temp_bound, and sort.cu allocates the larger of that bound and what CUB asks: the plan is
 // exact wherever the bound holds. The bound: a segmented sort given both double buffers keeps only alignment
-// slack; a one-row sort (onesweep) keeps per portion (at least 2^27 elements) and pass (at most one per key bit)
-// a 256-digit histogram of 8-byte counts, and a 256-digit lookback per tile of a portion (tiles of at least 1024
-// elements), and a counter per portion and pass, each of CUB's five allocations aligned to 256 bytes.
+// slack; a onesweep sort keeps per portion (at least 2^27 elements) and pass (at most one per key bit) a 256-digit
+// histogram of 8-byte counts, a 256-digit lookback per tile of a portion (tiles of at least 1024 elements), and a
+// counter per portion and pass, each of CUB's five allocations aligned to 256 bytes.
 constexpr int64_t kCudaSortSharedMax = 2048;
+constexpr int64_t kCudaSortOneSweepRow = int64_t{1} << 16;
+constexpr int64_t kCudaSortOneSweepRows = 64;
 constexpr int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;
   return p;
 }
+constexpr bool cuda_argsort_one_sweep(int64_t rows, int64_t n) {
+  return rows == 1 || n > INT32_MAX || (n >= kCudaSortOneSweepRow && rows <= kCudaSortOneSweepRows);
+}
 constexpr int64_t cuda_align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 constexpr int64_t cuda_radix_temp_bound(int64_t rows, int64_t n, int64_t key_bytes) {
-  if (rows > 1) return 64 * 1024;
+  if (!cuda_argsort_one_sweep(rows, n)) return 64 * 1024;
   const int64_t portions = (n + (int64_t{1} << 27) - 1) >> 27, passes = key_bytes * 8;
   const int64_t in_portion = n < (int64_t{1} << 28) ? n : (int64_t{1} << 28);
   return 5 * 256 + portions * passes * 256 * 8 + (in_portion + 1023) / 1024 * 256 * 8 + portions * passes * 8;
 }
 constexpr int64_t cuda_argsort_radix_bytes(int64_t rows, int64_t n, int64_t key_bytes) {
-  const int64_t items = rows * n;
-  return 2 * cuda_align256(items * key_bytes) + cuda_align256(items * 8) + (rows > 1 ? cuda_align256((rows + 1) * 8) : 0);
+  const int64_t items = rows * n, offsets = cuda_argsort_one_sweep(rows, n) ? 0 : cuda_align256((rows + 1) * 8);
+  return 2 * cuda_align256(items * key_bytes) + cuda_align256(items * 8) + offsets;
 }
 // key_bytes: the dtype's element size (the radix keys are unsigned integers of that width).
 constexpr int64_t cuda_argsort_workspace_bytes(int64_t rows, int64_t n, int64_t key_bytes) {
