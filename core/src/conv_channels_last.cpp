@@ -63,19 +63,19 @@ bool conv2d_backward_channels_last(Backend& be, const Conv2dGradArgs& a) {
 }
 
 bool pool2d_channels_last(Backend& be, PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) {
-  if (!channels_last_only(out) || out.numel() == 0) return false;
-  const Tensor tmp = nchw_buffer(out);
+  if (out.numel() == 0 || (out.is_contiguous() && x.is_contiguous())) return false;
+  const Tensor tmp = out.is_contiguous() ? out : nchw_buffer(out);
   be.pool2d(kind, tmp, raw::contiguous(x), p);
-  be.copy(out, tmp);
+  if (!tmp.is_same(out)) be.copy(out, tmp);
   return true;
 }
 
 bool pool2d_backward_channels_last(Backend& be, PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                                    const Pool2dParams& p) {
-  if (!channels_last_only(gx) || gx.numel() == 0) return false;
-  const Tensor tmp = nchw_buffer(gx);
+  if (gx.numel() == 0 || (gx.is_contiguous() && gy.is_contiguous() && x.is_contiguous())) return false;
+  const Tensor tmp = gx.is_contiguous() ? gx : nchw_buffer(gx);
   be.pool2d_backward(kind, tmp, raw::contiguous(gy), raw::contiguous(x), p);
-  be.copy(gx, tmp);
+  if (!tmp.is_same(gx)) be.copy(gx, tmp);
   return true;
 }
 

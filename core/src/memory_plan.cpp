@@ -196,13 +196,23 @@ void MetaBackend::conv2d_backward(const Conv2dGradArgs& a) {
     f.held.push_back(
         empty({parts - 1, a.w.numel()}, {.dtype = is_reduced_float(a.x.dtype()) ? kFloat32 : a.x.dtype()}));
 }
-// A channels-last pooling on the CPU runs the NCHW kernels on copies (core/cpu/pool.cpp); CUDA's is native.
+// Pooling's copies: the CPU's NCHW copies of a channels-last or strided pooling (core/cpu/pool.cpp), CUDA's copies
+// of x and gy into the kernels' layout (cuda/src/conv_pool.cpp), each alive while the kernel runs.
 void MetaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p) {
-  if (type_ == DeviceType::CPU) ember::detail::pool2d_channels_last(*this, kind, out, x, p);
+  if (type_ == DeviceType::CPU) {
+    ember::detail::pool2d_channels_last(*this, kind, out, x, p);
+    return;
+  }
+  const Tensor xc = raw::contiguous(x, ember::detail::pool_memory_format(x, out));
 }
 void MetaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                                   const Pool2dParams& p) {
-  if (type_ == DeviceType::CPU) ember::detail::pool2d_backward_channels_last(*this, kind, gx, gy, x, p);
+  if (type_ == DeviceType::CPU) {
+    ember::detail::pool2d_backward_channels_last(*this, kind, gx, gy, x, p);
+    return;
+  }
+  const MemoryFormat f = ember::detail::pool_memory_format(x, gx);
+  const Tensor xc = raw::contiguous(x, f), gyc = raw::contiguous(gy, f);
 }
 void MetaBackend::index_add(const Tensor& out, int64_t, const Tensor&, const Tensor& src) {
   if (type_ == DeviceType::CPU && is_reduced_float(out.dtype())) FloatBuffers().of(out).of(src);

@@ -98,18 +98,12 @@ kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dPara
   s.channels_last = f == MemoryFormat::ChannelsLast;
   return s;
 }
-// The layout the kernels run in: x's, in which the raw op allocates the output (gx); else the output's own.
-MemoryFormat pool_format(const Tensor& x, const Tensor& out) {
-  const MemoryFormat f = x.suggest_memory_format();
-  if (out.is_contiguous(f)) return f;
-  return out.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
-}
 }  // namespace
 
 void CudaBackend::pool2d(PoolKind kind, const Tensor& out, const Tensor& x_in, const Pool2dParams& p) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  const MemoryFormat f = pool_format(x_in, out);
+  const MemoryFormat f = ember::detail::pool_memory_format(x_in, out);  // memory::plan plans the same copies
   EMBER_INTERNAL_ASSERT(out.is_contiguous(f), "pool2d: the output must be dense in NCHW or channels-last");
   const Tensor x = raw::contiguous(x_in, f);
   kernels::launch_pool2d(kind == PoolKind::Max, out.dtype(), out.data_ptr(), x.data_ptr(), pool_shape(x, out, p, f),
@@ -120,7 +114,7 @@ void CudaBackend::pool2d_backward(PoolKind kind, const Tensor& gx, const Tensor&
                                   const Pool2dParams& p) {
   if (gx.numel() == 0) return;
   OnDevice on(gx);
-  const MemoryFormat f = pool_format(x_in, gx);
+  const MemoryFormat f = ember::detail::pool_memory_format(x_in, gx);
   EMBER_INTERNAL_ASSERT(gx.is_contiguous(f), "pool2d_backward: the gradient must be dense in NCHW or channels-last");
   const Tensor x = raw::contiguous(x_in, f), gy = raw::contiguous(gy_in, f);
   // the kernel writes every element of gx (0 where no window routes a gradient)

@@ -3,9 +3,10 @@
 // calls (cudnn.cpp) stay for float32 / float64 and for what the graph path refuses. One graph per pass, shape,
 // strides, parameters and setting, built on first use and cached per device; an execution plan from heuristics
 // mode A (the first that builds), or, under cuda::set_cudnn_benchmark(true), every plan built and timed once
-// (cudnn-frontend's autotune) with the fastest kept; non-deterministic engines filtered out under
-// use_deterministic_algorithms. A refused shape is cached as refused. Graphs run on the current stream with a
-// workspace from the caching allocator.
+// (cudnn-frontend's autotune) with the fastest kept. As on the legacy path: deterministic engines only (unless
+// benchmark mode without use_deterministic_algorithms), at most 1 GiB of workspace, and the legacy path's cheaper
+// algorithm when the workspace does not fit in memory. A refused shape is cached as refused. Graphs run on the
+// current stream with a workspace from the caching allocator.
 #include "cudnn_conv_graph.h"
 
 #if EMBER_WITH_CUDNN_FRONTEND
@@ -50,6 +51,8 @@ using Uid = fe::graph::Tensor_attributes::uid_t;
 
 enum : Uid { kX = 1, kW, kY };
 
+constexpr int64_t kMaxWorkspace = int64_t{1} << 30;  // engines wanting more are skipped (the legacy path's limit)
+
 // EMBER_CUDNN_CONV_GRAPH: unset or 1 on, 0 off, "require" on with refusals thrown.
 enum class Mode { Off, On, Require };
 Mode mode() {
@@ -91,11 +94,14 @@ GraphKey key_of(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y
   return k;
 }
 
-// A built graph; `tuned` once the benchmark setting has timed its plans (autotune needs real buffers, so it runs at
-// the first call rather than at the build).
+// A key's graph, built on first use; `tuned` once the benchmark setting has timed its plans (autotune needs real
+// buffers, so it runs at the first call rather than at the build). cuDNN does not promise that one execution plan
+// runs safely from several threads at once (PyTorch keeps its plans per thread), so an entry's build, autotune and
+// every execution hold its own mutex: one shape runs one call at a time, different shapes concurrently.
 struct Entry {
-  std::shared_ptr<Graph> graph;  // null: cuDNN refused the key
-  bool tuned = false;
+  std::mutex mu;
+  bool built = false, tuned = false;
+  std::shared_ptr<Graph> graph;  // null once built: cuDNN refused the key
 };
 
 cudnnHandle_t handle_for(int device) {
@@ -151,7 +157,10 @@ std::shared_ptr<Graph> build(const GraphKey& k, const Tensor& x, const Tensor& w
   if (!g->validate().is_good() || !g->build_operation_graph(handle).is_good() ||
       !g->create_execution_plans({fe::HeurMode_t::A}).is_good())
     return nullptr;
-  if (k.deterministic) g->deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
+  // As the legacy path: deterministic engines only, unless benchmark mode may take the fastest of any (and
+  // use_deterministic_algorithms does not forbid it); at most kMaxWorkspace of workspace.
+  if (!k.benchmark || k.deterministic) g->deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
+  g->deselect_workspace_greater_than(kMaxWorkspace);
   if (!g->check_support().is_good()) return nullptr;
   const fe::BuildPlanPolicy_t policy =
       k.benchmark ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE;
@@ -159,15 +168,12 @@ std::shared_ptr<Graph> build(const GraphKey& k, const Tensor& x, const Tensor& w
   return g;
 }
 
-// The cached entry of a key (built on first use, under the lock: builds are rare and a shape builds once).
-Entry& entry_for(const GraphKey& key, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
-                 cudnnHandle_t handle, std::unique_lock<std::mutex>& lock) {
+// The cached entry of a key (entries never move or go: a std::map's nodes are stable).
+Entry& entry_for(const GraphKey& key) {
   static std::mutex mu;
   static std::map<GraphKey, Entry> cache;
-  lock = std::unique_lock<std::mutex>(mu);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, Entry{build(key, x, w, y, p, handle), false}).first;
-  return it->second;
+  std::lock_guard<std::mutex> lock(mu);
+  return cache[key];
 }
 
 Tensor workspace(int64_t bytes, int device) {
@@ -196,8 +202,12 @@ bool cudnn_graph_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Ten
   cudnnHandle_t h = handle_for(device);
   EMBER_CUDNN_CHECK(cudnnSetStream(h, current_stream_handle(device)));
   const GraphKey key = key_of(pass, x, w, y, p);
-  std::unique_lock<std::mutex> lock;
-  Entry& e = entry_for(key, x, w, y, p, h, lock);
+  Entry& e = entry_for(key);
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (!e.built) {
+    e.graph = build(key, x, w, y, p, h);
+    e.built = true;
+  }
   if (!e.graph) {
     EMBER_CHECK_DEVICE(mode() != Mode::Require, pass_name(pass), ": cuDNN's graph API refused this convolution (x ",
                        x.shape(), ", w ", w.shape(), ", ", x.dtype(), ") and EMBER_CUDNN_CONV_GRAPH=require");
@@ -205,19 +215,20 @@ bool cudnn_graph_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Ten
   }
   std::unordered_map<Uid, void*> pack = {{kX, x.data_ptr()}, {kW, w.data_ptr()}, {kY, y.data_ptr()}};
   pack[pass == ConvPass::Forward ? kY : pass == ConvPass::Data ? kX : kW] = out.data_ptr();
-  if (key.benchmark && !e.tuned) {  // time every built plan on these buffers once; the fastest is kept
-    const Tensor ws = workspace(e.graph->get_autotune_workspace_size(), device);
-    auto status = e.graph->autotune(h, pack, ws.defined() ? ws.data_ptr() : nullptr);
-    EMBER_CHECK_DEVICE(status.is_good(), pass_name(pass), ": cuDNN's autotune failed: ", status.get_message());
-    e.tuned = true;
+  try {
+    if (key.benchmark && !e.tuned) {  // time every built plan on these buffers once; the fastest goes first
+      e.tuned = true;                 // a failed timing leaves the heuristics' order, and is not retried
+      const Tensor ws = workspace(e.graph->get_autotune_workspace_size(), device);
+      (void)e.graph->autotune(h, pack, ws.defined() ? ws.data_ptr() : nullptr);
+    }
+    int64_t bytes = 0;
+    EMBER_CHECK_DEVICE(e.graph->get_workspace_size(bytes).is_good(), pass_name(pass), ": cuDNN gave no workspace size");
+    const Tensor ws = workspace(bytes, device);
+    auto status = e.graph->execute(h, pack, ws.defined() ? ws.data_ptr() : nullptr);
+    EMBER_CHECK_DEVICE(status.is_good(), pass_name(pass), ": cuDNN's graph failed: ", status.get_message());
+  } catch (const OutOfMemoryError&) {
+    return false;  // the legacy path, which falls back to its algorithm without workspace
   }
-  std::shared_ptr<Graph> g = e.graph;
-  lock.unlock();  // a built graph executes concurrently from several threads (each with its own handle)
-  int64_t bytes = 0;
-  EMBER_CHECK_DEVICE(g->get_workspace_size(bytes).is_good(), pass_name(pass), ": cuDNN gave no workspace size");
-  const Tensor ws = workspace(bytes, device);
-  auto status = g->execute(h, pack, ws.defined() ? ws.data_ptr() : nullptr);
-  EMBER_CHECK_DEVICE(status.is_good(), pass_name(pass), ": cuDNN's graph failed: ", status.get_message());
   return true;
 }
 

@@ -8,8 +8,9 @@ namespace ember::cuda::detail {
 enum class ConvPass { Forward, Data, Filter };
 
 // Runs one pass of a convolution x [N, C, H, W] * w [K, C, R, S] -> y [N, K, P, Q] through a cached cuDNN graph
-// (engine heuristics mode A, or every engine timed once per shape under cuda::set_cudnn_benchmark(true); no
-// non-deterministic engine under use_deterministic_algorithms): Forward writes `out` = y from x and w; Data writes
+// (engine heuristics mode A, or every engine timed once per shape under cuda::set_cudnn_benchmark(true); the legacy
+// path's rules: deterministic engines unless benchmarking without use_deterministic_algorithms, at most 1 GiB of
+// workspace, the legacy calls when it does not fit in memory): Forward writes `out` = y from x and w; Data writes
 // `out` (x's shape) from y = the output's gradient and w; Filter writes `out` (w's shape) from x and y. Every tensor
 // in NCHW or channels-last strides, as given. Returns false, having done nothing, where the graph path does not
 // serve the call: a build without the cuDNN frontend, float32 / float64 (the legacy calls keep their TF32 rule), a

@@ -365,6 +365,33 @@ TEST(MemoryPlan, PlansCudaReductionSortAndBatchNormScratch) {
   EXPECT_EQ(batch_norm_workspace_bytes(64, 2, 1), 0);  // [N, C]: one thread per channel, no parts
 }
 
+// Pooling a channels-last or strided input: the CPU pools NCHW copies (ember/internal/conv_channels_last.h), and
+// the plan runs the same steps, so its peak is the measured one exactly, forward and backward, also where the
+// output is both NCHW and channels-last (global pooling).
+TEST(MemoryPlan, PlansPoolingCopiesExactly) {
+  const std::vector<std::pair<const char*, std::function<void()>>> cases = {
+      {"max_pool2d channels-last",
+       [] {
+         Tensor x = randn({2, 8, 9, 9}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+         sum(max_pool2d(x, {3}, {2}, {1})).backward();
+       }},
+      {"global avg_pool2d channels-last",
+       [] {
+         Tensor x = randn({2, 8, 6, 6}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+         sum(avg_pool2d(x, {6})).backward();
+       }},
+      {"max_pool2d strided",
+       [] {
+         Tensor x = randn({2, 8, 9, 9}).transpose(2, 3).detach().requires_grad_();
+         sum(max_pool2d(x, {2})).backward();
+       }},
+  };
+  for (const auto& [what, fn] : cases) {
+    const size_t planned = memory::plan(Device::cpu(), fn).peak_bytes, real = measured_peak(fn);
+    EXPECT_EQ(planned, real) << what;
+  }
+}
+
 TEST(MemoryPlan, ALimitIsSimulatedNotThrown) {
   const memory::Plan p = memory::plan(Device::cpu(), [] { train("mlp-big", 512, 1); }, {.limit_bytes = 8 << 20});
   EXPECT_FALSE(p.fits);

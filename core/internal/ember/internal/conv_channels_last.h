@@ -23,9 +23,19 @@ inline MemoryFormat conv_memory_format(const Tensor& x, const Tensor& w) {
 bool conv2d_channels_last(Backend& be, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
                           const Conv2dParams& p);
 bool conv2d_backward_channels_last(Backend& be, const Conv2dGradArgs& a);
-// The same for pooling: false, doing nothing, unless out (gx) is channels-last but not also contiguous.
+// Pooling on the CPU: false, doing nothing, when out (gx), x (and gy) are all NCHW-contiguous; else it has done the
+// pooling through `be` with the NCHW kernels on NCHW copies (a channels-last or strided input, a channels-last
+// output), so that memory::plan's MetaBackend plans the copies the CPU makes.
 bool pool2d_channels_last(Backend& be, PoolKind kind, const Tensor& out, const Tensor& x, const Pool2dParams& p);
 bool pool2d_backward_channels_last(Backend& be, PoolKind kind, const Tensor& gx, const Tensor& gy, const Tensor& x,
                                    const Pool2dParams& p);
+
+// The layout CUDA's pooling kernels run in (x, gy are first made dense in it): x's suggested one, in which the raw
+// op allocates the output (gx), when the output is dense in it; else the output's own.
+inline MemoryFormat pool_memory_format(const Tensor& x, const Tensor& out) {
+  const MemoryFormat f = x.suggest_memory_format();
+  if (out.is_contiguous(f)) return f;
+  return out.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
+}
 
 }  // namespace ember::detail
