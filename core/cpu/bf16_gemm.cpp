@@ -117,6 +117,19 @@ struct Slices {
   int64_t padded(int64_t s) const { return (depth(s) + group - 1) / group * group; }  // stored pairs of slice s
 };
 
+// One full row of a B panel: d[n] = the pair (b[n * cs], b[rs + n * cs]) for the panel's 32 columns, in the two
+// layouts the callers use, as loops the compiler vectorises: a row-major B (cs == 1: two rows zero-extended and
+// interleaved) and a transposed one (rs == 1: each pair is two adjacent bf16, one 32-bit load on little-endian x86).
+void pack_pairs(const uint16_t* b, int64_t rs, int64_t cs, uint32_t* d) {
+  if (cs == 1) {
+    const uint16_t* lo = b;
+    const uint16_t* hi = b + rs;
+    for (int64_t n = 0; n < kBf16NR; ++n) d[n] = pair(lo[n], hi[n]);
+    return;
+  }
+  for (int64_t n = 0; n < kBf16NR; ++n) std::memcpy(d + n, b + n * cs, sizeof(uint32_t));
+}
+
 // B [K, N] into packed B (bf16_gemm.h) at Bp, slice s starting at b_at[s]; one (slice, panel) per task.
 void pack_b(const Slices& sl, int64_t N, const uint16_t* B, int64_t b_rs, int64_t b_cs, const int64_t* b_at,
             uint32_t* Bp, int threads) {
@@ -126,11 +139,17 @@ void pack_b(const Slices& sl, int64_t N, const uint16_t* B, int64_t b_rs, int64_
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t s = t / panels, j = t % panels, kp = sl.padded(s), real = sl.depth(s), n0 = j * kBf16NR;
       uint32_t* dst = Bp + b_at[s] + j * kp * kBf16NR;
+      const bool full = n0 + kBf16NR <= N;
       for (int64_t p = 0; p < kp; ++p) {
         const int64_t r = 2 * (s * sl.kc + p);
+        uint32_t* d = dst + p * kBf16NR;
+        if (full && p < real && r + 1 < sl.K && (b_cs == 1 || b_rs == 1)) {  // no edge: the two common layouts
+          pack_pairs(B + r * b_rs + n0 * b_cs, b_rs, b_cs, d);
+          continue;
+        }
         for (int64_t n = 0; n < kBf16NR; ++n) {
           const int64_t c = n0 + n;
-          dst[p * kBf16NR + n] = p < real && c < N ? pair(at(r, c), at(r + 1, c)) : 0u;
+          d[n] = p < real && c < N ? pair(at(r, c), at(r + 1, c)) : 0u;
         }
       }
     }
@@ -152,7 +171,8 @@ void pack_a(const Slices& sl, int64_t s, int64_t mr, int64_t M, int64_t i0, int6
           uint32_t v = 0;
           if (row < M && p < real) {
             const uint16_t* a = A + row * a_rs + c * a_cs;
-            v = pair(a[0], c + 1 < sl.K ? a[a_cs] : uint16_t{0});
+            if (a_cs == 1 && c + 1 < sl.K) std::memcpy(&v, a, sizeof v);  // two adjacent bf16: one load
+            else v = pair(a[0], c + 1 < sl.K ? a[a_cs] : uint16_t{0});
           }
           dst[q] = v;
         }

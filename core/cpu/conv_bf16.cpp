@@ -3,8 +3,8 @@
 // which runs where bf16_gemm_path() is None). The same GEMMs as conv.cpp (Note [Conv work split] there), simpler:
 //   forward:  y[n] = W[OC, CKK] @ col(x[n]) [CKK, OH*OW] + b
 //   backward: gW += gy[n] @ col(x[n])^T;  gx[n] = col2im(W^T @ gy[n]);  gb = sum of gy
-// The column matrix is walked in blocks of rows (kBlockRows), so it is never held whole; the batch is split as in
-// conv.cpp (ConvSplit).
+// The column matrix is walked in blocks of rows (block_rows: whole where it is small), so a large one is never held
+// whole; the batch is split as in conv.cpp (ConvSplit).
 #include <algorithm>
 #include <vector>
 
@@ -17,7 +17,15 @@
 namespace ember::cpu::inline EMBER_CPU_ISA_NS {
 namespace {
 
-constexpr int64_t kBlockRows = 512;  // column-matrix rows per GEMM: 256 bf16 pairs, one K slice of bf16_gemm
+// Column-matrix rows per GEMM: as many as keep a block within kColElements (4 MiB of bf16, and the backward's
+// float32 gradient block twice that), at least kBlockRows (256 pairs, one K slice of bf16_gemm). Each block is its
+// own GEMM, and the backward's GEMMs pack their gy operand again for every block, so ResNet-50's column matrices
+// (up to 1.8M elements) go whole: one packing of gy per image.
+constexpr int64_t kBlockRows = 512;
+constexpr int64_t kColElements = int64_t{1} << 21;
+int64_t block_rows(int64_t ckk, int64_t ohw) {
+  return std::max<int64_t>(1, std::min(ckk, std::max(kBlockRows, kColElements / std::max<int64_t>(ohw, 1))));
+}
 
 // Rows [p0, p1) of one image's column matrix: row (c, kh, kw), column (oh, ow) = x[c, oh*sh - ph + kh,
 // ow*sw - pw + kw], 0 outside the image.
@@ -85,7 +93,7 @@ bool conv2d_bf16(const Tensor& out, const Tensor& x_in, const Tensor& w_in, cons
   const Tensor x = raw::contiguous(x_in), w = raw::contiguous(w_in), b = bias.defined() ? raw::contiguous(bias) : bias;
   const ConvGeom g = geometry(x, w, out.size(2), out.size(3), p);
   const int64_t ohw = g.ohw(), ckk = g.ckk(), chw = g.C * g.H * g.W;
-  const int64_t rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const int64_t rows = block_rows(ckk, ohw);
   const ConvSplit sp(g, num_threads());
   for_parts(g, sp, [&](int64_t, int64_t n0, int64_t n1) {
     Scratch col(sizeof(uint16_t) * static_cast<size_t>(rows * ohw));
@@ -115,11 +123,18 @@ bool conv2d_backward_bf16(const Tensor& gy_in, const Tensor& x_in, const Tensor&
   const Tensor gy = raw::contiguous(gy_in), x = raw::contiguous(x_in), w = raw::contiguous(w_in);
   const ConvGeom g = geometry(x, w, gy.size(2), gy.size(3), p);
   const int64_t ohw = g.ohw(), ckk = g.ckk(), chw = g.C * g.H * g.W;
-  const int64_t rows = std::max<int64_t>(1, std::min(kBlockRows, ckk));
+  const int64_t rows = block_rows(ckk, ohw);
   const int64_t wsize = g.OC * ckk;
   const ConvSplit sp(g, num_threads());
   // Each part sums its images' weight gradient in float32 here; the parts are added at the end.
   std::vector<float> gw_parts(gw.defined() ? static_cast<size_t>(sp.parts * wsize) : 0, 0.0f);
+  // W^T [CKK, OC] once per call: the input gradient's GEMMs read W^T's rows as pairs of adjacent bf16 (one load a
+  // pair when the GEMM packs them), where W itself would be gathered at a stride of CKK for every image.
+  Scratch wt_buf(sizeof(uint16_t) * static_cast<size_t>(gx.defined() ? wsize : 0));
+  uint16_t* wt = wt_buf.as<uint16_t>();
+  if (gx.defined())
+    for (int64_t oc = 0; oc < g.OC; ++oc)
+      for (int64_t k = 0; k < ckk; ++k) wt[k * g.OC + oc] = bits(w)[oc * ckk + k];
   if (g.N > 0 && ohw > 0 && (gx.defined() || gw.defined())) {
     for_parts(g, sp, [&](int64_t q, int64_t n0, int64_t n1) {
       Scratch col(sizeof(uint16_t) * static_cast<size_t>(gw.defined() ? rows * ohw : 0));
@@ -135,8 +150,9 @@ bool conv2d_backward_bf16(const Tensor& gy_in, const Tensor& x_in, const Tensor&
             bf16_gemm(g.OC, kb, ohw, gyn, ohw, 1, col.as<uint16_t>(), 1, ohw, gw_parts.data() + q * wsize + p0, ckk,
                       true, gemm_threads(sp));
           }
-          if (gx.defined()) {  // gcol [kb, OHW] = W[:, p0 : p0 + kb]^T @ gy[n], then into gx[n] by col2im
-            bf16_gemm(kb, ohw, g.OC, bits(w) + p0, 1, ckk, gyn, ohw, 1, gcol.as<float>(), ohw, false, gemm_threads(sp));
+          if (gx.defined()) {  // gcol [kb, OHW] = W^T[p0 : p0 + kb, :] @ gy[n], then into gx[n] by col2im
+            bf16_gemm(kb, ohw, g.OC, wt + p0 * g.OC, g.OC, 1, gyn, ohw, 1, gcol.as<float>(), ohw, false,
+                      gemm_threads(sp));
             col2im_add(g, gcol.as<float>(), p0, p0 + kb, gxf.as<float>());
           }
         }

@@ -179,6 +179,9 @@ std::vector<Case> cases() {
   cs.push_back({25, 33, 31, true, false});                   // A transposed
   cs.push_back({25, 33, 31, false, true});                   // B transposed
   cs.push_back({25, 33, 31, true, true, 0, true});           // both, accumulating
+  cs.push_back({37, 96, 601, true, false});                  // full panels over 3 slices, odd K: A transposed,
+  cs.push_back({37, 96, 601, false, true});                  // B transposed (packing's 32-bit path)
+  cs.push_back({37, 100, 601, false, false});                // and row-major (its interleaving path), a ragged panel
   cs.push_back({30, 20, 19, false, false, 5});               // A a non-contiguous view
   cs.push_back({29, 50, 600, false, false, 0, true});        // accumulate over slices
   cs.push_back({512, 256, 512, false, false, 0, false, 2});  // two threads: row panels and B packing split
@@ -302,12 +305,14 @@ TEST(Bf16Gemm, NoFloat32CopiesOfTheOperands) {
 
 // conv2d and its three gradients in bf16 against float32 on the same values. A 3 x 2 kernel (kh and kw not
 // interchangeable), stride and padding (windows off the edge), no bias / bias, small batches (one part: the GEMMs
-// thread) and a larger one split among the threads (ConvSplit), and 64 x 3 x 3 = 576 column rows (two row blocks).
-void check_conv(int64_t C, int64_t N, int64_t stride, int64_t pad, bool bias, bool x_grad) {
-  SCOPED_TRACE(testing::Message() << "C=" << C << " N=" << N << " stride=" << stride << " pad=" << pad);
+// thread) and a larger one split among the threads (ConvSplit), and 64 x 3 x 3 = 576 column rows over a 64 x 64
+// image (2.4M column elements: two row blocks, conv_bf16.cpp's block_rows).
+void check_conv(int64_t C, int64_t N, int64_t stride, int64_t pad, bool bias, bool x_grad, int64_t H = 9,
+                int64_t W = 8) {
+  SCOPED_TRACE(testing::Message() << "C=" << C << " N=" << N << " stride=" << stride << " pad=" << pad << " H=" << H);
   manual_seed(5);
   const int64_t KW = C > 8 ? 3 : 2;
-  const Tensor x = randn({N, C, 9, 8}).to(kBFloat16).requires_grad_(x_grad);
+  const Tensor x = randn({N, C, H, W}).to(kBFloat16).requires_grad_(x_grad);
   const Tensor w = (randn({5, C, 3, KW}) * 0.3).to(kBFloat16).requires_grad_();
   const Tensor b = bias ? randn({5}).to(kBFloat16).requires_grad_() : Tensor();
   const Tensor y = conv2d(x, w, b, {stride}, {pad});
@@ -338,6 +343,7 @@ void check_convs() {
   check_conv(64, 2, 1, 1, true, true);
   check_conv(3, 3, 2, 1, true, false);   // weight and bias gradients only
   check_conv(64, 12, 1, 1, true, true);  // 5 MFLOP: the images split among two threads (ConvSplit), gW summed per part
+  check_conv(64, 1, 1, 1, true, true, 64, 64);  // 576 x 4096 column elements: two row blocks
 }
 
 TEST(Bf16Gemm, Conv2dMatchesFloat32) { check_convs(); }  // whichever path this CPU takes
